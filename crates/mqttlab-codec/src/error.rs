@@ -27,6 +27,10 @@ pub enum DecodeError {
     DuplicateProperty(u8),
     #[error("property {property:#x} is not allowed in packet type {packet_type}")]
     PropertyNotAllowed { property: u8, packet_type: u8 },
+    #[error("invalid value of property {0}")]
+    InvalidPropertyValue(&'static str),
+    #[error("reason code {code:#x} is not valid in packet type {packet_type}")]
+    InvalidReasonCode { packet_type: u8, code: u8 },
     #[error("{0}")]
     Protocol(&'static str),
 }

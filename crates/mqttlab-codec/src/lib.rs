@@ -9,6 +9,7 @@
 
 mod error;
 mod packet;
+mod property;
 mod read;
 mod write;
 

@@ -32,6 +32,12 @@ def _root(
 def _register() -> None:
     # Each command group lives in its own module and registers itself here.
     from mqttlab.cli import run as run_cmd  # noqa: F401  (registers `run`, `report`, `scenario`)
+    from mqttlab.cli import brokers as brokers_cmd
+
+    app.add_typer(brokers_cmd.app, name="brokers")
+    from mqttlab.cli import smc as smc_cmd
+
+    app.add_typer(smc_cmd.app, name="smc")
 
 
 def main() -> None:

@@ -1,0 +1,489 @@
+//! The two kinds of client: a publisher following its open-loop schedule, and a subscriber
+//! accounting for every delivery. Each is one task on its worker's runtime.
+use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival};
+use crate::clock::now_ns;
+use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
+use crate::pacer::Schedule;
+use crate::payload::{Header, SizeSampler, HEADER_LEN};
+use crate::stats::{WorkerShared, H};
+use crate::worker::{Phase, WorkerCtx};
+use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Pending bytes past which a publisher stops queueing sends (the broker is not reading):
+/// further sends due are dropped and counted, so memory stays bounded.
+const MAX_PENDING_WRITE: usize = 8 << 20;
+
+fn connect_packet(ctx: &WorkerCtx, client_id: String) -> Connect {
+    let m = &ctx.plan.mqtt;
+    let mut properties = Properties::default();
+    if m.version == 5 {
+        if m.session_expiry_s > 0 {
+            properties.session_expiry_interval = Some(m.session_expiry_s);
+        }
+        // Let the broker send as many QoS>0 messages as it likes: the subscriber answers at once.
+        properties.receive_maximum = Some(65535);
+    }
+    Connect {
+        protocol: ctx.target.protocol,
+        client_id,
+        clean_start: m.clean_start,
+        keep_alive: m.keepalive_s,
+        username: m.username.clone(),
+        password: m.password.clone().map(|p| p.into_bytes().into()),
+        will: None,
+        properties,
+    }
+}
+
+/// Connects with the worker's ramp; records the steps' durations, or the failure.
+async fn open(ctx: &WorkerCtx, client_id: String, is_publisher: bool) -> Option<Conn> {
+    ctx.connect_slot().await;
+    match Conn::open(&ctx.target, connect_packet(ctx, client_id)).await {
+        Ok((conn, _ack, t)) => {
+            let mut st = ctx.stats.borrow_mut();
+            st.record(H::Connect, t.tcp_us);
+            if let Some(tls) = t.tls_us {
+                st.record(H::Tls, tls);
+            }
+            st.record(H::Connack, t.connack_us);
+            Some(conn)
+        }
+        Err(e) => {
+            connect_failed(ctx, &e, is_publisher);
+            None
+        }
+    }
+}
+
+fn connect_failed(ctx: &WorkerCtx, e: &ConnectError, is_publisher: bool) {
+    let mut st = ctx.stats.borrow_mut();
+    if is_publisher {
+        st.connections.publishers_failed += 1;
+    } else {
+        st.connections.subscribers_failed += 1;
+    }
+    st.error(&format!("connect_{}", e.kind), &e.message);
+    ctx.shared.set_first_error(e.message.clone());
+    WorkerShared::inc(&ctx.shared.connect_failed);
+}
+
+fn phase(ctx: &WorkerCtx) -> Phase {
+    ctx.ctl.borrow().phase
+}
+
+fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
+    // Half the keep-alive, so a PINGREQ goes out well before the broker would give up on us.
+    let ka = ctx.plan.mqtt.keepalive_s as u64;
+    Duration::from_millis(if ka == 0 { 3_600_000 } else { ka * 500 })
+}
+
+struct InFlight {
+    intended_ns: u64,
+    released: bool,
+}
+
+pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
+    let plan = ctx.plan.clone();
+    let p = &plan.publishers;
+    let client_id = publisher_client_id(&plan, index);
+    let Some(mut conn) = open(&ctx, client_id.clone(), true).await else { return };
+    ctx.stats.borrow_mut().connections.publishers_ok += 1;
+    WorkerShared::inc(&ctx.shared.publishers_connected);
+
+    let topic = publisher_topic(&plan, index).into_bytes();
+    let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
+    let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64;
+    let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
+    let sizes = SizeSampler::new(&p.payload);
+    let mut scratch = vec![0u8; sizes.max()];
+    let (slot, wake) = ctx.pacer.register();
+    let mut ctl = ctx.ctl.clone();
+    let mut schedule: Option<Schedule> = None;
+    let mut start_ns = 0u64;
+    let mut next_due: Option<u64> = None;
+    let mut done = false;
+    let mut seq: u32 = 0;
+    let mut inflight: HashMap<u16, InFlight> = HashMap::with_capacity(window.min(4096));
+    let mut next_pkid: u16 = 0;
+    let mut last_write = now_ns();
+    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
+    keepalive.reset();
+    let mut lost = false;
+
+    // If the run started while we were connecting, pick it up without waiting for a change.
+    ctl.mark_changed();
+    loop {
+        tokio::select! {
+            biased;
+            r = ctl.changed() => {
+                if r.is_err() { break; }
+                let c = *ctl.borrow();
+                match c.phase {
+                    Phase::Run | Phase::Drain if schedule.is_none() && c.phase == Phase::Run => {
+                        start_ns = c.start_ns;
+                        ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
+                        let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
+                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end);
+                        next_due = s.next().map(|o| start_ns + o);
+                        schedule = Some(s);
+                        match next_due {
+                            Some(d) => ctx.pacer.schedule(slot, d),
+                            None => finish_sending(&ctx, &mut done),
+                        }
+                    }
+                    Phase::Drain => { next_due = None; finish_sending(&ctx, &mut done); }
+                    Phase::Close => break,
+                    _ => {}
+                }
+            }
+            ev = conn.io() => {
+                match ev {
+                    Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
+                    Ok(IoEvent::Read(_)) => {
+                        let now = now_ns();
+                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, now) {
+                            ctx.stats.borrow_mut().error("protocol", &format!("{client_id}: {msg}"));
+                            lost = true;
+                            break;
+                        }
+                    }
+                    Ok(IoEvent::Wrote) => {}
+                }
+            }
+            _ = wake.notified(), if next_due.is_some() => {
+                let now = now_ns();
+                let sched = schedule.as_mut().expect("a due time comes from a schedule");
+                while let Some(due) = next_due {
+                    if due > now { break; }
+                    let can_send = conn.wbuf.len() < MAX_PENDING_WRITE && (qos == QoS::AtMostOnce || inflight.len() < window);
+                    if can_send {
+                        let pkid = if qos == QoS::AtMostOnce { 0 } else { allocate_pkid(&mut next_pkid, &inflight) };
+                        let size = sizes.sample(sched.rng());
+                        let sent_at = now_ns();
+                        let lag_ns = sent_at.saturating_sub(due);
+                        Header { publisher: index, seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
+                            .write(&mut scratch[..HEADER_LEN]);
+                        let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, p.retain, false, &topic, pkid, None, &scratch[..size])
+                            .expect("publish within MQTT limits");
+                        conn.bytes_out += n as u64;
+                        seq = seq.wrapping_add(1);
+                        if qos != QoS::AtMostOnce {
+                            inflight.insert(pkid, InFlight { intended_ns: due, released: false });
+                            ctx.shared.inflight.fetch_add(1, Relaxed);
+                        }
+                        WorkerShared::inc(&ctx.shared.sent);
+                        ctx.shared.expected_deliveries.fetch_add(fanout, Relaxed);
+                        let mut st = ctx.stats.borrow_mut();
+                        st.counters.sent += 1;
+                        if lag_ns > 1_000_000 { st.counters.late_sends += 1; }
+                        if st.measured(due) { st.record(H::ScheduleLag, lag_ns / 1000); }
+                        if let Some(row) = st.second(sent_at) {
+                            row.sent += 1;
+                            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
+                        }
+                    } else {
+                        WorkerShared::inc(&ctx.shared.dropped);
+                        let mut st = ctx.stats.borrow_mut();
+                        st.counters.dropped += 1;
+                        if let Some(row) = st.second(now) { row.dropped += 1; }
+                    }
+                    next_due = sched.next().map(|o| start_ns + o);
+                }
+                last_write = now;
+                match next_due {
+                    Some(d) => ctx.pacer.schedule(slot, d),
+                    None => finish_sending(&ctx, &mut done),
+                }
+            }
+            _ = keepalive.tick() => {
+                if now_ns() - last_write >= keepalive_interval(&ctx).as_nanos() as u64 {
+                    conn.send(&Packet::PingReq);
+                    last_write = now_ns();
+                }
+            }
+        }
+    }
+    finish_sending(&ctx, &mut done);
+    // Whatever was never acknowledged is no longer in flight once we leave.
+    ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.sent_per_publisher.insert(index, seq as u64);
+        st.counters.mqtt_bytes_out += conn.bytes_out;
+        st.counters.mqtt_bytes_in += conn.bytes_in;
+        if lost && phase(&ctx) < Phase::Close {
+            st.counters.connections_lost += 1;
+            st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
+        }
+    }
+    if lost && phase(&ctx) < Phase::Close {
+        connection_lost(&ctx, &client_id);
+    } else {
+        conn.close().await;
+    }
+}
+
+fn connection_lost(ctx: &WorkerCtx, client_id: &str) {
+    ctx.shared.set_first_error(format!("connection to {} lost ({client_id}): the broker closed the connection", ctx.target.url));
+    WorkerShared::inc(&ctx.shared.connections_lost);
+}
+
+fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
+    if !*done {
+        *done = true;
+        WorkerShared::inc(&ctx.shared.publishers_done);
+    }
+}
+
+fn allocate_pkid(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
+    loop {
+        *next = if *next == u16::MAX { 1 } else { *next + 1 };
+        if !inflight.contains_key(next) {
+            return *next;
+        }
+    }
+}
+
+/// Handles what a publisher receives: the acknowledgements of its QoS flows.
+fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut HashMap<u16, InFlight>, now: u64) -> Result<(), String> {
+    loop {
+        let packet = match conn.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(format!("malformed packet from broker: {e}")),
+        };
+        match packet {
+            Packet::PubAck(a) => complete(ctx, inflight, &a, now, H::Puback, "PUBACK"),
+            Packet::PubComp(a) => complete(ctx, inflight, &a, now, H::Pubcomp, "PUBCOMP"),
+            Packet::PubRec(a) => {
+                if a.reason >= 0x80 {
+                    complete(ctx, inflight, &a, now, H::Pubcomp, "PUBREC");
+                    continue;
+                }
+                match inflight.get_mut(&a.pkid) {
+                    Some(f) => f.released = true,
+                    None => ctx.stats.borrow_mut().violation("unexpected_pubrec", &format!("PUBREC for unknown packet id {}", a.pkid)),
+                }
+                conn.send(&Packet::PubRel(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
+            }
+            Packet::PingResp => {}
+            Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
+            Packet::Publish(_) => {
+                let mut st = ctx.stats.borrow_mut();
+                st.counters.unexpected += 1;
+            }
+            other => return Err(format!("unexpected {} from broker", packet_name(&other))),
+        }
+    }
+}
+
+fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, a: &Ack, now: u64, h: H, what: &str) {
+    let Some(f) = inflight.remove(&a.pkid) else {
+        ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
+        return;
+    };
+    ctx.shared.inflight.fetch_sub(1, Relaxed);
+    let mut st = ctx.stats.borrow_mut();
+    if a.reason >= 0x80 {
+        st.error("publish_refused", &format!("{what} reason {:#04x}", a.reason));
+        return;
+    }
+    if matches!(h, H::Pubcomp) && !f.released {
+        st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for packet id {} before its PUBREC", a.pkid));
+    }
+    WorkerShared::inc(&ctx.shared.acked);
+    st.counters.acked += 1;
+    if st.measured(f.intended_ns) {
+        st.record(h, now.saturating_sub(f.intended_ns) / 1000);
+    }
+    if let Some(row) = st.second(now) {
+        row.acked += 1;
+    }
+}
+
+pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
+    let plan = ctx.plan.clone();
+    let client_id = subscriber_client_id(&plan, index);
+    let Some(mut conn) = open(&ctx, client_id.clone(), false).await else { return };
+    let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
+    let filters = subscriber_filters(&plan, index);
+    let subscribe = Subscribe {
+        pkid: 1,
+        filters: filters
+            .iter()
+            .map(|f| SubscribeFilter { path: f.clone(), qos: requested, no_local: false, retain_as_published: false, retain_handling: 0 })
+            .collect(),
+        properties: Properties::default(),
+    };
+    conn.send(&Packet::Subscribe(subscribe));
+    let subscribe_sent = now_ns();
+    let mut ready = false;
+    let mut ctl = ctx.ctl.clone();
+    let mut awaiting_release: HashSet<u16> = HashSet::new();
+    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
+    keepalive.reset();
+    let mut lost = false;
+    let effective_qos = plan.subscribers.qos.min(plan.publishers.qos);
+    loop {
+        tokio::select! {
+            biased;
+            r = ctl.changed() => {
+                if r.is_err() || ctl.borrow().phase == Phase::Close { break; }
+            }
+            ev = conn.io() => {
+                match ev {
+                    Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
+                    Ok(IoEvent::Read(_)) => {
+                        let now = now_ns();
+                        let r = subscriber_packets(&ctx, &mut conn, index, &mut awaiting_release, now, effective_qos, &mut ready, subscribe_sent, requested);
+                        if let Err(msg) = r {
+                            let msg = format!("{client_id}: {msg}");
+                            ctx.stats.borrow_mut().error("protocol", &msg);
+                            if !ready {
+                                // A refused subscription: the run cannot measure what was asked.
+                                ctx.shared.set_first_error(msg);
+                                ctx.stats.borrow_mut().connections.subscribers_failed += 1;
+                                WorkerShared::inc(&ctx.shared.connect_failed);
+                                conn.close().await;
+                                return;
+                            }
+                            lost = true;
+                            break;
+                        }
+                    }
+                    Ok(IoEvent::Wrote) => {}
+                }
+            }
+            _ = keepalive.tick() => conn.send(&Packet::PingReq),
+        }
+    }
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.counters.mqtt_bytes_out += conn.bytes_out;
+        st.counters.mqtt_bytes_in += conn.bytes_in;
+        if lost && phase(&ctx) < Phase::Close {
+            st.counters.connections_lost += 1;
+            st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
+        }
+    }
+    if lost && phase(&ctx) < Phase::Close {
+        connection_lost(&ctx, &client_id);
+    } else {
+        conn.close().await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn subscriber_packets(
+    ctx: &WorkerCtx,
+    conn: &mut Conn,
+    index: u32,
+    awaiting_release: &mut HashSet<u16>,
+    now: u64,
+    effective_qos: u8,
+    ready: &mut bool,
+    subscribe_sent: u64,
+    requested: QoS,
+) -> Result<(), String> {
+    loop {
+        let packet = match conn.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(format!("malformed packet from broker: {e}")),
+        };
+        match packet {
+            Packet::Publish(p) => {
+                let deliver = match p.qos {
+                    QoS::AtMostOnce => true,
+                    QoS::AtLeastOnce => {
+                        conn.send(&Packet::PubAck(Ack { pkid: p.pkid, reason: 0, properties: Properties::default() }));
+                        true
+                    }
+                    QoS::ExactlyOnce => {
+                        // A PUBLISH whose id still awaits PUBREL is the broker's retransmission,
+                        // not a second message: the QoS 2 flow absorbs it.
+                        let first = awaiting_release.insert(p.pkid);
+                        conn.send(&Packet::PubRec(Ack { pkid: p.pkid, reason: 0, properties: Properties::default() }));
+                        first
+                    }
+                };
+                if deliver {
+                    delivered(ctx, index, &p, now, effective_qos);
+                }
+            }
+            Packet::PubRel(a) => {
+                awaiting_release.remove(&a.pkid);
+                conn.send(&Packet::PubComp(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
+            }
+            Packet::SubAck(s) => {
+                if *ready {
+                    continue;
+                }
+                if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
+                    return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x})"));
+                }
+                let mut st = ctx.stats.borrow_mut();
+                st.record(H::Suback, now.saturating_sub(subscribe_sent) / 1000);
+                if s.return_codes.iter().any(|c| *c < requested as u8) {
+                    st.error("qos_downgraded", &format!("broker granted QoS {:?} for requested {}", s.return_codes, requested as u8));
+                }
+                st.connections.subscribers_ok += 1;
+                *ready = true;
+                WorkerShared::inc(&ctx.shared.subscribers_ready);
+            }
+            Packet::PingResp => {}
+            Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
+            other => return Err(format!("unexpected {} from broker", packet_name(&other))),
+        }
+    }
+}
+
+fn delivered(ctx: &WorkerCtx, index: u32, p: &mqttlab_codec::Publish, now: u64, effective_qos: u8) {
+    WorkerShared::inc(&ctx.shared.received);
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.received += 1;
+    if let Some(row) = st.second(now) {
+        row.received += 1;
+    }
+    if p.retain {
+        // A retained message replayed on subscribe, possibly from an earlier run: not a delivery
+        // of this run's schedule.
+        st.counters.retained_received += 1;
+        return;
+    }
+    let header = Header::read(&p.payload);
+    let topic = std::str::from_utf8(&p.topic).unwrap_or("");
+    let unit = ctx.units.unit_for(index, topic);
+    let (Some(h), Some(unit)) = (header, unit) else {
+        st.counters.unexpected += 1;
+        return;
+    };
+    if h.publisher >= ctx.plan.publishers.count {
+        st.counters.unexpected += 1;
+        return;
+    }
+    let shared_group = ctx.units.is_shared(unit);
+    let pair = st.pairs.entry((h.publisher, unit)).or_default();
+    let ooo_before = pair.out_of_order;
+    let arrival = pair.record(h.seq, !shared_group);
+    let reordered = pair.out_of_order > ooo_before;
+    match arrival {
+        Arrival::New => {
+            WorkerShared::inc(&ctx.shared.unique_deliveries);
+            let intended_ns = h.intended_us * 1000;
+            st.record_delivery_latency(now, intended_ns, h.lag_us as u64 * 1000);
+            if reordered && effective_qos >= 1 {
+                st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
+            }
+        }
+        Arrival::Duplicate => {
+            if effective_qos == 2 {
+                st.violation("qos2_duplicate", &format!("publisher {} message {} delivered twice at QoS 2", h.publisher, h.seq));
+            }
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! One MQTT connection: TCP or TLS transport, the CONNECT handshake, and non-blocking packet I/O.
+//!
+//! Reading and writing are polled from one future (`io`) so a client task can wait on the socket,
+//! its pacer and its control channel in a single `select!` without splitting the stream: writes
+//! never block reads, and neither side of the connection can stall the other.
+use crate::clock::now_ns;
+use crate::plan::RunPlan;
+use bytes::{Buf, BufMut, BytesMut};
+use mqttlab_codec::{decode, encode, ConnAck, Connect, DecodeError, Packet, Properties, Protocol};
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::{client::TlsStream, TlsConnector};
+
+/// Largest packet we accept from the broker: a bound on memory per connection.
+pub const MAX_INCOMING_PACKET: usize = 64 << 20;
+
+pub enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Where to connect, resolved once per run.
+pub struct Target {
+    pub url: String,
+    pub addrs: Vec<SocketAddr>,
+    pub tls: Option<(TlsConnector, ServerName<'static>)>,
+    pub protocol: Protocol,
+    pub connect_timeout: Duration,
+}
+
+impl Target {
+    pub async fn resolve(plan: &RunPlan) -> Result<Arc<Target>, ConnectError> {
+        let b = &plan.broker;
+        let scheme = if b.tls.is_some() { "mqtts" } else { "mqtt" };
+        let url = format!("{scheme}://{}:{}", b.host, b.port);
+        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((b.host.as_str(), b.port)).await {
+            Ok(a) => a.collect(),
+            Err(e) => return Err(ConnectError::new("dns", format!("cannot connect to {url}: unknown host ({e})"))),
+        };
+        if addrs.is_empty() {
+            return Err(ConnectError::new("dns", format!("cannot connect to {url}: host has no address")));
+        }
+        let tls = match &b.tls {
+            None => None,
+            Some(opts) => {
+                let cfg = crate::tls::client_config(opts).map_err(|e| ConnectError::new("tls_config", e))?;
+                let name = opts.server_name.clone().unwrap_or_else(|| b.host.clone());
+                let server_name = ServerName::try_from(name.clone())
+                    .map_err(|_| ConnectError::new("tls_config", format!("tls.server_name: {name:?} is not a valid name")))?;
+                Some((TlsConnector::from(cfg), server_name))
+            }
+        };
+        let protocol = if plan.mqtt.version == 5 { Protocol::V5 } else { Protocol::V311 };
+        Ok(Arc::new(Target {
+            url,
+            addrs,
+            tls,
+            protocol,
+            connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)),
+        }))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ConnectError {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl ConnectError {
+    pub fn new(kind: &'static str, message: String) -> ConnectError {
+        ConnectError { kind, message }
+    }
+}
+
+/// Durations of the connection's steps, in µs.
+pub struct ConnectTimings {
+    pub tcp_us: u64,
+    pub tls_us: Option<u64>,
+    pub connack_us: u64,
+}
+
+pub enum IoEvent {
+    Read(usize),
+    Wrote,
+}
+
+pub struct Conn {
+    stream: Stream,
+    rbuf: BytesMut,
+    pub wbuf: BytesMut,
+    pub protocol: Protocol,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Largest packet the broker accepts (5.0 CONNACK), for our own sends.
+    pub broker_max_packet: Option<u32>,
+    pub broker_receive_max: Option<u16>,
+}
+
+pub fn connack_reason(protocol: Protocol, code: u8) -> &'static str {
+    match (protocol, code) {
+        (Protocol::V311, 1) => "unacceptable protocol version",
+        (Protocol::V311, 2) => "client identifier rejected",
+        (Protocol::V311, 3) => "server unavailable",
+        (Protocol::V311, 4) => "bad user name or password",
+        (Protocol::V311, 5) => "not authorized",
+        (Protocol::V5, 0x80) => "unspecified error",
+        (Protocol::V5, 0x81) => "malformed packet",
+        (Protocol::V5, 0x82) => "protocol error",
+        (Protocol::V5, 0x83) => "implementation specific error",
+        (Protocol::V5, 0x84) => "unsupported protocol version",
+        (Protocol::V5, 0x85) => "client identifier not valid",
+        (Protocol::V5, 0x86) => "bad user name or password",
+        (Protocol::V5, 0x87) => "not authorized",
+        (Protocol::V5, 0x88) => "server unavailable",
+        (Protocol::V5, 0x89) => "server busy",
+        (Protocol::V5, 0x8A) => "banned",
+        (Protocol::V5, 0x8C) => "bad authentication method",
+        (Protocol::V5, 0x90) => "topic name invalid",
+        (Protocol::V5, 0x95) => "packet too large",
+        (Protocol::V5, 0x97) => "quota exceeded",
+        (Protocol::V5, 0x99) => "payload format invalid",
+        (Protocol::V5, 0x9A) => "retain not supported",
+        (Protocol::V5, 0x9B) => "QoS not supported",
+        (Protocol::V5, 0x9C) => "use another server",
+        (Protocol::V5, 0x9D) => "server moved",
+        (Protocol::V5, 0x9F) => "connection rate exceeded",
+        _ => "refused",
+    }
+}
+
+impl Conn {
+    /// TCP (+ TLS) connect and the CONNECT/CONNACK exchange, all within the connect timeout.
+    pub async fn open(target: &Target, connect: Connect) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+        let url = target.url.clone();
+        match tokio::time::timeout(target.connect_timeout, Self::open_inner(target, connect)).await {
+            Ok(r) => r,
+            Err(_) => Err(ConnectError::new(
+                "timeout",
+                format!("cannot connect to {url}: no answer within {} ms", target.connect_timeout.as_millis()),
+            )),
+        }
+    }
+
+    async fn open_inner(target: &Target, connect: Connect) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+        let url = &target.url;
+        let t0 = now_ns();
+        let mut last_err = None;
+        let mut tcp = None;
+        for addr in &target.addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        let tcp = match tcp {
+            Some(s) => s,
+            None => {
+                let e = last_err.expect("at least one address was tried");
+                let (kind, what) = match e.kind() {
+                    io::ErrorKind::ConnectionRefused => ("refused", "connection refused".to_string()),
+                    _ => ("unreachable", e.to_string()),
+                };
+                return Err(ConnectError::new(kind, format!("cannot connect to {url}: {what}")));
+            }
+        };
+        // Latency, not bandwidth, is what we measure: small packets must go out at once.
+        let _ = tcp.set_nodelay(true);
+        let t1 = now_ns();
+        let (stream, tls_us) = match &target.tls {
+            None => (Stream::Tcp(tcp), None),
+            Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
+                Ok(s) => (Stream::Tls(Box::new(s)), Some((now_ns() - t1) / 1000)),
+                Err(e) => {
+                    return Err(ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e))))
+                }
+            },
+        };
+        let t2 = now_ns();
+        let protocol = connect.protocol;
+        let mut conn = Conn {
+            stream,
+            rbuf: BytesMut::with_capacity(8 * 1024),
+            wbuf: BytesMut::with_capacity(8 * 1024),
+            protocol,
+            bytes_in: 0,
+            bytes_out: 0,
+            broker_max_packet: None,
+            broker_receive_max: None,
+        };
+        conn.send(&Packet::Connect(connect));
+        let io_err = |e: io::Error| ConnectError::new("io", format!("cannot connect to {url}: {e}"));
+        conn.flush().await.map_err(io_err)?;
+        let ack = loop {
+            match conn.next_packet() {
+                Ok(Some(Packet::ConnAck(a))) => break a,
+                Ok(Some(other)) => {
+                    return Err(ConnectError::new(
+                        "protocol",
+                        format!("cannot connect to {url}: broker sent {} before CONNACK", packet_name(&other)),
+                    ))
+                }
+                Ok(None) => {}
+                Err(e) => return Err(ConnectError::new("protocol", format!("cannot connect to {url}: malformed CONNACK: {e}"))),
+            }
+            match conn.io().await {
+                Ok(IoEvent::Read(0)) => {
+                    return Err(ConnectError::new("closed", format!("cannot connect to {url}: broker closed the connection before CONNACK")))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        };
+        if ack.code != 0 {
+            return Err(ConnectError::new(
+                "connack",
+                format!(
+                    "broker {url} refused the connection: CONNACK reason {:#04x} ({})",
+                    ack.code,
+                    connack_reason(protocol, ack.code)
+                ),
+            ));
+        }
+        conn.broker_max_packet = ack.properties.maximum_packet_size;
+        conn.broker_receive_max = ack.properties.receive_maximum;
+        let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, connack_us: (now_ns() - t2) / 1000 };
+        Ok((conn, ack, timings))
+    }
+
+    pub fn send(&mut self, p: &Packet) {
+        // Our own packets are built from validated plans; a failure here is a bug, not input.
+        let n = encode(p, self.protocol, &mut self.wbuf).expect("encodable packet");
+        self.bytes_out += n as u64;
+    }
+
+    pub fn next_packet(&mut self) -> Result<Option<Packet>, DecodeError> {
+        decode(&mut self.rbuf, self.protocol, MAX_INCOMING_PACKET)
+    }
+
+    /// Writes what is pending, or reads what has arrived, whichever the socket allows first.
+    pub fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<IoEvent>> {
+        if !self.wbuf.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    self.wbuf.advance(n);
+                    // TLS keeps records in its own buffer until flushed.
+                    let _ = Pin::new(&mut self.stream).poll_flush(cx);
+                    return Poll::Ready(Ok(IoEvent::Wrote));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        let dst = self.rbuf.chunk_mut();
+        // SAFETY: ReadBuf only writes initialised bytes into the uninitialised tail and reports
+        // how many; we advance by exactly that count.
+        let dst = unsafe { &mut *(dst as *mut _ as *mut [std::mem::MaybeUninit<u8>]) };
+        let mut rb = ReadBuf::uninit(dst);
+        match Pin::new(&mut self.stream).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                unsafe { self.rbuf.advance_mut(n) };
+                self.bytes_in += n as u64;
+                Poll::Ready(Ok(IoEvent::Read(n)))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    pub async fn io(&mut self) -> io::Result<IoEvent> {
+        poll_fn(|cx| self.poll_io(cx)).await
+    }
+
+    pub async fn flush(&mut self) -> io::Result<()> {
+        while !self.wbuf.is_empty() {
+            let n = self.stream.write(&self.wbuf).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.wbuf.advance(n);
+        }
+        self.stream.flush().await
+    }
+
+    /// Polite goodbye: DISCONNECT, flush, close; bounded so a dead broker cannot hold us.
+    pub async fn close(mut self) {
+        let disconnect = Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0, properties: Properties::default() });
+        self.send(&disconnect);
+        let _ = tokio::time::timeout(Duration::from_millis(500), async {
+            let _ = self.flush().await;
+            let _ = self.stream.shutdown().await;
+        })
+        .await;
+    }
+}
+
+pub fn packet_name(p: &Packet) -> &'static str {
+    match p {
+        Packet::Connect(_) => "CONNECT",
+        Packet::ConnAck(_) => "CONNACK",
+        Packet::Publish(_) => "PUBLISH",
+        Packet::PubAck(_) => "PUBACK",
+        Packet::PubRec(_) => "PUBREC",
+        Packet::PubRel(_) => "PUBREL",
+        Packet::PubComp(_) => "PUBCOMP",
+        Packet::Subscribe(_) => "SUBSCRIBE",
+        Packet::SubAck(_) => "SUBACK",
+        Packet::Unsubscribe(_) => "UNSUBSCRIBE",
+        Packet::UnsubAck(_) => "UNSUBACK",
+        Packet::PingReq => "PINGREQ",
+        Packet::PingResp => "PINGRESP",
+        Packet::Disconnect(_) => "DISCONNECT",
+        Packet::Auth(_) => "AUTH",
+    }
+}

@@ -1,0 +1,241 @@
+//! The RunPlan: what one engine call runs. Produced by the Python front from a scenario; its JSON
+//! field names are the contract between the two.
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPlan {
+    pub broker: BrokerTarget,
+    pub mqtt: MqttOptions,
+    pub publishers: Publishers,
+    pub subscribers: Subscribers,
+    pub load: Load,
+    pub shard: Shard,
+    #[serde(default)]
+    pub options: Options,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerTarget {
+    pub host: String,
+    pub port: u16,
+    #[serde(default)]
+    pub tls: Option<TlsOptions>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsOptions {
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    #[serde(default)]
+    pub key_file: Option<String>,
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default)]
+    pub server_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttOptions {
+    /// 4 = MQTT 3.1.1, 5 = MQTT 5.0.
+    pub version: u8,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    pub keepalive_s: u16,
+    pub clean_start: bool,
+    #[serde(default)]
+    pub session_expiry_s: u32,
+    pub connect_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Publishers {
+    pub count: u32,
+    pub client_id: String,
+    pub topic: String,
+    pub qos: u8,
+    #[serde(default)]
+    pub retain: bool,
+    /// Messages per second per publisher.
+    pub rate: f64,
+    pub arrival: Arrival,
+    /// Messages per publisher; `None` = send until `load.duration_ms`.
+    #[serde(default)]
+    pub messages: Option<u64>,
+    pub payload: PayloadSize,
+    pub inflight: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    Constant,
+    Poisson,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PayloadSize {
+    Fixed { size: u32 },
+    Uniform { min: u32, max: u32 },
+    Normal { mean: f64, std: f64 },
+    Exponential { mean: f64 },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subscribers {
+    pub count: u32,
+    pub client_id: String,
+    pub filters: Vec<String>,
+    pub qos: u8,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub warmup_ms: u64,
+    pub grace_ms: u64,
+    /// New connections per second over the whole shard; 0 = as fast as possible.
+    #[serde(default)]
+    pub connect_rate: f64,
+    pub seed: u64,
+}
+
+/// Client index ranges `[start, end)` this shard runs. Every shard computes its own share of the
+/// plan from these alone (schedules are derived from the seed and the client index).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    pub publishers: [u32; 2],
+    pub subscribers: [u32; 2],
+    /// Common start instant (Unix time, ns) for shards that run side by side: every shard's
+    /// publishers begin together once all shards are connected. None = as soon as connected.
+    #[serde(default)]
+    pub start_at_unix_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    #[serde(default = "yes")]
+    pub record_latency: bool,
+    #[serde(default)]
+    pub reconnect: bool,
+    #[serde(default = "default_progress_ms")]
+    pub progress_interval_ms: u64,
+    /// Worker threads; 0 = one per available core.
+    #[serde(default)]
+    pub threads: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_progress_ms() -> u64 {
+    1000
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0 }
+    }
+}
+
+/// Bytes every payload starts with: publisher index, sequence number, intended send time, lag.
+pub const HEADER_LEN: u32 = crate::payload::HEADER_LEN as u32;
+
+impl RunPlan {
+    pub fn from_json(s: &str) -> Result<RunPlan, String> {
+        let plan: RunPlan = serde_json::from_str(s).map_err(|e| format!("invalid run plan: {e}"))?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// The scenario layer reports user errors with field names; this is the engine's own guard,
+    /// so a plan that reaches it malformed fails with every problem listed.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        let p = &self.publishers;
+        let s = &self.subscribers;
+        if self.mqtt.version != 4 && self.mqtt.version != 5 {
+            problems.push(format!("mqtt.version: must be 4 (3.1.1) or 5 (got {})", self.mqtt.version));
+        }
+        if p.qos > 2 {
+            problems.push(format!("publishers.qos: must be 0, 1 or 2 (got {})", p.qos));
+        }
+        if s.qos > 2 {
+            problems.push(format!("subscribers.qos: must be 0, 1 or 2 (got {})", s.qos));
+        }
+        if p.count > 0 && p.messages.is_none() && !(p.rate > 0.0 && p.rate.is_finite()) {
+            problems.push(format!("publishers.rate: must be > 0 (got {})", p.rate));
+        }
+        if p.count > 0 && p.messages.is_none() && self.load.duration_ms == 0 {
+            problems.push("load.duration_ms: must be > 0 when publishers.messages is not set".into());
+        }
+        if p.inflight == 0 || p.inflight > 65535 {
+            problems.push(format!("publishers.inflight: must be 1..=65535 (got {})", p.inflight));
+        }
+        if s.count > 0 && s.filters.is_empty() {
+            problems.push("subscribers.filters: at least one filter is needed".into());
+        }
+        let min_size = match p.payload {
+            PayloadSize::Fixed { size } => size as f64,
+            PayloadSize::Uniform { min, max } => {
+                if max < min {
+                    problems.push(format!("publishers.payload: max {max} < min {min}"));
+                }
+                min as f64
+            }
+            PayloadSize::Normal { mean, std } => {
+                if std < 0.0 {
+                    problems.push("publishers.payload.std: must be >= 0".into());
+                }
+                mean
+            }
+            PayloadSize::Exponential { mean } => mean,
+        };
+        if min_size < HEADER_LEN as f64 {
+            problems.push(format!(
+                "publishers.payload: sizes must be at least {HEADER_LEN} bytes (the measurement header)"
+            ));
+        }
+        if self.load.warmup_ms > 0 && self.load.duration_ms > 0 && self.load.warmup_ms >= self.load.duration_ms {
+            problems.push("load.warmup_ms: must be shorter than load.duration_ms".into());
+        }
+        let [a, b] = self.shard.publishers;
+        if a > b || b > p.count {
+            problems.push(format!("shard.publishers: [{a}, {b}) is not within [0, {})", p.count));
+        }
+        let [a, b] = self.shard.subscribers;
+        if a > b || b > s.count {
+            problems.push(format!("shard.subscribers: [{a}, {b}) is not within [0, {})", s.count));
+        }
+        if let Some(tls) = &self.broker.tls {
+            if tls.cert_file.is_some() != tls.key_file.is_some() {
+                problems.push("broker.tls: cert_file and key_file go together".into());
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("invalid run plan: {}", problems.join("; ")))
+        }
+    }
+
+    /// True when this shard runs every client of the plan, so it alone can tell when every
+    /// expected delivery has arrived and end the drain early.
+    pub fn is_whole(&self) -> bool {
+        self.shard.publishers == [0, self.publishers.count] && self.shard.subscribers == [0, self.subscribers.count]
+    }
+}

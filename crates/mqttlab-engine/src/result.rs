@@ -1,0 +1,242 @@
+//! The raw result of a shard: plain data that merges exactly (counters and histograms add), so
+//! one process, several processes or a cluster produce the same thing for the same plan.
+use crate::histogram::{self, Hist};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Completed,
+    Interrupted,
+    BrokerLost,
+    Failed,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counters {
+    /// PUBLISH packets written (first transmissions).
+    pub sent: u64,
+    /// PUBACK (QoS 1) or PUBCOMP (QoS 2) received for them.
+    pub acked: u64,
+    /// Deliveries to subscribers, duplicates included.
+    pub received: u64,
+    /// Sends that were due while the QoS window (or the write buffer) was full: not sent late.
+    pub dropped: u64,
+    pub errors: u64,
+    /// Sends that left more than 1 ms after their intended time.
+    pub late_sends: u64,
+    pub retained_received: u64,
+    /// Deliveries no receiver was owed: no header, unknown publisher, or a topic no filter matches.
+    pub unexpected: u64,
+    pub connections_lost: u64,
+    pub reconnects: u64,
+    pub mqtt_bytes_out: u64,
+    pub mqtt_bytes_in: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.sent += o.sent;
+        self.acked += o.acked;
+        self.received += o.received;
+        self.dropped += o.dropped;
+        self.errors += o.errors;
+        self.late_sends += o.late_sends;
+        self.retained_received += o.retained_received;
+        self.unexpected += o.unexpected;
+        self.connections_lost += o.connections_lost;
+        self.reconnects += o.reconnects;
+        self.mqtt_bytes_out += o.mqtt_bytes_out;
+        self.mqtt_bytes_in += o.mqtt_bytes_in;
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Connections {
+    pub publishers_ok: u64,
+    pub publishers_failed: u64,
+    pub subscribers_ok: u64,
+    pub subscribers_failed: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Issue {
+    pub count: u64,
+    /// The first occurrence's message.
+    pub example: String,
+}
+
+pub fn add_issue(map: &mut BTreeMap<String, Issue>, kind: &str, count: u64, example: &str) {
+    let e = map.entry(kind.to_string()).or_insert_with(|| Issue { count: 0, example: example.to_string() });
+    e.count += count;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PairDelivery {
+    pub publisher: u32,
+    pub unit: String,
+    pub unique: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SeriesRow {
+    /// Second since the start of the measured window (warm-up seconds are negative).
+    pub t_s: i64,
+    pub sent: u64,
+    pub acked: u64,
+    pub received: u64,
+    pub dropped: u64,
+    pub errors: u64,
+    pub schedule_lag_max_us: u64,
+    /// End-to-end latency of the deliveries in this second (2 significant digits).
+    pub e2e: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// Busiest worker thread's CPU share of one core over the load phase.
+    pub max_thread_cpu_share: f64,
+    pub threads: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ShardInfo {
+    pub publishers: [u32; 2],
+    pub subscribers: [u32; 2],
+    pub host: String,
+    pub status: Status,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RawResult {
+    pub status: Status,
+    pub error: Option<String>,
+    pub start_unix_ns: u64,
+    /// CLOCK_MONOTONIC at the start of the measured window (after warm-up).
+    pub start_mono_ns: u64,
+    pub warmup_ms: u64,
+    /// Length of the load phase that actually ran (first send to last intended send).
+    pub load_ms: u64,
+    pub shards: Vec<ShardInfo>,
+    pub counters: Counters,
+    pub connections: Connections,
+    pub histograms: BTreeMap<String, String>,
+    pub series: Vec<SeriesRow>,
+    /// Messages each publisher put on the wire, the denominator of its receivers' losses.
+    pub sent_per_publisher: BTreeMap<u32, u64>,
+    pub deliveries: Vec<PairDelivery>,
+    pub violations: BTreeMap<String, Issue>,
+    pub errors: BTreeMap<String, Issue>,
+    pub generator: Generator,
+}
+
+pub const HISTOGRAM_NAMES: [&str; 9] =
+    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag"];
+
+impl RawResult {
+    pub fn histogram(&self, name: &str) -> Result<Hist, String> {
+        match self.histograms.get(name) {
+            Some(s) => histogram::decode(s),
+            None => Ok(histogram::new_hist()),
+        }
+    }
+
+    /// Exact merge of shard results of one plan.
+    pub fn merge(parts: &[RawResult]) -> Result<RawResult, String> {
+        let first = parts.first().ok_or("nothing to merge")?;
+        let mut out = first.clone();
+        for r in &parts[1..] {
+            out.status = out.status.max(r.status);
+            if out.error.is_none() {
+                out.error = r.error.clone();
+            }
+            out.start_unix_ns = out.start_unix_ns.min(r.start_unix_ns);
+            out.start_mono_ns = out.start_mono_ns.min(r.start_mono_ns);
+            out.load_ms = out.load_ms.max(r.load_ms);
+            out.shards.extend(r.shards.iter().cloned());
+            out.counters.add(&r.counters);
+            out.connections.publishers_ok += r.connections.publishers_ok;
+            out.connections.publishers_failed += r.connections.publishers_failed;
+            out.connections.subscribers_ok += r.connections.subscribers_ok;
+            out.connections.subscribers_failed += r.connections.subscribers_failed;
+            for (p, n) in &r.sent_per_publisher {
+                *out.sent_per_publisher.entry(*p).or_default() += n;
+            }
+            out.deliveries.extend(r.deliveries.iter().cloned());
+            for (k, v) in &r.violations {
+                add_issue(&mut out.violations, k, v.count, &v.example);
+            }
+            for (k, v) in &r.errors {
+                add_issue(&mut out.errors, k, v.count, &v.example);
+            }
+            out.generator.cpu_user_s += r.generator.cpu_user_s;
+            out.generator.cpu_sys_s += r.generator.cpu_sys_s;
+            out.generator.threads += r.generator.threads;
+            out.generator.max_thread_cpu_share = out.generator.max_thread_cpu_share.max(r.generator.max_thread_cpu_share);
+        }
+        // Histograms and series add by name / second.
+        for name in HISTOGRAM_NAMES {
+            let mut h = histogram::new_hist();
+            for r in parts {
+                histogram::add(&mut h, &r.histogram(name)?);
+            }
+            out.histograms.insert(name.to_string(), histogram::encode(&h));
+        }
+        let mut rows: BTreeMap<i64, (SeriesRow, Hist)> = BTreeMap::new();
+        for r in parts {
+            for row in &r.series {
+                let h = histogram::decode(&row.e2e)?;
+                let e = rows.entry(row.t_s).or_insert_with(|| {
+                    (SeriesRow { e2e: String::new(), ..row.clone() }.zeroed(), histogram::new_series_hist())
+                });
+                e.0.sent += row.sent;
+                e.0.acked += row.acked;
+                e.0.received += row.received;
+                e.0.dropped += row.dropped;
+                e.0.errors += row.errors;
+                e.0.schedule_lag_max_us = e.0.schedule_lag_max_us.max(row.schedule_lag_max_us);
+                histogram::add(&mut e.1, &h);
+            }
+        }
+        out.series = rows
+            .into_values()
+            .map(|(mut row, h)| {
+                row.e2e = histogram::encode(&h);
+                row
+            })
+            .collect();
+        // Pairs of a shared group can be split over shards: add them by key.
+        let mut pairs: BTreeMap<(u32, String), PairDelivery> = BTreeMap::new();
+        for d in out.deliveries.drain(..) {
+            match pairs.get_mut(&(d.publisher, d.unit.clone())) {
+                Some(e) => {
+                    e.unique += d.unique;
+                    e.duplicates += d.duplicates;
+                    e.out_of_order += d.out_of_order;
+                }
+                None => {
+                    pairs.insert((d.publisher, d.unit.clone()), d);
+                }
+            }
+        }
+        out.deliveries = pairs.into_values().collect();
+        Ok(out)
+    }
+}
+
+impl SeriesRow {
+    fn zeroed(mut self) -> SeriesRow {
+        self.sent = 0;
+        self.acked = 0;
+        self.received = 0;
+        self.dropped = 0;
+        self.errors = 0;
+        self.schedule_lag_max_us = 0;
+        self
+    }
+}

@@ -1,0 +1,438 @@
+//! The coordinator of one shard: starts the workers, moves them through the phases
+//! (connect → run → drain → close), publishes progress, and assembles the raw result.
+use crate::accounting::UnitTable;
+use crate::clock::{now_ns, process_cpu_s, unix_now_ns};
+use crate::conn::Target;
+use crate::histogram::{self, Hist};
+use crate::plan::RunPlan;
+use crate::result::{add_issue, Generator, PairDelivery, RawResult, SeriesRow, ShardInfo, Status, HISTOGRAM_NAMES};
+use crate::stats::{SecondRow, WorkerShared};
+use crate::worker::{self, Assignment, Ctl, Phase, WorkerOutput};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Why a run could not take place at all (nothing was measured).
+#[derive(Debug, Clone)]
+pub enum RunError {
+    Plan(String),
+    Connect(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Plan(m) | RunError::Connect(m) => f.write_str(m),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Progress {
+    pub t_s: f64,
+    pub phase: &'static str,
+    pub connected: ConnectedNow,
+    pub total: Totals,
+    pub interval: Interval,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConnectedNow {
+    pub publishers: u64,
+    pub subscribers: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub sent: u64,
+    pub acked: u64,
+    pub received: u64,
+    pub dropped: u64,
+    pub errors: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Interval {
+    pub sent: u64,
+    pub acked: u64,
+    pub received: u64,
+    pub e2e_p50_us: Option<u64>,
+    pub e2e_p99_us: Option<u64>,
+}
+
+pub struct RunHandle {
+    stop: Arc<AtomicBool>,
+    pub progress: mpsc::Receiver<Progress>,
+    thread: std::thread::JoinHandle<Result<RawResult, RunError>>,
+}
+
+impl RunHandle {
+    /// Ends the run early and cleanly: sends stop, deliveries under way get a short drain.
+    pub fn stop(&self) {
+        self.stop.store(true, Relaxed);
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    pub fn join(self) -> Result<RawResult, RunError> {
+        self.thread.join().unwrap_or_else(|_| Err(RunError::Plan("the engine's coordinator panicked".into())))
+    }
+}
+
+pub fn start(plan: RunPlan) -> Result<RunHandle, RunError> {
+    plan.validate().map_err(RunError::Plan)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("mqttlab-coordinator".into())
+        .spawn(move || coordinate(plan, s, tx))
+        .map_err(|e| RunError::Plan(format!("cannot start the engine: {e}")))?;
+    Ok(RunHandle { stop, progress: rx, thread })
+}
+
+/// Runs a plan to the end, calling `on_progress` on the caller's thread.
+pub fn run(plan: RunPlan, mut on_progress: impl FnMut(&Progress)) -> Result<RawResult, RunError> {
+    let handle = start(plan)?;
+    for p in handle.progress.iter() {
+        on_progress(&p);
+    }
+    handle.join()
+}
+
+struct Coordinator {
+    plan: Arc<RunPlan>,
+    shared: Vec<Arc<WorkerShared>>,
+    ctl: watch::Sender<Ctl>,
+    tx: mpsc::Sender<Progress>,
+    t0: u64,
+    last_progress: u64,
+    last_totals: Totals,
+}
+
+impl Coordinator {
+    fn sum(&self, f: impl Fn(&WorkerShared) -> &AtomicU64) -> u64 {
+        self.shared.iter().map(|s| f(s).load(Relaxed)).sum()
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.ctl.send_modify(|c| c.phase = phase);
+    }
+
+    fn phase_name(&self) -> &'static str {
+        let c = *self.ctl.borrow();
+        match c.phase {
+            Phase::Connect => "connecting",
+            Phase::Run if now_ns() < c.start_ns + self.plan.load.warmup_ms * 1_000_000 => "warmup",
+            Phase::Run => "measuring",
+            Phase::Drain => "draining",
+            Phase::Close => "done",
+        }
+    }
+
+    fn emit_progress(&mut self, force: bool) {
+        let now = now_ns();
+        let every = self.plan.options.progress_interval_ms.max(50) * 1_000_000;
+        if !force && now - self.last_progress < every {
+            return;
+        }
+        self.last_progress = now;
+        let total = Totals {
+            sent: self.sum(|s| &s.sent),
+            acked: self.sum(|s| &s.acked),
+            received: self.sum(|s| &s.received),
+            dropped: self.sum(|s| &s.dropped),
+            errors: self.sum(|s| &s.errors) + self.sum(|s| &s.connect_failed) + self.sum(|s| &s.connections_lost),
+        };
+        let mut recent: Option<Hist> = None;
+        for s in &self.shared {
+            if let Some(h) = s.interval_e2e.lock().unwrap().take() {
+                match recent.as_mut() {
+                    Some(acc) => histogram::add(acc, &h),
+                    None => recent = Some(h),
+                }
+            }
+        }
+        let recent = recent.filter(|h| h.len() > 0);
+        let p = Progress {
+            t_s: (now - self.t0) as f64 / 1e9,
+            phase: self.phase_name(),
+            connected: ConnectedNow {
+                publishers: self.sum(|s| &s.publishers_connected),
+                subscribers: self.sum(|s| &s.subscribers_ready),
+            },
+            interval: Interval {
+                sent: total.sent - self.last_totals.sent,
+                acked: total.acked - self.last_totals.acked,
+                received: total.received - self.last_totals.received,
+                e2e_p50_us: recent.as_ref().map(|h| h.value_at_quantile(0.5)),
+                e2e_p99_us: recent.as_ref().map(|h| h.value_at_quantile(0.99)),
+            },
+            total: total.clone(),
+        };
+        self.last_totals = total;
+        let _ = self.tx.send(p);
+    }
+}
+
+fn worker_count(plan: &RunPlan, clients: u32) -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let wanted = if plan.options.threads > 0 { plan.options.threads as usize } else { cores };
+    wanted.clamp(1, clients.max(1) as usize)
+}
+
+fn assign(plan: &RunPlan, units: &UnitTable, workers: usize) -> Vec<Assignment> {
+    let mut out: Vec<Assignment> = (0..workers).map(|_| Assignment { publishers: vec![], subscribers: vec![] }).collect();
+    let [a, b] = plan.shard.publishers;
+    for (k, p) in (a..b).enumerate() {
+        out[k % workers].publishers.push(p);
+    }
+    let [a, b] = plan.shard.subscribers;
+    for (k, s) in (a..b).enumerate() {
+        // Members of one shared group stay on one worker, so its duplicates are seen in one place.
+        let shared_unit = units.routes[s as usize].iter().map(|(u, _)| *u).find(|u| units.is_shared(*u));
+        let w = match shared_unit {
+            Some(u) => u as usize % workers,
+            None => k % workers,
+        };
+        out[w].subscribers.push(s);
+    }
+    out
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) -> Result<RawResult, RunError> {
+    let plan = Arc::new(plan);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let target = rt.block_on(Target::resolve(&plan)).map_err(|e| RunError::Connect(e.message))?;
+    drop(rt);
+    let units = Arc::new(UnitTable::build(&plan));
+    let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
+    let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
+    let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
+    let workers = worker_count(&plan, (n_pubs + n_subs) as u32);
+    let (ctl_tx, ctl_rx) = watch::channel(Ctl { phase: Phase::Connect, start_ns: 0 });
+    let mut co = Coordinator {
+        plan: plan.clone(),
+        shared: (0..workers).map(|_| Arc::new(WorkerShared::default())).collect(),
+        ctl: ctl_tx,
+        tx,
+        t0: now_ns(),
+        last_progress: now_ns(),
+        last_totals: Totals::default(),
+    };
+    let (cpu_user0, cpu_sys0) = process_cpu_s();
+    let start_unix_ns = unix_now_ns();
+    let handles: Vec<_> = assign(&plan, &units, workers)
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            worker::spawn(i, workers, plan.clone(), target.clone(), units.clone(), fanout.clone(), a, co.shared[i].clone(), ctl_rx.clone())
+        })
+        .collect();
+    let tick = || std::thread::sleep(Duration::from_millis(5));
+    let mut status = Status::Completed;
+    let mut error: Option<String> = None;
+
+    // Connect and subscribe.
+    let mut connect_failure = None;
+    loop {
+        co.emit_progress(false);
+        if co.sum(|s| &s.connect_failed) > 0 {
+            connect_failure = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
+            break;
+        }
+        if stop.load(Relaxed) {
+            status = Status::Interrupted;
+            error = Some("interrupted while connecting".into());
+            break;
+        }
+        if co.sum(|s| &s.publishers_connected) == n_pubs && co.sum(|s| &s.subscribers_ready) == n_subs {
+            break;
+        }
+        tick();
+    }
+    let mut start_ns = 0;
+    let mut load_end_ns = 0;
+    if connect_failure.is_none() && status == Status::Completed {
+        // A common start instant a little ahead, so every publisher's first send is on schedule.
+        let now = now_ns();
+        start_ns = match plan.shard.start_at_unix_ns {
+            None => now + 50_000_000,
+            Some(at) => {
+                let ahead = at as i128 - unix_now_ns() as i128;
+                if ahead <= 0 {
+                    error = Some(format!("connecting took {} ms past the common start instant", -ahead / 1_000_000));
+                }
+                now + ahead.max(1_000_000) as u64
+            }
+        };
+        co.ctl.send_modify(|c| {
+            c.phase = Phase::Run;
+            c.start_ns = start_ns;
+        });
+        // A shard without all the publishers cannot see the others finish: it keeps its
+        // subscribers for the planned length of the load.
+        let planned_end = if plan.is_whole() {
+            0
+        } else if plan.load.duration_ms > 0 {
+            start_ns + plan.load.duration_ms * 1_000_000
+        } else {
+            let per_pub = plan.publishers.messages.unwrap_or(0) as f64 / plan.publishers.rate.max(1e-9);
+            start_ns + (per_pub * 1e9) as u64
+        };
+        let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
+        let mut drain_deadline = 0;
+        loop {
+            co.emit_progress(false);
+            let now = now_ns();
+            let phase = co.ctl.borrow().phase;
+            if phase == Phase::Run {
+                let lost = co.sum(|s| &s.connections_lost) > 0 && !plan.options.reconnect;
+                if stop.load(Relaxed) {
+                    status = Status::Interrupted;
+                    drain_deadline = now + short_grace;
+                } else if lost {
+                    status = Status::BrokerLost;
+                    error = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
+                    drain_deadline = now + short_grace;
+                } else if co.sum(|s| &s.publishers_done) == n_pubs && now >= planned_end {
+                    drain_deadline = now + plan.load.grace_ms * 1_000_000;
+                }
+                if drain_deadline != 0 {
+                    load_end_ns = now;
+                    co.set_phase(Phase::Drain);
+                }
+            } else {
+                let all_in = plan.is_whole()
+                    && co.sum(|s| &s.unique_deliveries) >= co.sum(|s| &s.expected_deliveries)
+                    && co.sum(|s| &s.inflight) == 0;
+                let lost = co.sum(|s| &s.connections_lost) > 0 && !plan.options.reconnect;
+                if lost && status == Status::Completed {
+                    status = Status::BrokerLost;
+                    error = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
+                }
+                if all_in || now >= drain_deadline || (stop.load(Relaxed) && status != Status::Interrupted) {
+                    if stop.load(Relaxed) {
+                        status = Status::Interrupted;
+                    }
+                    break;
+                }
+            }
+            tick();
+        }
+    }
+    co.set_phase(Phase::Close);
+    let outputs: Vec<WorkerOutput> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+    co.emit_progress(true);
+    if let Some(msg) = connect_failure {
+        return Err(RunError::Connect(msg));
+    }
+    let (cpu_user1, cpu_sys1) = process_cpu_s();
+    let warmup_ms = plan.load.warmup_ms;
+    let mut result = RawResult {
+        status,
+        error,
+        start_unix_ns,
+        start_mono_ns: if start_ns > 0 { start_ns + warmup_ms * 1_000_000 } else { 0 },
+        warmup_ms,
+        load_ms: load_end_ns.saturating_sub(start_ns) / 1_000_000,
+        shards: vec![ShardInfo {
+            publishers: plan.shard.publishers,
+            subscribers: plan.shard.subscribers,
+            host: hostname(),
+            status,
+        }],
+        counters: Default::default(),
+        connections: Default::default(),
+        histograms: BTreeMap::new(),
+        series: Vec::new(),
+        sent_per_publisher: BTreeMap::new(),
+        deliveries: Vec::new(),
+        violations: BTreeMap::new(),
+        errors: BTreeMap::new(),
+        generator: Generator {
+            cpu_user_s: cpu_user1 - cpu_user0,
+            cpu_sys_s: cpu_sys1 - cpu_sys0,
+            max_thread_cpu_share: outputs.iter().map(|o| o.load_cpu_share).fold(0.0, f64::max),
+            threads: workers as u32,
+        },
+    };
+    collect(&mut result, outputs, &units);
+    Ok(result)
+}
+
+/// Adds the workers' stats into the result.
+fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable) {
+    let mut hists: Vec<Hist> = HISTOGRAM_NAMES.iter().map(|_| histogram::new_hist()).collect();
+    let mut seconds: BTreeMap<i64, SecondRow> = BTreeMap::new();
+    let mut pairs: BTreeMap<(u32, u32), PairDelivery> = BTreeMap::new();
+    for mut o in outputs {
+        let st = &mut o.stats;
+        result.counters.add(&st.counters);
+        let c = &mut result.connections;
+        c.publishers_ok += st.connections.publishers_ok;
+        c.publishers_failed += st.connections.publishers_failed;
+        c.subscribers_ok += st.connections.subscribers_ok;
+        c.subscribers_failed += st.connections.subscribers_failed;
+        for (acc, h) in hists.iter_mut().zip(st.hists.iter()) {
+            histogram::add(acc, h);
+        }
+        for (t, row) in st.take_series() {
+            let e = seconds.entry(t).or_default();
+            e.sent += row.sent;
+            e.acked += row.acked;
+            e.received += row.received;
+            e.dropped += row.dropped;
+            e.errors += row.errors;
+            e.lag_max_us = e.lag_max_us.max(row.lag_max_us);
+            if let Some(h) = row.e2e {
+                histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
+            }
+        }
+        for (k, v) in &st.errors {
+            add_issue(&mut result.errors, k, v.count, &v.example);
+        }
+        for (k, v) in &st.violations {
+            add_issue(&mut result.violations, k, v.count, &v.example);
+        }
+        result.sent_per_publisher.extend(st.sent_per_publisher.iter().map(|(k, v)| (*k, *v)));
+        for ((p, u), s) in st.pairs.drain() {
+            let e = pairs.entry((p, u)).or_insert_with(|| PairDelivery {
+                publisher: p,
+                unit: units.names[u as usize].clone(),
+                unique: 0,
+                duplicates: 0,
+                out_of_order: 0,
+            });
+            e.unique += s.unique;
+            e.duplicates += s.duplicates;
+            e.out_of_order += s.out_of_order;
+        }
+    }
+    for (name, h) in HISTOGRAM_NAMES.iter().zip(hists.iter()) {
+        result.histograms.insert(name.to_string(), histogram::encode(h));
+    }
+    result.series = seconds
+        .into_iter()
+        .map(|(t_s, r)| SeriesRow {
+            t_s,
+            sent: r.sent,
+            acked: r.acked,
+            received: r.received,
+            dropped: r.dropped,
+            errors: r.errors,
+            schedule_lag_max_us: r.lag_max_us,
+            e2e: histogram::encode(&r.e2e.unwrap_or_else(histogram::new_series_hist)),
+        })
+        .collect();
+    result.deliveries = pairs.into_values().collect();
+}

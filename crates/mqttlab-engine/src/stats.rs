@@ -1,0 +1,166 @@
+//! What one worker thread records. Each worker owns its `WorkerStats` alone (no locks on the
+//! message path); the coordinator sees progress through `WorkerShared`'s atomics and merges the
+//! stats once at the end.
+use crate::accounting::PairState;
+use crate::histogram::{self, Hist};
+use crate::result::{add_issue, Connections, Counters, Issue};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+#[derive(Clone, Copy)]
+pub enum H {
+    E2e = 0,
+    E2eUncorrected,
+    Puback,
+    Pubcomp,
+    Connect,
+    Tls,
+    Connack,
+    Suback,
+    ScheduleLag,
+}
+
+#[derive(Default)]
+pub struct SecondRow {
+    pub sent: u64,
+    pub acked: u64,
+    pub received: u64,
+    pub dropped: u64,
+    pub errors: u64,
+    pub lag_max_us: u64,
+    pub e2e: Option<Hist>,
+}
+
+pub struct WorkerStats {
+    pub counters: Counters,
+    pub connections: Connections,
+    pub hists: Vec<Hist>,
+    pub interval_e2e: Hist,
+    pub errors: BTreeMap<String, Issue>,
+    pub violations: BTreeMap<String, Issue>,
+    pub sent_per_publisher: BTreeMap<u32, u64>,
+    pub pairs: HashMap<(u32, u32), PairState>,
+    /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
+    pub measure_start_ns: u64,
+    series: Vec<SecondRow>,
+    /// Index in `series` of second 0 (the warm-up seconds come before it).
+    series_base: i64,
+    record_latency: bool,
+}
+
+impl WorkerStats {
+    pub fn new(record_latency: bool) -> WorkerStats {
+        WorkerStats {
+            counters: Counters::default(),
+            connections: Connections::default(),
+            hists: (0..9).map(|_| histogram::new_hist()).collect(),
+            interval_e2e: histogram::new_series_hist(),
+            errors: BTreeMap::new(),
+            violations: BTreeMap::new(),
+            sent_per_publisher: BTreeMap::new(),
+            pairs: HashMap::new(),
+            measure_start_ns: 0,
+            series: Vec::new(),
+            series_base: 0,
+            record_latency,
+        }
+    }
+
+    pub fn set_window(&mut self, start_ns: u64, warmup_ms: u64) {
+        self.measure_start_ns = start_ns + warmup_ms * 1_000_000;
+        self.series_base = warmup_ms.div_ceil(1000) as i64;
+    }
+
+    /// Whether something intended at `t_ns` falls in the measured window (not warm-up).
+    pub fn measured(&self, t_ns: u64) -> bool {
+        self.measure_start_ns != 0 && t_ns >= self.measure_start_ns
+    }
+
+    pub fn record(&mut self, h: H, us: u64) {
+        if self.record_latency {
+            histogram::record(&mut self.hists[h as usize], us);
+        }
+    }
+
+    /// The per-second row that `t_ns` falls in, if the run has started.
+    pub fn second(&mut self, t_ns: u64) -> Option<&mut SecondRow> {
+        if self.measure_start_ns == 0 {
+            return None;
+        }
+        let sec = (t_ns as i128 - self.measure_start_ns as i128).div_euclid(1_000_000_000) as i64;
+        let idx = sec + self.series_base;
+        if idx < 0 {
+            return None;
+        }
+        let idx = idx as usize;
+        if idx >= self.series.len() {
+            self.series.resize_with(idx + 1, SecondRow::default);
+        }
+        Some(&mut self.series[idx])
+    }
+
+    pub fn record_delivery_latency(&mut self, recv_ns: u64, intended_ns: u64, lag_ns: u64) {
+        let corrected = recv_ns.saturating_sub(intended_ns) / 1000;
+        let uncorrected = recv_ns.saturating_sub(intended_ns + lag_ns) / 1000;
+        if !self.record_latency {
+            return;
+        }
+        if self.measured(intended_ns) {
+            histogram::record(&mut self.hists[H::E2e as usize], corrected);
+            histogram::record(&mut self.hists[H::E2eUncorrected as usize], uncorrected);
+        }
+        histogram::record(&mut self.interval_e2e, corrected);
+        if let Some(row) = self.second(recv_ns) {
+            histogram::record(row.e2e.get_or_insert_with(histogram::new_series_hist), corrected);
+        }
+    }
+
+    pub fn error(&mut self, kind: &str, example: &str) {
+        self.counters.errors += 1;
+        add_issue(&mut self.errors, kind, 1, example);
+    }
+
+    pub fn violation(&mut self, kind: &str, detail: &str) {
+        add_issue(&mut self.violations, kind, 1, detail);
+    }
+
+    pub fn take_series(&mut self) -> Vec<(i64, SecondRow)> {
+        let base = self.series_base;
+        std::mem::take(&mut self.series).into_iter().enumerate().map(|(i, r)| (i as i64 - base, r)).collect()
+    }
+}
+
+/// Counters the coordinator reads while the run goes on. Written by one worker thread only.
+#[derive(Default)]
+pub struct WorkerShared {
+    pub publishers_connected: AtomicU64,
+    pub subscribers_ready: AtomicU64,
+    pub connect_failed: AtomicU64,
+    pub publishers_done: AtomicU64,
+    /// Deliveries owed for the messages sent so far (sent × fan-out), and first-time deliveries seen.
+    pub expected_deliveries: AtomicU64,
+    pub unique_deliveries: AtomicU64,
+    pub inflight: AtomicU64,
+    pub connections_lost: AtomicU64,
+    pub sent: AtomicU64,
+    pub acked: AtomicU64,
+    pub received: AtomicU64,
+    pub dropped: AtomicU64,
+    pub errors: AtomicU64,
+    pub first_error: Mutex<Option<String>>,
+    pub interval_e2e: Mutex<Option<Hist>>,
+}
+
+impl WorkerShared {
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+
+    pub fn set_first_error(&self, msg: String) {
+        let mut e = self.first_error.lock().unwrap();
+        if e.is_none() {
+            *e = Some(msg);
+        }
+    }
+}

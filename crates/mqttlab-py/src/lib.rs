@@ -1,0 +1,123 @@
+//! `mqttlab._engine`: plan JSON in, result JSON out. Only compact summaries and encoded
+//! histograms cross into Python; long calls release the GIL and stop cleanly on Ctrl-C.
+use mqttlab_engine::{histogram, summarize as summarize_result, RawResult, RunError, RunPlan};
+use pyo3::exceptions::{PyConnectionError, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+fn run_error(e: RunError) -> PyErr {
+    match e {
+        RunError::Plan(m) => PyValueError::new_err(m),
+        RunError::Connect(m) => PyConnectionError::new_err(m),
+    }
+}
+
+fn parse_result(s: &str) -> PyResult<RawResult> {
+    serde_json::from_str(s).map_err(|e| PyValueError::new_err(format!("not a raw result: {e}")))
+}
+
+/// Runs one shard; see `_engine.pyi`.
+#[pyfunction]
+#[pyo3(signature = (plan_json, progress=None))]
+fn run_shard(py: Python<'_>, plan_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+    let plan = RunPlan::from_json(plan_json).map_err(PyValueError::new_err)?;
+    let mut handle = mqttlab_engine::start(plan).map_err(run_error)?;
+    let mut callback_error: Option<PyErr> = None;
+    loop {
+        // The receiver is moved in and out: waiting happens without the GIL.
+        let rx = std::mem::replace(&mut handle.progress, std::sync::mpsc::channel().1);
+        let (msg, rx) = py.allow_threads(move || (rx.recv_timeout(Duration::from_millis(100)), rx));
+        handle.progress = rx;
+        match msg {
+            Ok(p) => {
+                if let (Some(cb), None) = (&progress, &callback_error) {
+                    let json = serde_json::to_string(&p).expect("progress serialises");
+                    if let Err(e) = cb.call1(py, (json,)) {
+                        handle.stop();
+                        if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                            callback_error = Some(e);
+                        }
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let Err(e) = py.check_signals() {
+            // Ctrl-C: stop sending, let deliveries under way arrive, return what was measured.
+            handle.stop();
+            if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                callback_error = Some(e);
+            }
+        }
+    }
+    let result = py.allow_threads(move || handle.join()).map_err(run_error)?;
+    if let Some(e) = callback_error {
+        return Err(e);
+    }
+    Ok(serde_json::to_string(&result).expect("result serialises"))
+}
+
+#[pyfunction]
+fn merge_results(results_json: Vec<String>) -> PyResult<String> {
+    let parts: Vec<RawResult> = results_json.iter().map(|s| parse_result(s)).collect::<PyResult<_>>()?;
+    let merged = RawResult::merge(&parts).map_err(PyValueError::new_err)?;
+    Ok(serde_json::to_string(&merged).expect("result serialises"))
+}
+
+#[pyfunction]
+fn summarize(plan_json: &str, result_json: &str) -> PyResult<String> {
+    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| PyValueError::new_err(format!("invalid run plan: {e}")))?;
+    let result = parse_result(result_json)?;
+    let summary = summarize_result(&plan, &result).map_err(PyValueError::new_err)?;
+    Ok(summary.to_string())
+}
+
+#[pyfunction]
+fn histogram_stats(encoded: &str) -> PyResult<String> {
+    let h = histogram::decode(encoded).map_err(PyValueError::new_err)?;
+    Ok(serde_json::to_string(&histogram::stats(&h)).expect("stats serialise"))
+}
+
+#[pyfunction]
+fn histogram_merge(encoded: Vec<String>) -> PyResult<String> {
+    let mut acc = histogram::new_hist();
+    for e in &encoded {
+        histogram::add(&mut acc, &histogram::decode(e).map_err(PyValueError::new_err)?);
+    }
+    Ok(histogram::encode(&acc))
+}
+
+/// Runs the embedded rumqttd until the process is told to stop.
+#[pyfunction]
+fn serve_broker(py: Python<'_>, config_json: &str) -> PyResult<()> {
+    let config: rumqttd::Config =
+        serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("invalid rumqttd config: {e}")))?;
+    let broker = std::thread::Builder::new()
+        .name("rumqttd".into())
+        .spawn(move || rumqttd::Broker::new(config).start().map_err(|e| e.to_string()))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    loop {
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        py.check_signals()?;
+        if broker.is_finished() {
+            return match broker.join() {
+                Ok(Err(e)) => Err(PyRuntimeError::new_err(format!("rumqttd stopped: {e}"))),
+                _ => Err(PyRuntimeError::new_err("rumqttd stopped")),
+            };
+        }
+    }
+}
+
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", mqttlab_engine::VERSION)?;
+    m.add_function(wrap_pyfunction!(run_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_results, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize, m)?)?;
+    m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(histogram_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_broker, m)?)?;
+    Ok(())
+}

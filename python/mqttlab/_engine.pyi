@@ -1,0 +1,31 @@
+"""The compiled engine (crates/mqttlab-py). Every structured value crosses as a JSON string, so
+the Python side never holds one object per message: only plans, summaries and encoded histograms."""
+
+from typing import Callable, Optional
+
+__version__: str
+
+def run_shard(plan_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
+    """Runs one shard of a RunPlan against the broker and returns its raw result (JSON).
+
+    Releases the GIL while the load runs. `progress` is called with a JSON snapshot every
+    `options.progress_interval_ms`. Ctrl-C stops the run cleanly: the partial result comes back
+    with status "interrupted" (no exception). Invalid plans raise ValueError; a broker that cannot
+    be reached at all raises ConnectionError with a one-line reason."""
+
+def merge_results(results_json: list[str]) -> str:
+    """Exact merge of raw shard results of one plan: counters and histograms add."""
+
+def summarize(plan_json: str, result_json: str) -> str:
+    """Delivery accounting against the plan's expected fan-out, histogram statistics, rates and
+    the generator-limited verdict, as summary JSON."""
+
+def histogram_stats(encoded: str) -> str:
+    """Statistics (count, min, max, mean, stdev, percentiles in µs) of one HdrHistogram V2 base64 value."""
+
+def histogram_merge(encoded: list[str]) -> str:
+    """Sum of HdrHistogram V2 base64 values, encoded the same way."""
+
+def serve_broker(config_json: str) -> None:
+    """Runs the embedded rumqttd broker with a rumqttd Config (as JSON) until the process is
+    terminated. Meant for a child process: `python -m mqttlab.brokers.embedded CONFIG.json`."""

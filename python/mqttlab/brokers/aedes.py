@@ -1,0 +1,60 @@
+"""Aedes (Node.js) from npm, installed with `npm install --prefix` into mqttlab's broker folder,
+run by the small server script `aedes_server.mjs` that ships with mqttlab."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir, run_quietly
+from mqttlab.tls import TlsMaterial
+
+AEDES_PACKAGE = "aedes@1.2.0"
+SERVER_SCRIPT = Path(__file__).with_name("aedes_server.mjs")
+
+
+class AedesLauncher(Launcher):
+    name = "aedes"
+    how_to_get = f"`mqttlab brokers install aedes` (npm install {AEDES_PACKAGE}; needs node and npm)"
+
+    @property
+    def home(self) -> Path:
+        return data_dir() / "aedes"
+
+    def _package_json(self) -> Path:
+        return self.home / "node_modules" / "aedes" / "package.json"
+
+    def find(self) -> bool:
+        return shutil.which("node") is not None and self._package_json().is_file()
+
+    def version(self) -> str | None:
+        try:
+            return f"aedes {json.loads(self._package_json().read_text())['version']}"
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def install(self) -> None:
+        if self.find():
+            return
+        if shutil.which("npm") is None or shutil.which("node") is None:
+            raise BrokerError("installing aedes needs node and npm (apt-get install nodejs npm)")
+        self.home.mkdir(parents=True, exist_ok=True)
+        run_quietly(["npm", "install", "--prefix", str(self.home), "--no-audit", "--no-fund",
+                     "--omit=dev", AEDES_PACKAGE], timeout=600)
+
+    def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
+        # Node resolves `import 'aedes'` from the script's folder upwards, so the script is
+        # copied next to the installed node_modules.
+        script = self.home / SERVER_SCRIPT.name
+        if not script.exists() or script.read_bytes() != SERVER_SCRIPT.read_bytes():
+            shutil.copyfile(SERVER_SCRIPT, script)
+        config: dict[str, object] = {"host": "127.0.0.1", "port": ports.plain}
+        if tls is not None and ports.tls is not None:
+            config.update(tls_port=ports.tls, cert_file=str(tls.cert_file), key_file=str(tls.key_file))
+        config_file = workdir / "aedes.json"
+        config_file.write_text(json.dumps(config, indent=2))
+        node = shutil.which("node")
+        if node is None:
+            raise BrokerError("node is not installed (apt-get install nodejs)")
+        return [node, str(script), str(config_file)]

@@ -1,0 +1,314 @@
+"""What every broker launcher shares: free loopback ports, the start/ready/stop cycle, and the
+RunningBroker handle that the rest of mqttlab talks to.
+
+A launcher subclass only says how to find or install its broker, how to write its config and
+command line, and how to read its version."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from collections.abc import Sequence
+
+from mqttlab.brokers import process
+from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
+from mqttlab.tls import TlsMaterial, make_tls_material
+
+LOOPBACK = "127.0.0.1"
+#: which certificate a TLS listener serves: the valid one, or a defective one for failure tests
+TLS_CERTIFICATES = ("valid", "expired", "wrong-name")
+
+
+class BrokerError(Exception):
+    """A broker could not be installed, started or reached; the message says why."""
+
+
+class BrokerUnavailable(BrokerError):
+    """The broker is not installed here; the message says how to get it."""
+
+
+class BrokerStartError(BrokerError):
+    """The broker was launched but did not come up; the message carries its log tail."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    version: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Ports:
+    plain: int
+    tls: int | None
+    extra: tuple[int, ...] = ()
+
+
+def data_dir() -> Path:
+    """Where launchers install brokers that are not system packages."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mqttlab" / "brokers"
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct ports the kernel picks on 127.0.0.1. All sockets stay bound until every port is
+    picked so that the same port is not handed out twice; between closing them and the broker
+    binding them another process could take one, which `Launcher.start` handles by retrying."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((LOOPBACK, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def run_quietly(command: Sequence[str], timeout: float = 30.0, cwd: Path | None = None) -> str:
+    """Runs a short helper command and returns its combined output; raises BrokerError on failure."""
+    try:
+        done = subprocess.run(
+            list(command), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BrokerError(f"`{' '.join(command)}` failed: {exc}") from None
+    output = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        tail = "\n".join(output.splitlines()[-15:])
+        raise BrokerError(f"`{' '.join(command)}` exited with {done.returncode}:\n{tail}")
+    return output
+
+
+def which(program: str) -> str | None:
+    return shutil.which(program)
+
+
+@dataclass
+class RunningBroker:
+    """A broker that accepts MQTT. Stopping is idempotent; a broker we did not start
+    (`managed=False`) is never stopped by us."""
+
+    name: str
+    version: str | None
+    host: str
+    port: int
+    tls_port: int | None = None
+    ca_file: Path | None = None
+    pid: int | None = None
+    v5_port: int | None = None
+    log_file: Path | None = None
+    container: str | None = None
+    managed: bool = True
+    _process: subprocess.Popen | None = field(default=None, repr=False)
+
+    def url(self, tls: bool = False) -> str:
+        if tls:
+            if self.tls_port is None:
+                raise BrokerError(f"{self.name} was started without a TLS listener (start it with tls=True)")
+            return f"mqtts://{self.host}:{self.tls_port}"
+        return f"mqtt://{self.host}:{self.port}"
+
+    def to_dict(self) -> dict[str, object]:
+        """The broker as plain data, for a results manifest."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "host": self.host,
+            "port": self.port,
+            "tls_port": self.tls_port,
+            "v5_port": self.v5_port,
+            "pid": self.pid,
+            "container": self.container,
+            "ca_file": str(self.ca_file) if self.ca_file else None,
+            "managed": self.managed,
+        }
+
+    def is_running(self) -> bool:
+        if self._process is not None:
+            return self._process.poll() is None
+        if self.pid is None:
+            return True  # an external broker we cannot observe: assume it is up
+        import psutil
+
+        return psutil.pid_exists(self.pid)
+
+    def stop(self) -> None:
+        if self.managed and self._process is not None:
+            process.terminate(self._process)
+
+    def __enter__(self) -> RunningBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_until_serving(
+    host: str,
+    port: int,
+    *,
+    child: subprocess.Popen | None,
+    timeout: float,
+    tls: bool = False,
+    tls_ca_file: Path | None = None,
+    verify: bool = True,
+    log_file: Path | None = None,
+    name: str = "broker",
+) -> None:
+    """Polls until an MQTT CONNECT on `host:port` is answered with a CONNACK that accepts.
+
+    Fails early if the child exits, and on timeout; both errors carry the broker's log tail."""
+    context = client_tls_context(str(tls_ca_file) if tls_ca_file else None) if tls else None
+    if context is not None and not verify:
+        # A broker deliberately serving a bad certificate is still "up" once it speaks MQTT.
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout
+    last_problem = "no attempt yet"
+    attempt = 0
+    while time.monotonic() < deadline:
+        if child is not None and child.poll() is not None:
+            tail = process.log_tail(log_file) if log_file else ""
+            raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{tail}")
+        attempt += 1
+        try:
+            with MqttProbe(host, port, client_id=f"mqttlab-ready-{attempt}", tls_context=context,
+                           timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return
+        except (OSError, ProbeError) as exc:
+            last_problem = str(exc) or type(exc).__name__
+        time.sleep(0.1)
+    tail = process.log_tail(log_file) if log_file else ""
+    raise BrokerStartError(
+        f"{name} did not accept MQTT on {host}:{port} within {timeout:.0f} s "
+        f"(last attempt: {last_problem}). Log tail:\n{tail}"
+    )
+
+
+class Launcher:
+    """Finds, installs, configures and starts one kind of broker."""
+
+    name: str = ""
+    how_to_get: str = ""
+    start_timeout: float = 30.0
+    #: ports beyond the plain and TLS listeners (e.g. a second protocol version)
+    extra_ports: int = 0
+
+    # -- to be provided by each broker ---------------------------------------------------
+
+    def find(self) -> bool:
+        """True when the broker can be started here without installing anything."""
+        raise NotImplementedError
+
+    def version(self) -> str | None:
+        """`"<name> <version>"` of the installed broker, or None if it cannot be told."""
+        raise NotImplementedError
+
+    def install(self) -> None:
+        """Installs the broker from its registry (idempotent)."""
+        raise NotImplementedError
+
+    def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
+        """Writes the broker's config into `workdir` and returns the command that starts it."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str] | None:
+        return None
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def availability(self) -> Availability:
+        try:
+            found = self.find()
+        except BrokerError as exc:
+            return Availability(False, None, f"{exc}; {self.how_to_get}")
+        if not found:
+            return Availability(False, None, self.how_to_get)
+        try:
+            version = self.version()
+        except BrokerError as exc:
+            return Availability(True, None, f"installed, version unknown ({exc})")
+        return Availability(True, version, "installed")
+
+    def start(
+        self, workdir: Path, tls: bool = False, *, detach: bool = False, tls_certificate: str = "valid"
+    ) -> RunningBroker:
+        """Starts the broker on free loopback ports and returns once it answers MQTT.
+
+        `tls_certificate="expired"` or `"wrong-name"` makes the TLS listener serve a defective
+        certificate (signed by the same CA), for tests of TLS failures. A detached broker
+        outlives this process (for `mqttlab brokers start --detach`); stopping it is then the
+        caller's business."""
+        if tls_certificate not in TLS_CERTIFICATES:
+            raise BrokerError(f"tls_certificate must be one of {', '.join(TLS_CERTIFICATES)}, got {tls_certificate!r}")
+        if not self.find():
+            raise BrokerUnavailable(f"{self.name} is not available here: {self.how_to_get}")
+        workdir = Path(workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        material = make_tls_material(workdir / "tls") if tls else None
+        if material is not None and tls_certificate == "expired":
+            material = replace(material, cert_file=material.expired_cert_file, key_file=material.expired_key_file)
+        elif material is not None and tls_certificate == "wrong-name":
+            material = replace(material, cert_file=material.wrong_name_cert_file, key_file=material.wrong_name_key_file)
+        verify = tls_certificate == "valid"
+        version = self.version()
+        try:
+            return self._start_once(workdir, material, version, detach, verify)
+        except BrokerStartError as exc:
+            # Another process may have taken a port between our pick and the broker's bind.
+            if "in use" not in str(exc).lower():
+                raise
+            return self._start_once(workdir, material, version, detach, verify)
+
+    def _start_once(
+        self, workdir: Path, material: TlsMaterial | None, version: str | None, detach: bool, verify: bool
+    ) -> RunningBroker:
+        picked = free_ports(1 + (1 if material else 0) + self.extra_ports)
+        ports = Ports(
+            plain=picked[0],
+            tls=picked[1] if material else None,
+            extra=tuple(picked[2 if material else 1:]),
+        )
+        log_file = workdir / f"{self.name}.log"
+        log_file.write_bytes(b"")
+        command = self.command(workdir, ports, material)
+        try:
+            child = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
+        except OSError as exc:
+            raise BrokerStartError(f"cannot run {command[0]}: {exc}") from None
+        try:
+            wait_until_serving(LOOPBACK, ports.plain, child=child, timeout=self.start_timeout,
+                               log_file=log_file, name=self.name)
+            if material is not None and ports.tls is not None:
+                wait_until_serving(LOOPBACK, ports.tls, child=child, timeout=self.start_timeout,
+                                   tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
+                                   name=f"{self.name} (TLS)")
+        except BaseException:
+            process.terminate(child)
+            raise
+        return RunningBroker(
+            name=self.name,
+            version=version,
+            host=LOOPBACK,
+            port=ports.plain,
+            tls_port=ports.tls,
+            ca_file=material.ca_file if material else None,
+            pid=child.pid,
+            v5_port=self.v5_port(ports),
+            log_file=log_file,
+            _process=child,
+        )
+
+    def v5_port(self, ports: Ports) -> int | None:
+        """The port of a separate MQTT 5 listener, for brokers that need one."""
+        return None

@@ -1,0 +1,113 @@
+"""Moquette (Java, Netty) from Maven Central: the jar and its dependencies are fetched by
+`mvn dependency:copy-dependencies` from a small generated pom and run with `java`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir, run_quietly
+from mqttlab.tls import TlsMaterial, write_pkcs12
+
+MOQUETTE_VERSION = "0.17"
+MAIN_CLASS = "io.moquette.broker.Server"
+KEYSTORE_PASSWORD = "mqttlab-throwaway"
+
+POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>mqttlab</groupId>
+  <artifactId>moquette-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>io.moquette</groupId>
+      <artifactId>moquette-broker</artifactId>
+      <version>{MOQUETTE_VERSION}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+# Warnings only: Moquette's INFO logging on every connection would cost CPU under load.
+LOG4J_PROPERTIES = """log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=%d %-5p %c{1} - %m%n
+"""
+
+
+class MoquetteLauncher(Launcher):
+    name = "moquette"
+    how_to_get = (
+        f"`mqttlab brokers install moquette` (io.moquette:moquette-broker:{MOQUETTE_VERSION} "
+        "from Maven Central; needs java and mvn)"
+    )
+    start_timeout = 60.0  # a cold JVM on a busy 2-core machine
+
+    @property
+    def home(self) -> Path:
+        return data_dir() / "moquette"
+
+    def _jar(self) -> Path:
+        return self.home / "lib" / f"moquette-broker-{MOQUETTE_VERSION}.jar"
+
+    def find(self) -> bool:
+        return shutil.which("java") is not None and self._jar().is_file()
+
+    def version(self) -> str | None:
+        return f"moquette {MOQUETTE_VERSION}" if self._jar().is_file() else None
+
+    def install(self) -> None:
+        if self.find():
+            return
+        if shutil.which("mvn") is None or shutil.which("java") is None:
+            raise BrokerError("installing moquette needs java and maven (apt-get install default-jdk-headless maven)")
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "pom.xml").write_text(POM)
+        run_quietly(
+            ["mvn", "-q", "-B", "dependency:copy-dependencies",
+             f"-DoutputDirectory={self.home / 'lib'}", "-DincludeScope=runtime"],
+            cwd=self.home, timeout=900,
+        )
+
+    def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
+        # Moquette reads $moquette.path/config/moquette.conf.
+        config_dir = workdir / "config"
+        config_dir.mkdir(exist_ok=True)
+        lines = [
+            f"port {ports.plain}",
+            "host 127.0.0.1",
+            "websocket_port disabled",
+            "allow_anonymous true",
+            "persistence_enabled false",
+            # Moquette otherwise reports usage to its authors' server; this lab talks only to loopback.
+            "telemetry_enabled false",
+            "netty.mqtt.message_size 4194304",
+            "netty.tcp_nodelay true",
+            "session_queue_size 100000",
+            "immediate_buffer_flush true",
+        ]
+        if tls is not None and ports.tls is not None:
+            keystore = write_pkcs12(tls.cert_file, tls.key_file, tls.ca_file, workdir / "server.p12", KEYSTORE_PASSWORD)
+            lines += [
+                f"ssl_port {ports.tls}",
+                "ssl_provider JDK",
+                f"jks_path {keystore}",
+                "key_store_type pkcs12",
+                f"key_store_password {KEYSTORE_PASSWORD}",
+                f"key_manager_password {KEYSTORE_PASSWORD}",
+            ]
+        (config_dir / "moquette.conf").write_text("\n".join(lines) + "\n")
+        log_config = workdir / "log4j.properties"
+        log_config.write_text(LOG4J_PROPERTIES)
+        java = shutil.which("java")
+        if java is None:
+            raise BrokerError("java is not installed (apt-get install default-jre-headless)")
+        return [
+            java,
+            f"-Dmoquette.path={workdir}",
+            f"-Dlog4j.configuration={log_config.as_uri()}",
+            "-cp", f"{self.home / 'lib'}/*",
+            MAIN_CLASS,
+        ]

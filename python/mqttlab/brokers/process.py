@@ -1,0 +1,153 @@
+"""Broker child processes that never outlive mqttlab.
+
+Three layers, because each covers a way of dying the others miss:
+- PR_SET_PDEATHSIG: the kernel signals the child when mqttlab is killed outright (SIGKILL, crash).
+- atexit: a normal exit, an uncaught exception or Ctrl-C (KeyboardInterrupt) stops live children.
+- a SIGTERM handler that turns SIGTERM into SystemExit, so that atexit runs for it too.
+
+Children run in their own session so that a Ctrl-C in the terminal reaches mqttlab only; mqttlab
+then stops them in order (a run must end its load before its broker goes away)."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from collections.abc import Mapping, Sequence
+
+_PR_SET_PDEATHSIG = 1
+_live: dict[int, subprocess.Popen] = {}
+_lock = threading.Lock()
+_handlers_installed = False
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec. The death signal fires when the *thread* that
+    # forked exits, so brokers should be started from a thread that lives as long as the run.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _stop_all_live() -> None:
+    with _lock:
+        children = list(_live.values())
+    for child in children:
+        terminate(child)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _install_handlers() -> None:
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    _handlers_installed = True
+    atexit.register(_stop_all_live)
+    # Only the main thread may set handlers, and a handler someone else installed stays theirs.
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def spawn(
+    command: Sequence[str],
+    *,
+    log_file: Path,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    detach: bool = False,
+) -> subprocess.Popen:
+    """Starts `command` with stdout and stderr appended to `log_file`.
+
+    A detached child (for `mqttlab brokers start --detach`) is meant to outlive this process: it
+    gets no death signal and is not stopped at exit."""
+    _install_handlers()
+    child_env = dict(os.environ if env is None else env)
+    with open(log_file, "ab") as log:
+        child = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=None if detach else _die_with_parent,
+        )
+    if not detach:
+        with _lock:
+            _live[child.pid] = child
+    return child
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    # The child leads its own process group (start_new_session), so this also reaches helpers
+    # it started itself, such as a JVM's or a launcher script's children.
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, signum)
+
+
+def terminate(child: subprocess.Popen, grace_seconds: float = 10.0) -> int | None:
+    """SIGTERM, wait up to `grace_seconds`, then SIGKILL. Returns the exit code."""
+    try:
+        if child.poll() is None:
+            _signal_group(child.pid, signal.SIGTERM)
+            try:
+                child.wait(timeout=grace_seconds)
+            except subprocess.TimeoutExpired:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait(timeout=grace_seconds)
+        else:
+            # The leader is gone; make sure no helper of its group lingers.
+            _signal_group(child.pid, signal.SIGKILL)
+        return child.returncode
+    finally:
+        with _lock:
+            _live.pop(child.pid, None)
+
+
+def terminate_pid(pid: int, grace_seconds: float = 10.0) -> bool:
+    """Stops a process we did not spawn in this run (a detached broker). True if it is gone."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return True
+    _signal_group(pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_seconds)
+    except psutil.TimeoutExpired:
+        _signal_group(pid, signal.SIGKILL)
+        try:
+            process.wait(timeout=grace_seconds)
+        except psutil.TimeoutExpired:
+            return False
+    except psutil.NoSuchProcess:
+        pass
+    return True
+
+
+def live_pids() -> list[int]:
+    """PIDs of the children this process will stop at exit."""
+    with _lock:
+        return list(_live)
+
+
+def log_tail(log_file: Path, lines: int = 20) -> str:
+    try:
+        text = log_file.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = text.strip().splitlines()[-lines:]
+    return "\n".join(tail) if tail else "(empty log)"

@@ -1,0 +1,213 @@
+"""`mqttlab brokers list | install | start | stop`: the brokers mqttlab can launch.
+
+`start` runs a broker in the foreground until Ctrl-C; with `--detach` it leaves it running and
+records it in ~/.cache/mqttlab/brokers/NAME.json so that `stop` can end it later."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import psutil
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mqttlab.brokers import BrokerError, RunningBroker, UnknownBroker, get_launcher, launcher_names
+from mqttlab.brokers.process import terminate_pid
+
+BAD_INPUT = 2
+CANNOT_START = 3
+
+app = typer.Typer(
+    help="List, install, start and stop the brokers mqttlab can test.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mqttlab" / "brokers"
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _launcher(name: str) -> Any:
+    try:
+        return get_launcher(name)
+    except UnknownBroker as error:
+        raise _fail(str(error), BAD_INPUT) from None
+
+
+def _describe(broker: RunningBroker) -> str:
+    lines = [f"{broker.name} ({broker.version or 'version unknown'}) PID {broker.pid}", f"  {broker.url()}"]
+    if broker.v5_port:
+        lines.append(f"  mqtt://{broker.host}:{broker.v5_port}  (MQTT 5)")
+    if broker.tls_port:
+        lines.append(f"  {broker.url(tls=True)}  CA: {broker.ca_file}")
+    if broker.log_file:
+        lines.append(f"  log: {broker.log_file}")
+    return "\n".join(lines)
+
+
+@app.command("list")
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """Which brokers are available here, their versions, and how to get the others."""
+    rows = []
+    for name in launcher_names():
+        found = get_launcher(name).availability()
+        rows.append({"name": name, "available": found.available, "version": found.version, "detail": found.detail})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="Brokers")
+    table.add_column("name")
+    table.add_column("available")
+    table.add_column("version")
+    table.add_column("how to get it")
+    for row in rows:
+        available = "by URL" if row["name"] == "external" else ("yes" if row["available"] else "no")
+        table.add_row(row["name"], available, row["version"] or "-", "" if row["available"] else row["detail"])
+    Console(width=160).print(table)
+
+
+@app.command("install")
+def install_command(
+    names: Annotated[
+        list[str], typer.Argument(help="Brokers to install (see `mqttlab brokers list`).", show_default=False)
+    ],
+) -> None:
+    """Install brokers from their registries (idempotent)."""
+    launchers = [_launcher(name) for name in names]
+    failed = False
+    for launcher in launchers:
+        typer.echo(f"installing {launcher.name} ...")
+        try:
+            launcher.install()
+        except BrokerError as error:
+            typer.echo(f"error: {launcher.name}: {error}", err=True)
+            failed = True
+            continue
+        typer.echo(f"{launcher.name}: {launcher.availability().version or 'installed'}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _record(broker: RunningBroker, workdir: Path) -> Path:
+    state = state_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    path = state / f"{broker.name}.json"
+    created = psutil.Process(broker.pid).create_time() if broker.pid else None
+    path.write_text(json.dumps({
+        "name": broker.name,
+        "version": broker.version,
+        "pid": broker.pid,
+        # With the start time a recycled PID is never mistaken for the broker.
+        "pid_create_time": created,
+        "host": broker.host,
+        "port": broker.port,
+        "tls_port": broker.tls_port,
+        "v5_port": broker.v5_port,
+        "ca_file": str(broker.ca_file) if broker.ca_file else None,
+        "log_file": str(broker.log_file) if broker.log_file else None,
+        "workdir": str(workdir),
+        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }, indent=2))
+    return path
+
+
+def _recorded_pid_alive(record: dict[str, Any]) -> bool:
+    pid = record.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return False
+    created = record.get("pid_create_time")
+    return created is None or abs(process.create_time() - created) < 1.0
+
+
+@app.command("start")
+def start_command(
+    name: Annotated[str, typer.Argument(help="Broker name (see `mqttlab brokers list`).", show_default=False)],
+    tls: Annotated[bool, typer.Option("--tls/--no-tls", help="Also open a TLS listener with a throwaway CA.")] = True,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Leave it running; `mqttlab brokers stop` ends it.")
+    ] = False,
+    workdir: Annotated[Optional[Path], typer.Option(help="Where config, certificates and log go.")] = None,
+) -> None:
+    """Start a broker on free loopback ports: in the foreground until Ctrl-C, or detached."""
+    launcher = _launcher(name)
+    if launcher.name == "external":
+        raise _fail("an external broker is started by you; mqttlab only connects to it", BAD_INPUT)
+    record_path = state_dir() / f"{launcher.name}.json"
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+        if _recorded_pid_alive(record):
+            raise _fail(f"{launcher.name} is already running detached (PID {record['pid']}); "
+                        f"`mqttlab brokers stop {launcher.name}` first", BAD_INPUT)
+        record_path.unlink()
+    directory = workdir or state_dir() / launcher.name
+    try:
+        broker = launcher.start(directory, tls=tls, detach=detach)
+    except BrokerError as error:
+        raise _fail(f"cannot start {launcher.name}: {error}", CANNOT_START) from None
+    typer.echo(_describe(broker))
+    if detach:
+        path = _record(broker, directory)
+        typer.echo(f"running detached; recorded in {path}; stop it with `mqttlab brokers stop {broker.name}`")
+        return
+    typer.echo("press Ctrl-C to stop")
+    try:
+        while broker.is_running():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        typer.echo("stopping ...")
+        broker.stop()
+        return
+    broker.stop()
+    raise _fail(f"{broker.name} exited on its own; see {broker.log_file}", 1)
+
+
+@app.command("stop")
+def stop_command(
+    name: Annotated[
+        Optional[str], typer.Argument(help="Broker to stop; all detached brokers if omitted.", show_default=False)
+    ] = None,
+) -> None:
+    """Stop brokers started with `mqttlab brokers start --detach`."""
+    state = state_dir()
+    if name is not None:
+        paths = [state / f"{_launcher(name).name}.json"]
+        if not paths[0].exists():
+            raise _fail(f"no detached {name} is recorded in {state}", BAD_INPUT)
+    else:
+        paths = sorted(state.glob("*.json")) if state.is_dir() else []
+        if not paths:
+            typer.echo("no detached brokers are recorded")
+            return
+    for path in paths:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            typer.echo(f"ignoring unreadable record {path}: {error}", err=True)
+            continue
+        label = record.get("name", path.stem)
+        if _recorded_pid_alive(record):
+            if not terminate_pid(record["pid"]):
+                raise _fail(f"{label} (PID {record['pid']}) did not stop", 1)
+            typer.echo(f"stopped {label} (PID {record['pid']})")
+        else:
+            typer.echo(f"{label} was no longer running")
+        path.unlink(missing_ok=True)

@@ -1,0 +1,285 @@
+"""`mqttlab run`, `mqttlab report` and `mqttlab scenario schema|validate`.
+
+Exit codes (also in docs/results.md): 0 completed cleanly; 1 completed with violations, losses or
+failed connections; 2 bad input; 3 broker unreachable or not startable before any load; 4 run
+ended abnormally (broker lost), partial results written; 130 interrupted, partial results written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+import sys
+from contextlib import ExitStack
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from mqttlab import __version__, engine, results
+from mqttlab.cli.app import app
+from mqttlab.live_view import LiveProgress
+from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema, scenario_to_yaml
+from mqttlab.scenario.fields import is_url, split_url
+from mqttlab.summary_view import print_summary
+
+
+class Exit(IntEnum):
+    OK = 0
+    FINDINGS = 1
+    BAD_INPUT = 2
+    UNREACHABLE = 3
+    ABNORMAL = 4
+    INTERRUPTED = 130
+
+
+EMBEDDED_BROKER = "rumqttd"
+
+scenario_app = typer.Typer(
+    help="Scenario files: their JSON Schema and validation.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(scenario_app, name="scenario")
+
+
+def _fail(message: str, code: Exit) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(int(code))
+
+
+def exit_code_for(summary: dict[str, Any]) -> Exit:
+    status = summary.get("status")
+    if status == "interrupted":
+        return Exit.INTERRUPTED
+    if status != "completed":
+        return Exit.ABNORMAL
+    messages = summary.get("messages") or {}
+    connections = summary.get("connections") or {}
+    failed_connections = sum((counts or {}).get("failed", 0) for counts in connections.values())
+    if summary.get("violations") or messages.get("lost") or failed_connections:
+        return Exit.FINDINGS
+    return Exit.OK
+
+
+# --- run -----------------------------------------------------------------------------------
+
+Text = Optional[str]
+
+
+def flag_overrides(**flags: Any) -> dict[str, Any]:
+    """Scenario field paths set by emqtt-bench style flags; flags left out override nothing."""
+    paths = {
+        "broker": ("broker",),
+        "pubs": ("publishers.count",),
+        "subs": ("subscribers.count",),
+        "topic": ("publishers.topic",),
+        "filters": ("subscribers.filters",),
+        "qos": ("publishers.qos", "subscribers.qos"),
+        "size": ("publishers.payload",),
+        "rate": ("publishers.rate",),
+        "arrival": ("publishers.arrival",),
+        "duration": ("load.duration",),
+        "warmup": ("load.warmup",),
+        "messages": ("publishers.messages",),
+        "inflight": ("publishers.inflight",),
+        "mqtt_version": ("mqtt.version",),
+        "username": ("mqtt.username",),
+        "password": ("mqtt.password",),
+        "ca": ("tls.ca",),
+        "cert": ("tls.cert",),
+        "key": ("tls.key",),
+        "connect_rate": ("load.connect_rate",),
+        "seed": ("load.seed",),
+    }
+    overrides: dict[str, Any] = {}
+    for flag, value in flags.items():
+        if value is None or value == []:
+            continue
+        if flag in ("ca", "cert", "key"):
+            value = str(Path(value).absolute())  # relative to where the command runs, not the scenario
+        for path in paths[flag]:
+            overrides[path] = value
+    return overrides
+
+
+@app.command("run")
+def run_command(
+    scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
+    broker: Annotated[Text, typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, or a broker to launch (rumqttd, mosquitto, ...). Default: the embedded rumqttd.")] = None,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set publishers.qos=2 (repeatable).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<scenario name>/.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+    pubs: Annotated[Optional[int], typer.Option("--pubs", "-P", help="Number of publishers.")] = None,
+    subs: Annotated[Optional[int], typer.Option("--subs", "-S", help="Number of subscribers.")] = None,
+    topic: Annotated[Text, typer.Option("--topic", "-t", help="Publish topic template (%i = index, %c = client id).")] = None,
+    filters: Annotated[Optional[list[str]], typer.Option("--filter", "-f", help="Subscription filter template (repeatable).")] = None,
+    qos: Annotated[Optional[int], typer.Option("--qos", "-q", help="QoS of publishes and subscriptions: 0, 1 or 2.")] = None,
+    size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB (1000 B), 1KiB (1024 B); at least 16.")] = None,
+    rate: Annotated[Optional[float], typer.Option("--rate", "-r", help="Messages per second per publisher.")] = None,
+    arrival: Annotated[Text, typer.Option("--arrival", help="Send schedule: constant or poisson.")] = None,
+    duration: Annotated[Text, typer.Option("--duration", "-d", help="Load phase, warm-up included: 10s, 2m, ...")] = None,
+    warmup: Annotated[Text, typer.Option("--warmup", help="Warm-up excluded from the statistics: 2s, ...")] = None,
+    messages: Annotated[Optional[int], typer.Option("--messages", "-n", help="Messages per publisher (instead of running for the duration).")] = None,
+    inflight: Annotated[Optional[int], typer.Option("--inflight", help="QoS>0 window per publisher; sends due while it is full are dropped.")] = None,
+    mqtt_version: Annotated[Text, typer.Option("--mqtt-version", "-V", help="3 (= 3.1.1) or 5.")] = None,
+    username: Annotated[Text, typer.Option("--username", "-u", help="MQTT user name.")] = None,
+    password: Annotated[Text, typer.Option("--password", help="MQTT password.")] = None,
+    ca: Annotated[Text, typer.Option("--ca", help="CA certificate file (mqtts://).")] = None,
+    cert: Annotated[Text, typer.Option("--cert", help="Client certificate file (mqtts://).")] = None,
+    key: Annotated[Text, typer.Option("--key", help="Client key file (mqtts://).")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate verification.")] = False,
+    connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
+    no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
+) -> None:
+    """Run a load test against a broker and write a results directory."""
+    overrides = flag_overrides(
+        broker=broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
+        arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
+        mqtt_version=mqtt_version, username=username, password=password, ca=ca, cert=cert, key=key,
+        connect_rate=connect_rate, seed=seed,
+    )  # fmt: skip
+    if insecure:
+        overrides["tls.insecure"] = True
+    if no_latency:
+        overrides["options.record_latency"] = False
+    try:
+        scenario = load_scenario(scenario_file, overrides=overrides, assignments=assignments or ())
+    except ScenarioError as error:
+        raise _fail(error.listing(), Exit.BAD_INPUT) from None
+
+    directory = out if out is not None else results.default_results_dir(scenario.name)
+    try:
+        results.check_writable(directory)
+        engine.load_engine()
+    except (results.ResultsError, engine.EngineUnavailable) as error:
+        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+
+    try:
+        code = _run_and_record(scenario, directory, as_json)
+    except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
+        raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
+    raise typer.Exit(int(code))
+
+
+def _run_and_record(scenario: Scenario, directory: Path, as_json: bool) -> Exit:
+    err = Console(stderr=True)
+    started_at = dt.datetime.now(dt.timezone.utc)
+    with ExitStack() as stack:
+        broker = _open_broker(scenario, directory, stack)
+        url = _engine_url(scenario, broker)
+        plan = engine.compile_plan(scenario, url)
+        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
+        try:
+            with LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
+                outcome = engine.run(plan, progress=live, broker_url=url)
+        except engine.BrokerUnreachable as error:
+            raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
+        except engine.PlanRejected as error:
+            raise _fail(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
+        broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid)
+
+    manifest = results.build_manifest(
+        scenario_name=scenario.name,
+        seed=scenario.load.seed,
+        broker=broker_info,
+        started_at=started_at,
+        command_line=shlex.join(["mqttlab", *sys.argv[1:]]),
+        status=outcome.status,
+        mqttlab_version=__version__,
+        engine_version=engine.engine_version(),
+    )
+    try:
+        results.write_results(
+            directory,
+            manifest=manifest,
+            scenario_yaml=scenario_to_yaml(scenario),
+            plan=plan,
+            result=outcome.result,
+            summary=outcome.summary,
+            stats=engine.histogram_stats,
+        )
+    except results.ResultsError as error:
+        raise _fail(f"error: {error}", Exit.ABNORMAL) from None
+    _show(outcome.summary, directory, as_json)
+    return exit_code_for(outcome.summary)
+
+
+def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
+    """The RunningBroker to measure: described from a URL, or launched (and stopped on exit)."""
+    from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
+
+    target = scenario.broker or EMBEDDED_BROKER
+    try:
+        launcher = get_launcher(target)
+    except UnknownBroker as error:
+        raise _fail(f"error: broker: {error}", Exit.BAD_INPUT) from None
+    try:
+        if is_url(target):
+            return launcher.describe()  # the engine's own connect reports an unreachable broker
+        return stack.enter_context(launcher.start(directory / "broker"))
+    except BrokerError as error:
+        raise _fail(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
+
+
+def _engine_url(scenario: Scenario, broker: Any) -> str:
+    if is_url(scenario.broker):
+        scheme, host, port = split_url(scenario.broker or "")
+        return f"{scheme}://{host}:{port}"
+    # Some brokers (rumqttd) serve MQTT 5 on a listener of its own.
+    if scenario.mqtt.version == 5 and getattr(broker, "v5_port", None):
+        return f"mqtt://{broker.host}:{broker.v5_port}"
+    return str(broker.url())
+
+
+def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        print_summary(Console(), summary, str(directory))
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+@app.command("report")
+def report_command(
+    results_dir: Annotated[Path, typer.Argument(help="A results directory written by `mqttlab run`.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+) -> None:
+    """Print the summary of a finished run from its results directory."""
+    try:
+        loaded = results.load_results(results_dir)
+    except results.ResultsError as error:
+        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+    _show(loaded.summary, loaded.path, as_json)
+
+
+# --- scenario ------------------------------------------------------------------------------
+
+
+@scenario_app.command("schema")
+def scenario_schema_command() -> None:
+    """Print the JSON Schema of scenario files."""
+    typer.echo(scenario_json_schema())
+
+
+@scenario_app.command("validate")
+def scenario_validate_command(
+    files: Annotated[list[Path], typer.Argument(help="Scenario YAML files.", show_default=False)],
+) -> None:
+    """Check scenario files and list every problem; exit code 2 when any file has one."""
+    broken = 0
+    for path in files:
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as error:
+            broken += 1
+            typer.echo(error.listing(), err=True)
+            continue
+        typer.echo(f"ok: {path} ({scenario.name})")
+    if broken:
+        raise typer.Exit(int(Exit.BAD_INPUT))

@@ -1,0 +1,209 @@
+"""A thin wrapper over the compiled engine: compiles a Scenario into a RunPlan, splits plans into
+shards, runs one shard and summarizes it. Everything crosses the boundary as JSON text."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from mqttlab.scenario import Scenario
+from mqttlab.scenario.fields import split_url
+
+Plan = dict[str, Any]
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+PROTOCOL_LEVEL = {3: 4, 5: 5}  # the scenario says 3 for MQTT 3.1.1, the wire says 4
+
+
+class EngineUnavailable(RuntimeError):
+    """The compiled module mqttlab._engine is not built or not installed."""
+
+
+class PlanRejected(ValueError):
+    """The engine refused a plan. The scenario validation should have caught it: a bug."""
+
+
+class BrokerUnreachable(ConnectionError):
+    """The broker could not be reached or refused before any load was sent."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot connect to {url}: {reason}")
+
+
+@dataclass
+class RunOutcome:
+    plan: Plan
+    result: dict[str, Any]  # the raw result (result.json)
+    summary: dict[str, Any]  # the summarize() output (summary.json)
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status") or self.result.get("status") or "failed")
+
+
+def load_engine() -> Any:
+    try:
+        from mqttlab import _engine
+    except ImportError as error:
+        raise EngineUnavailable(
+            "the compiled engine mqttlab._engine is missing: build it with `maturin develop` "
+            f"(or install the mqttlab wheel) ({error})"
+        ) from None
+    return _engine
+
+
+def engine_version() -> Optional[str]:
+    try:
+        return str(load_engine().__version__)
+    except EngineUnavailable:
+        return None
+
+
+def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: int = 1000) -> Plan:
+    """The RunPlan for `scenario` against the broker at `broker_url` (mqtt:// or mqtts://),
+    covering every client (one shard)."""
+    scheme, host, port = split_url(broker_url)
+    pubs, subs, load = scenario.publishers, scenario.subscribers, scenario.load
+    tls = None
+    if scheme == "mqtts":
+        tls = {
+            "ca_file": _path_text(scenario.tls.ca),
+            "cert_file": _path_text(scenario.tls.cert),
+            "key_file": _path_text(scenario.tls.key),
+            "insecure": scenario.tls.insecure,
+            "server_name": scenario.tls.server_name,
+        }
+    return {
+        "broker": {"host": host, "port": port, "tls": tls},
+        "mqtt": {
+            "version": PROTOCOL_LEVEL[scenario.mqtt.version],
+            "username": scenario.mqtt.username,
+            "password": scenario.mqtt.password,
+            "keepalive_s": int(scenario.mqtt.keepalive),
+            "clean_start": scenario.mqtt.clean_start,
+            "session_expiry_s": int(scenario.mqtt.session_expiry),
+            "connect_timeout_ms": _ms(scenario.mqtt.connect_timeout),
+        },
+        "publishers": {
+            "count": pubs.count,
+            "client_id": pubs.client_id,
+            "topic": pubs.topic,
+            "qos": pubs.qos,
+            "retain": pubs.retain,
+            "rate": float(pubs.rate),
+            "arrival": pubs.arrival,
+            "messages": pubs.messages,
+            "payload": _payload(pubs.payload.model_dump()),
+            "inflight": pubs.inflight,
+        },
+        "subscribers": {
+            "count": subs.count,
+            "client_id": subs.client_id,
+            "filters": list(subs.filters),
+            "qos": subs.qos,
+        },
+        "load": {
+            "duration_ms": _ms(load.duration),
+            "warmup_ms": _ms(load.warmup),
+            "grace_ms": _ms(load.grace),
+            "connect_rate": float(load.connect_rate),
+            "seed": load.seed,
+        },
+        "shard": {"publishers": [0, pubs.count], "subscribers": [0, subs.count]},
+        "options": {
+            "record_latency": scenario.options.record_latency,
+            "reconnect": scenario.options.reconnect,
+            "progress_interval_ms": progress_interval_ms,
+        },
+    }
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def _path_text(path: Any) -> Optional[str]:
+    return None if path is None else str(path)
+
+
+def _payload(spec: dict[str, Any]) -> dict[str, Any]:
+    kind = spec["dist"]
+    if kind == "fixed":
+        return {"dist": "fixed", "size": int(spec["size"])}
+    if kind == "uniform":
+        return {"dist": "uniform", "min": int(spec["min"]), "max": int(spec["max"])}
+    if kind == "normal":
+        return {"dist": "normal", "mean": float(spec["mean"]), "std": float(spec["std"])}
+    return {"dist": "exponential", "mean": float(spec["mean"])}
+
+
+def split_plan(plan: Plan, shards: int) -> list[Plan]:
+    """`shards` plans that together cover the clients of `plan`'s own shard: shard k of n gets
+    the contiguous index range [lo + floor(k*N/n), lo + floor((k+1)*N/n)) of each role, so every
+    shard computes its share alone and the ranges tile the whole without overlap."""
+    if not isinstance(shards, int) or shards < 1:
+        raise ValueError(f"shards: must be a whole number of 1 or more (got {shards!r})")
+    pieces = []
+    for k in range(shards):
+        piece = json.loads(json.dumps(plan))  # deep copy of plain JSON data
+        for role in ("publishers", "subscribers"):
+            low, high = plan["shard"][role]
+            width = high - low
+            piece["shard"][role] = [low + math.floor(k * width / shards), low + math.floor((k + 1) * width / shards)]
+        pieces.append(piece)
+    return pieces
+
+
+def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: Optional[str] = None) -> RunOutcome:
+    """Runs one shard and summarizes it. Ctrl-C during the run comes back as status
+    "interrupted", not as an exception. An exception from `progress` stops the run and is
+    raised once the engine has stopped. Raises BrokerUnreachable and PlanRejected."""
+    engine = load_engine()
+    plan_json = json.dumps(plan)
+
+    def forward(snapshot_json: str) -> None:
+        if progress is not None:
+            progress(json.loads(snapshot_json))
+
+    try:
+        result_json = engine.run_shard(plan_json, forward if progress is not None else None)
+    except ConnectionError as error:
+        url = broker_url or _plan_url(plan)
+        raise BrokerUnreachable(url, _reason(str(error), url)) from None
+    except ValueError as error:
+        raise PlanRejected(str(error)) from None
+    return summarize(plan, result_json)
+
+
+def summarize(plan: Plan, result_json: str) -> RunOutcome:
+    engine = load_engine()
+    summary_json = engine.summarize(json.dumps(plan), result_json)
+    return RunOutcome(plan=plan, result=json.loads(result_json), summary=json.loads(summary_json))
+
+
+def merge(plan: Plan, shard_results_json: list[str]) -> RunOutcome:
+    """One outcome from the raw results of several shards of `plan` (counters and histograms add)."""
+    return summarize(plan, load_engine().merge_results(shard_results_json))
+
+
+def histogram_stats(encoded: str) -> dict[str, Any]:
+    return json.loads(load_engine().histogram_stats(encoded))
+
+
+def _plan_url(plan: Plan) -> str:
+    broker = plan["broker"]
+    scheme = "mqtts" if broker.get("tls") else "mqtt"
+    return f"{scheme}://{broker['host']}:{broker['port']}"
+
+
+def _reason(message: str, url: str) -> str:
+    # The engine's one-line reason may already name the address; don't say it twice.
+    text = message.strip().splitlines()[0] if message.strip() else "connection failed"
+    for prefix in (f"cannot connect to {url}:", "cannot connect:"):
+        if text.lower().startswith(prefix.lower()):
+            text = text[len(prefix):].strip()
+    return text

@@ -1,0 +1,96 @@
+"""The live progress display on stderr: one refresh per engine progress snapshot.
+
+On a terminal it redraws one small table in place; elsewhere (CI logs, pipes) it prints one line
+per snapshot, so a log still shows how the run went."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from mqttlab.summary_view import ms
+
+
+def snapshot_line(snapshot: Mapping[str, Any]) -> str:
+    connected = snapshot.get("connected") or {}
+    total = snapshot.get("total") or {}
+    interval = snapshot.get("interval") or {}
+    return (
+        f"[{snapshot.get('t_s', 0):6.1f}s] {snapshot.get('phase', '?'):<10} "
+        f"clients {connected.get('publishers', 0)}p/{connected.get('subscribers', 0)}s  "
+        f"sent {interval.get('sent', 0)}/s acked {interval.get('acked', 0)}/s received {interval.get('received', 0)}/s  "
+        f"e2e p50 {ms(interval.get('e2e_p50_us'))} p99 {ms(interval.get('e2e_p99_us'))} ms  "
+        f"dropped {total.get('dropped', 0)} errors {total.get('errors', 0)}"
+    )
+
+
+def snapshot_table(snapshot: Mapping[str, Any]) -> Table:
+    connected = snapshot.get("connected") or {}
+    total = snapshot.get("total") or {}
+    interval = snapshot.get("interval") or {}
+    table = Table(title=f"{snapshot.get('phase', '?')} · {snapshot.get('t_s', 0):.1f} s", title_justify="left")
+    for column in ("clients", "sent/s", "acked/s", "received/s", "e2e p50 ms", "e2e p99 ms", "dropped", "errors"):
+        table.add_column(column, justify="right")
+    errors = total.get("errors", 0)
+    table.add_row(
+        f"{connected.get('publishers', 0)}p / {connected.get('subscribers', 0)}s",
+        f"{interval.get('sent', 0):,}",
+        f"{interval.get('acked', 0):,}",
+        f"{interval.get('received', 0):,}",
+        ms(interval.get("e2e_p50_us")),
+        ms(interval.get("e2e_p99_us")),
+        f"{total.get('dropped', 0):,}",
+        f"[bold red]{errors:,}[/]" if errors else "0",
+    )
+    return table
+
+
+class LiveProgress:
+    """Context manager; call it with each progress snapshot (a dict).
+
+    Nothing is shown until the first client has connected, so a run against an unreachable
+    broker ends with its one error line and no display around it. `header` is printed first."""
+
+    def __init__(self, console: Console, enabled: bool = True, header: str = "") -> None:
+        self.console = console
+        self.enabled = enabled
+        self.header = header
+        self._started = False
+        self._live: Optional[Live] = None
+
+    def __enter__(self) -> "LiveProgress":
+        return self
+
+    def _start(self) -> None:
+        self._started = True
+        if self.header:
+            self.console.print(self.header, markup=False, highlight=False, style="dim")
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, auto_refresh=False, transient=False)
+            self._live.__enter__()
+
+    def __call__(self, snapshot: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        connected = snapshot.get("connected") or {}
+        if not self._started and not any(connected.values()):
+            return
+        try:
+            if not self._started:
+                self._start()
+            if self._live is not None:
+                self._live.update(snapshot_table(snapshot), refresh=True)
+            else:
+                self.console.print(snapshot_line(snapshot), markup=False, highlight=False, soft_wrap=True)
+        except Exception as error:  # noqa: BLE001
+            # An exception here would stop the engine's run: the display is not worth a measurement.
+            self.enabled = False
+            self.console.print(f"(live display stopped: {error})", markup=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None

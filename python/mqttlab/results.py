@@ -1,0 +1,262 @@
+"""The results directory: everything one run leaves on disk, written once and read back by
+`report`, `compare` and the analyses. The format is described in docs/results.md."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+FORMAT = "mqttlab-results/1"
+MANIFEST = "manifest.json"
+COUNT_COLUMNS = ("t_s", "sent", "acked", "received", "dropped", "errors")
+SERIES_COLUMNS = (*COUNT_COLUMNS, "e2e_p50_us", "e2e_p99_us", "e2e_max_us", "schedule_lag_max_us")
+
+HistogramStats = Callable[[str], dict[str, Any]]
+
+
+class ResultsError(Exception):
+    """A results directory that cannot be written or read; the message names the path."""
+
+
+@dataclass
+class BrokerInfo:
+    name: Optional[str]
+    version: Optional[str]
+    url: str
+    pid: Optional[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "url": self.url, "pid": self.pid}
+
+
+@dataclass
+class Results:
+    path: Path
+    manifest: dict[str, Any]
+    scenario: dict[str, Any]
+    plan: dict[str, Any]
+    result: dict[str, Any]
+    summary: dict[str, Any]
+    series: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest.get("status") or self.summary.get("status"))
+
+    def histogram(self, name: str) -> Optional[str]:
+        """The encoded HdrHistogram (V2, base64) called `name`, or None when the run has none."""
+        path = self.path / "histograms" / f"{name}.hdr"
+        return path.read_text(encoding="ascii").strip() if path.is_file() else None
+
+
+# --- where ---------------------------------------------------------------------------------
+
+
+def default_results_dir(scenario_name: str, now: Optional[dt.datetime] = None, root: Path = Path("results")) -> Path:
+    """results/<YYYYmmdd-HHMMSS>-<name>/, with -2, -3, ... when that second is taken already."""
+    stamp = (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    candidate = root / f"{stamp}-{scenario_name}"
+    suffix = 2
+    while candidate.exists():
+        candidate = root / f"{stamp}-{scenario_name}-{suffix}"
+        suffix += 1
+    return candidate
+
+
+def check_writable(directory: Path) -> None:
+    """Refuses a directory that already holds a run, before any load is sent."""
+    if (directory / MANIFEST).exists():
+        raise ResultsError(f"{directory}: already holds the results of a run; choose another --out")
+    if directory.exists() and not directory.is_dir():
+        raise ResultsError(f"{directory}: exists and is not a directory")
+
+
+# --- host description ----------------------------------------------------------------------
+
+
+def host_info() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "os": platform.system(),
+        "memory_bytes": _memory_bytes(),
+        "python": platform.python_version(),
+    }
+
+
+def _cpu_model() -> Optional[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_bytes() -> Optional[int]:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024  # the file says kB and means KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def build_manifest(
+    *,
+    scenario_name: str,
+    seed: int,
+    broker: BrokerInfo,
+    started_at: dt.datetime,
+    command_line: str,
+    status: str,
+    mqttlab_version: str,
+    engine_version: Optional[str],
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "scenario": scenario_name,
+        "seed": seed,
+        "status": status,
+        "started_at": started_at.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "command_line": command_line,
+        "mqttlab_version": mqttlab_version,
+        "engine_version": engine_version,
+        "broker": broker.as_dict(),
+        "host": host_info(),
+    }
+
+
+def series_rows(result: dict[str, Any], stats: HistogramStats) -> list[dict[str, Any]]:
+    """One row per second of the raw result's series, with e2e percentiles from its histogram."""
+    rows = []
+    for second in result.get("series") or []:
+        row = {column: second.get(column, 0) for column in COUNT_COLUMNS}
+        encoded = second.get("e2e")
+        numbers = (stats(encoded) if encoded else None) or {}  # an empty histogram has no stats
+        has_data = bool(numbers.get("count"))
+        row["e2e_p50_us"] = numbers.get("p50_us") if has_data else None
+        row["e2e_p99_us"] = numbers.get("p99_us") if has_data else None
+        row["e2e_max_us"] = numbers.get("max_us") if has_data else None
+        row["schedule_lag_max_us"] = second.get("schedule_lag_max_us")
+        rows.append(row)
+    return rows
+
+
+def write_results(
+    directory: Path,
+    *,
+    manifest: dict[str, Any],
+    scenario_yaml: str,
+    plan: dict[str, Any],
+    result: dict[str, Any],
+    summary: dict[str, Any],
+    stats: HistogramStats,
+) -> Path:
+    """Writes the whole directory; manifest.json goes last, so its presence means complete."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "histograms").mkdir(exist_ok=True)
+        (directory / "scenario.yaml").write_text(scenario_yaml, encoding="utf-8")
+        _write_json(directory / "plan.json", plan)
+        _write_json(directory / "result.json", result)
+        _write_json(directory / "summary.json", summary)
+        (directory / "series.csv").write_text(_series_csv(series_rows(result, stats)), encoding="utf-8")
+        for name, encoded in (result.get("histograms") or {}).items():
+            if encoded:
+                (directory / "histograms" / f"{name}.hdr").write_text(encoded.strip() + "\n", encoding="ascii")
+        _write_json(directory / MANIFEST, manifest)
+    except OSError as error:
+        raise ResultsError(f"{directory}: cannot write the results: {error}") from None
+    return directory
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _series_csv(rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SERIES_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: "" if value is None else value for key, value in row.items()})
+    return buffer.getvalue()
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def load_results(directory: Path) -> Results:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ResultsError(f"{directory}: no such results directory")
+    if not (directory / MANIFEST).is_file():
+        raise ResultsError(f"{directory}: not a results directory (no {MANIFEST})")
+    return Results(
+        path=directory,
+        manifest=_read_json(directory / MANIFEST),
+        scenario=_read_yaml(directory / "scenario.yaml"),
+        plan=_read_json(directory / "plan.json"),
+        result=_read_json(directory / "result.json"),
+        summary=_read_json(directory / "summary.json"),
+        series=_read_series(directory / "series.csv"),
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: missing") from None
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"{path}: unreadable: {error}") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: expected a JSON object")
+    return data
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: missing") from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ResultsError(f"{path}: unreadable: {error}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _read_series(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [{key: _number(value) for key, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def _number(text: Optional[str]) -> Any:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)

@@ -1,0 +1,159 @@
+"""Scenario problems as one listing: each line names the field path and what is allowed."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # dotted field path, e.g. "publishers.qos"; "" for the whole file
+    message: str
+    # The fields a cross-field rule read; such a problem is withheld when one of them is
+    # itself invalid, since the rule then judged a default the user never wrote.
+    involves: tuple[str, ...] = field(default=(), compare=False)
+
+    def depends_on(self, invalid_paths: Iterable[str]) -> bool:
+        return any(_overlaps(mine, bad) for mine in (self.path, *self.involves) for bad in invalid_paths)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ScenarioError(Exception):
+    """Every problem found in a scenario, reported together."""
+
+    def __init__(self, problems: Iterable[Problem], source: str = "scenario") -> None:
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(self.listing())
+
+    def listing(self) -> str:
+        count = len(self.problems)
+        header = f"{self.source}: {count} problem{'s' if count != 1 else ''}"
+        return "\n".join([header] + [f"  {problem}" for problem in self.problems])
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """True when one dotted path is the other or contains it ("tls" and "tls.ca")."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".") or a.startswith(b + "[")
+
+
+def problems_from_validation(error: ValidationError, model: type[BaseModel]) -> list[Problem]:
+    return [_problem(detail, model) for detail in error.errors(include_url=False)]
+
+
+def _problem(detail: Any, model: type[BaseModel]) -> Problem:
+    loc = _visible_location(detail["loc"])
+    kind, ctx, got = detail["type"], detail.get("ctx") or {}, detail.get("input")
+    if kind == "extra_forbidden":
+        return Problem(_dotted(loc), _unknown_key_message(model, loc))
+    return Problem(_dotted(loc), _message(kind, ctx, got, detail["msg"]))
+
+
+def _visible_location(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # A discriminated union puts its tag ("uniform") in the location; the user never wrote it.
+    from mqttlab.scenario.model import PAYLOAD_KINDS
+
+    visible: list[Any] = []
+    for part in loc:
+        if visible and visible[-1] == "payload" and part in PAYLOAD_KINDS:
+            continue
+        visible.append(part)
+    return tuple(visible)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _message(kind: str, ctx: dict[str, Any], got: Any, default: str) -> str:
+    shown = f" (got {got!r})"
+    if kind == "mqttlab":
+        return default
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', '')}{shown}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a whole number{shown}"
+    if kind in ("float_type", "float_parsing", "finite_number"):
+        return f"must be a number{shown}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"must be true or false{shown}"
+    if kind in ("string_type",):
+        return f"must be a string{shown}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping of keys to values{shown}"
+    if kind in ("list_type",):
+        return f"must be a list{shown}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx['gt']}{shown}"
+    if kind == "greater_than_equal":
+        return f"must be {ctx['ge']} or more{shown}"
+    if kind == "less_than":
+        return f"must be less than {ctx['lt']}{shown}"
+    if kind == "less_than_equal":
+        return f"must be {ctx['le']} or less{shown}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "string_pattern_mismatch":
+        return f"may hold only letters, digits, '.', '_' and '-', starting with a letter or digit{shown}"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters"
+    if kind == "union_tag_invalid":
+        return f"dist must be one of {ctx.get('expected_tags')} (got {ctx.get('tag')!r})"
+    if kind == "union_tag_not_found":
+        return "a distribution needs `dist:` (fixed, uniform, normal or exponential)"
+    return default
+
+
+def _unknown_key_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    key = str(loc[-1])
+    known = _known_keys(model, loc[:-1])
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    return f"unknown key (allowed: {', '.join(known)})" if known else "unknown key"
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the section at `loc`, found by walking the model's annotations."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = _section_type(field.annotation, part)
+        if current is None:
+            return []
+    return list(current.model_fields) if hasattr(current, "model_fields") else []
+
+
+def _section_type(annotation: Any, key: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    # The payload is a union of models: offer the keys of all of them.
+    members = [arg for arg in typing.get_args(annotation) if isinstance(arg, type) and issubclass(arg, BaseModel)]
+    if not members:
+        for arg in typing.get_args(annotation):
+            found = _section_type(arg, key)
+            if found is not None:
+                return found
+        return None
+    return _KeysOf(list(dict.fromkeys(name for member in members for name in member.model_fields)))
+
+
+class _KeysOf:
+    def __init__(self, names: list[str]) -> None:
+        self.model_fields = {name: None for name in names}

@@ -1,0 +1,174 @@
+"""The scenario as a pydantic model: what a user writes, with the defaults of the quick-start job.
+
+Rules about one field live here; rules that relate several fields live in rules.py."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from mqttlab.scenario.fields import (
+    MAX_PAYLOAD,
+    Broker,
+    ByteAmount,
+    ClientIdTemplate,
+    Duration,
+    ExistingFile,
+    FilterTemplate,
+    MqttVersion,
+    Size,
+    TopicTemplate,
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=False)
+
+
+class MqttSettings(_Section):
+    """Protocol settings shared by every client."""
+
+    version: MqttVersion = Field(3, description="3 = MQTT 3.1.1, 5 = MQTT 5.0")
+    username: Optional[str] = None
+    password: Optional[str] = None
+    keepalive: Duration = Field(60.0, le=65535, description="Whole seconds, 0 = no keep-alive")
+    clean_start: bool = True
+    session_expiry: Duration = Field(0.0, le=4294967295, description="MQTT 5 only")
+    connect_timeout: Duration = Field(10.0, gt=0)
+
+    @field_validator("keepalive", "session_expiry")
+    @classmethod
+    def _whole_seconds(cls, seconds: float) -> float:
+        # The protocol carries these in whole seconds; rounding silently would change the test.
+        if not float(seconds).is_integer():
+            raise PydanticCustomError("mqttlab", f"must be a whole number of seconds (got {seconds}s)")
+        return seconds
+
+
+class TlsSettings(_Section):
+    """Used when the broker URL is mqtts://. Relative paths are relative to the scenario file."""
+
+    ca: ExistingFile = None
+    cert: ExistingFile = None
+    key: ExistingFile = None
+    insecure: bool = Field(False, description="Skip certificate verification")
+    server_name: Optional[str] = Field(None, description="SNI and verification name, default the broker host")
+
+    def is_default(self) -> bool:
+        return self == TlsSettings()
+
+
+class FixedPayload(_Section):
+    dist: Literal["fixed"] = "fixed"
+    size: Size
+
+
+class UniformPayload(_Section):
+    dist: Literal["uniform"]
+    min: Size
+    max: Size
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "UniformPayload":
+        if self.min > self.max:
+            raise PydanticCustomError("mqttlab", f"min ({self.min}) must not exceed max ({self.max})")
+        return self
+
+
+class NormalPayload(_Section):
+    dist: Literal["normal"]
+    mean: ByteAmount = Field(gt=0)
+    std: ByteAmount = Field(ge=0)
+
+
+class ExponentialPayload(_Section):
+    dist: Literal["exponential"]
+    mean: ByteAmount = Field(gt=0)
+
+
+PAYLOAD_KINDS = ("fixed", "uniform", "normal", "exponential")
+
+
+def _payload_shorthand(value: object) -> object:
+    # `payload: 64` and `payload: "1KB"` are short for {dist: fixed, size: ...}.
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return {"dist": "fixed", "size": value}
+    return value
+
+
+def _payload_schema_with_shorthand(schema: dict) -> None:
+    # The before-validator accepts a bare size; say so in the published schema too.
+    distributions = {"oneOf": schema.pop("oneOf"), "discriminator": schema.pop("discriminator")}
+    schema["anyOf"] = [{"type": "integer", "minimum": 16}, {"type": "string"}, distributions]
+
+
+Payload = Annotated[
+    Union[FixedPayload, UniformPayload, NormalPayload, ExponentialPayload],
+    Field(discriminator="dist"),
+    BeforeValidator(_payload_shorthand),
+]
+
+
+class Publishers(_Section):
+    count: int = Field(10, ge=0, le=1_000_000)
+    client_id: ClientIdTemplate = Field("mqttlab-pub-%i", description="%i = publisher index")
+    topic: TopicTemplate = Field("bench/%i", description="%i = publisher index, %c = client id")
+    qos: Literal[0, 1, 2] = 1
+    retain: bool = False
+    rate: float = Field(100.0, ge=0, description="Messages per second per publisher")
+    arrival: Literal["constant", "poisson"] = "constant"
+    messages: Optional[int] = Field(None, ge=1, description="Per publisher; null = run for load.duration")
+    payload: Payload = Field(
+        default_factory=lambda: FixedPayload(size=64),
+        description='Bytes (64, "1KB") or a size distribution; every payload starts with a 16-byte header',
+        json_schema_extra=_payload_schema_with_shorthand,
+    )
+    inflight: int = Field(100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
+
+
+class Subscribers(_Section):
+    count: int = Field(10, ge=0, le=1_000_000)
+    client_id: ClientIdTemplate = Field("mqttlab-sub-%i", description="%i = subscriber index")
+    filters: list[FilterTemplate] = Field(
+        default_factory=lambda: ["bench/%i"], min_length=1, description="+, # and $share/GROUP/... allowed"
+    )
+    qos: Literal[0, 1, 2] = 1
+
+
+class Load(_Section):
+    duration: Duration = Field(10.0, gt=0, description="The whole load phase, warm-up included")
+    warmup: Duration = Field(2.0, description="Excluded from the statistics")
+    grace: Duration = Field(2.0, description="Wait for in-flight deliveries after the last send")
+    connect_rate: float = Field(0.0, ge=0, description="New connections per second, 0 = unlimited")
+    seed: int = Field(1, ge=0, le=2**64 - 1)
+
+
+class Options(_Section):
+    record_latency: bool = True
+    reconnect: bool = False
+
+
+class Scenario(_Section):
+    """One load test: who connects, what they publish and subscribe, for how long."""
+
+    name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
+    description: Optional[str] = None
+    broker: Broker = Field(None, description="mqtt(s)://HOST:PORT, or a broker name to launch; absent = embedded rumqttd")
+    mqtt: MqttSettings = Field(default_factory=MqttSettings)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
+    publishers: Publishers = Field(default_factory=Publishers)
+    subscribers: Subscribers = Field(default_factory=Subscribers)
+    load: Load = Field(default_factory=Load)
+    options: Options = Field(default_factory=Options)
+
+
+def payload_size_bounds(payload: FixedPayload | UniformPayload | NormalPayload | ExponentialPayload) -> tuple[float, float]:
+    """(smallest, largest) size a payload setting asks for; distributions without bounds give
+    their mean as the lower bound (the engine raises smaller draws to the header size)."""
+    if isinstance(payload, FixedPayload):
+        return payload.size, payload.size
+    if isinstance(payload, UniformPayload):
+        return payload.min, payload.max
+    return payload.mean, float(MAX_PAYLOAD)

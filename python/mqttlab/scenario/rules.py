@@ -1,0 +1,89 @@
+"""Rules that relate several fields of a scenario. They run once every field is valid on its
+own, and all of them run, so the user sees every broken rule in one listing."""
+
+from __future__ import annotations
+
+from mqttlab.scenario.errors import Problem
+from mqttlab.scenario.fields import MAX_PAYLOAD, is_url, split_url
+from mqttlab.scenario.model import Scenario, payload_size_bounds
+
+# Every payload starts with publisher index (u32), sequence (u32) and intended send time (u64 ns).
+HEADER_BYTES = 16
+
+
+def cross_field_problems(scenario: Scenario) -> list[Problem]:
+    problems: list[Problem] = []
+    problems += _client_problems(scenario)
+    problems += _payload_problems(scenario)
+    problems += _timing_problems(scenario)
+    problems += _protocol_problems(scenario)
+    return problems
+
+
+def _client_problems(s: Scenario) -> list[Problem]:
+    problems = []
+    if s.publishers.count + s.subscribers.count < 1:
+        problems.append(Problem("publishers.count", "publishers.count + subscribers.count must be at least 1", ("subscribers.count",)))
+    for role in ("publishers", "subscribers"):
+        section = getattr(s, role)
+        if section.count > 1 and "%i" not in section.client_id:
+            problems.append(
+                Problem(
+                    f"{role}.client_id",
+                    f"must contain %i when count > 1, so that client ids are unique (got {section.client_id!r})",
+                    (f"{role}.count",),
+                )
+            )
+    if s.publishers.count and s.subscribers.count and s.publishers.client_id == s.subscribers.client_id:
+        problems.append(
+            Problem(
+                "subscribers.client_id",
+                "must differ from publishers.client_id, or the broker will disconnect one for the other",
+                ("publishers.client_id", "publishers.count", "subscribers.count"),
+            )
+        )
+    return problems
+
+
+def _payload_problems(s: Scenario) -> list[Problem]:
+    smallest, largest = payload_size_bounds(s.publishers.payload)
+    problems = []
+    if smallest < HEADER_BYTES:
+        problems.append(
+            Problem(
+                "publishers.payload",
+                f"every payload must be at least {HEADER_BYTES} bytes, the size of the measurement header (got {smallest:g})",
+            )
+        )
+    if largest > MAX_PAYLOAD and s.publishers.payload.dist in ("fixed", "uniform"):
+        problems.append(Problem("publishers.payload", f"must be at most {MAX_PAYLOAD} bytes, the MQTT packet limit (got {largest:g})"))
+    return problems
+
+
+def _timing_problems(s: Scenario) -> list[Problem]:
+    problems = []
+    if s.load.warmup >= s.load.duration:
+        problems.append(
+            Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s)", ("load.duration",))
+        )
+    if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None:
+        problems.append(
+            Problem("publishers.rate", "must be greater than 0 unless publishers.messages is given", ("publishers.messages", "publishers.count"))
+        )
+    return problems
+
+
+def _protocol_problems(s: Scenario) -> list[Problem]:
+    problems = []
+    uses_tls = is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts"
+    if not s.tls.is_default() and not uses_tls:
+        problems.append(Problem("tls", "is set but the broker is not an mqtts:// URL", ("broker",)))
+    if (s.tls.cert is None) != (s.tls.key is None):
+        problems.append(Problem("tls.key" if s.tls.key is None else "tls.cert", "tls.cert and tls.key must be given together", ("tls",)))
+    if s.mqtt.version == 3 and s.mqtt.session_expiry > 0:
+        problems.append(
+            Problem("mqtt.session_expiry", "exists only in MQTT 5 (set mqtt.version: 5, or use clean_start: false)", ("mqtt.version",))
+        )
+    if s.mqtt.version == 3 and s.mqtt.password is not None and s.mqtt.username is None:
+        problems.append(Problem("mqtt.password", "MQTT 3.1.1 allows a password only with a username", ("mqtt.version", "mqtt.username")))
+    return problems

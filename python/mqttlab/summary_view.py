@@ -1,0 +1,138 @@
+"""The end-of-run summary as rich tables, the same whether it comes from a fresh run or from disk."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+LATENCY_ROWS = (
+    ("e2e", "e2e"),
+    ("e2e_uncorrected", "e2e uncorrected"),
+    ("puback", "→ PUBACK"),
+    ("pubcomp", "→ PUBCOMP"),
+    ("connect", "TCP connect"),
+    ("tls", "TLS handshake"),
+    ("connack", "→ CONNACK"),
+    ("suback", "→ SUBACK"),
+)
+LATENCY_COLUMNS = (("p50_us", "p50"), ("p90_us", "p90"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"))
+MESSAGE_ROWS = ("sent", "acked", "dropped", "expected", "delivered", "lost", "duplicated", "out_of_order", "unexpected")
+STATUS_STYLE = {"completed": "bold green", "interrupted": "bold yellow", "broker_lost": "bold red", "failed": "bold red"}
+
+
+def ms(microseconds: Optional[float]) -> str:
+    """Milliseconds with microsecond resolution: 1234 µs -> "1.234"."""
+    return "–" if microseconds is None else f"{microseconds / 1000:.3f}"
+
+
+def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = None) -> RenderableType:
+    parts: list[RenderableType] = [_headline(summary)]
+    if summary.get("generator_limited"):
+        parts.append(_generator_limited_warning(summary))
+    parts += [_messages_table(summary), _latency_table(summary)]
+    for key, title in (("violations", "Violations"), ("errors", "Errors")):
+        issues = summary.get(key) or []
+        if issues:
+            parts.append(_issues_table(title, issues, "detail" if key == "violations" else "example"))
+    parts.append(_generator_line(summary))
+    if results_path:
+        parts.append(Text.assemble(("results: ", "dim"), (str(results_path), "bold")))
+    return Group(*parts)
+
+
+def print_summary(console: Console, summary: Mapping[str, Any], results_path: Optional[str] = None) -> None:
+    console.print(render_summary(summary, results_path))
+
+
+def _headline(summary: Mapping[str, Any]) -> Text:
+    status = str(summary.get("status", "unknown"))
+    text = Text.assemble(("status: ", "dim"), (status, STATUS_STYLE.get(status, "bold")))
+    measured, warmup = summary.get("measured_s"), summary.get("warmup_s")
+    if measured is not None:
+        text.append(f"   measured {measured:.1f} s")
+    if warmup:
+        text.append(f" after {warmup:g} s of warm-up; rates and latencies exclude it, message counts cover the whole run", style="dim")
+    if summary.get("error"):
+        text.append(f"\nerror: {summary['error']}", style="red")
+    return text
+
+
+def _generator_limited_warning(summary: Mapping[str, Any]) -> Panel:
+    reasons = summary.get("generator_limited_reasons") or []
+    body = Text("The load generator could not keep its schedule: these figures describe mqttlab's limits, not the broker's.\n", style="bold")
+    for reason in reasons:
+        body.append(f"• {reason}\n")
+    return Panel(body, title="GENERATOR-LIMITED", border_style="bold red", expand=False)
+
+
+def _messages_table(summary: Mapping[str, Any]) -> Table:
+    messages = summary.get("messages") or {}
+    rates = summary.get("rates") or {}
+    connections = summary.get("connections") or {}
+    table = Table(title="Messages", title_justify="left", show_header=True, header_style="bold")
+    table.add_column("count")
+    table.add_column("value", justify="right")
+    for key in MESSAGE_ROWS:
+        if key in messages:
+            value = messages[key]
+            bad = key in ("lost", "duplicated", "out_of_order", "unexpected", "dropped") and value
+            table.add_row(key.replace("_", " "), Text(f"{value:,}", style="bold red" if bad else ""))
+    for key, label in (("sent_per_s", "sent / s"), ("acked_per_s", "acked / s"), ("received_per_s", "received / s")):
+        if rates.get(key) is not None:
+            table.add_row(label, f"{rates[key]:,.1f}")
+    for role in ("publishers", "subscribers"):
+        counts = connections.get(role)
+        if counts:
+            failed = counts.get("failed", 0)
+            table.add_row(
+                f"{role} connected",
+                Text(f"{counts.get('ok', 0)} ok, {failed} failed", style="bold red" if failed else ""),
+            )
+    return table
+
+
+def _latency_table(summary: Mapping[str, Any]) -> Table:
+    latency = summary.get("latency") or {}
+    table = Table(
+        title="Latency (ms)",
+        title_justify="left",
+        header_style="bold",
+        caption="e2e counts from the intended send time (no coordinated omission); uncorrected from the actual send",
+        caption_justify="left",
+    )
+    table.add_column("measure")
+    table.add_column("count", justify="right")
+    for _, label in LATENCY_COLUMNS:
+        table.add_column(label, justify="right")
+    for name, label in LATENCY_ROWS:
+        stats = latency.get(name)
+        if not stats or not stats.get("count"):
+            continue
+        table.add_row(label, f"{stats['count']:,}", *(ms(stats.get(key)) for key, _ in LATENCY_COLUMNS))
+    return table
+
+
+def _issues_table(title: str, issues: list[Mapping[str, Any]], text_key: str) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold red")
+    table.add_column("kind")
+    table.add_column("count", justify="right")
+    table.add_column(text_key)
+    for issue in issues:
+        table.add_row(str(issue.get("kind")), f"{issue.get('count', 0):,}", str(issue.get(text_key) or ""))
+    return table
+
+
+def _generator_line(summary: Mapping[str, Any]) -> Text:
+    generator = summary.get("generator") or {}
+    text = Text("generator: ", style="dim")
+    per_msg = generator.get("cpu_per_msg_us")
+    text.append(f"{per_msg:.2f} µs CPU per message" if per_msg is not None else "CPU per message unknown")
+    if generator.get("schedule_lag_p99_us") is not None:
+        text.append(f", schedule lag p99 {ms(generator['schedule_lag_p99_us'])} ms")
+    if generator.get("late_sends"):
+        text.append(f", {generator['late_sends']:,} late sends", style="yellow")
+    return text

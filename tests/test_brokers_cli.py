@@ -1,0 +1,119 @@
+"""`mqttlab brokers list | install | start | stop` through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from mqttlab.brokers import get_launcher
+from mqttlab.brokers.probe import round_trip
+from mqttlab.cli import brokers as brokers_cmd
+
+PYTHONPATH = str(Path(__file__).resolve().parents[1] / "python")
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Detached-broker records go to a per-test folder, never the user's ~/.cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "mqttlab" / "brokers"
+
+
+@pytest.fixture
+def mosquitto_available() -> None:
+    if not get_launcher("mosquitto").availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+
+
+def test_list_names_every_broker_with_availability() -> None:
+    result = runner.invoke(brokers_cmd.app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert {"rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette", "external"} <= set(rows)
+    for row in rows.values():
+        assert row["available"] or row["detail"], f"{row['name']}: unavailable without a hint"
+
+
+def test_list_prints_a_table() -> None:
+    result = runner.invoke(brokers_cmd.app, ["list"])
+    assert result.exit_code == 0, result.output
+    assert "how to get it" in result.output
+    assert "moquette" in result.output
+
+
+def test_brokers_group_is_registered_in_the_main_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "brokers", "--help"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=PYTHONPATH), timeout=60)
+    assert done.returncode == 0, done.stderr
+    for command in ("list", "install", "start", "stop"):
+        assert command in done.stdout
+
+
+def test_unknown_broker_is_a_clear_error_without_traceback() -> None:
+    result = runner.invoke(brokers_cmd.app, ["start", "nosuchbroker"])
+    assert result.exit_code == 2
+    assert "unknown broker 'nosuchbroker'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_stop_without_detached_brokers_says_so() -> None:
+    result = runner.invoke(brokers_cmd.app, ["stop"])
+    assert result.exit_code == 0
+    assert "no detached brokers" in result.output
+    result = runner.invoke(brokers_cmd.app, ["stop", "mosquitto"])
+    assert result.exit_code == 2
+    assert "no detached mosquitto" in result.output
+
+
+def test_detached_broker_is_recorded_serves_and_is_stopped(private_state: Path, mosquitto_available: None) -> None:
+    result = runner.invoke(brokers_cmd.app, ["start", "mosquitto", "--detach"])
+    assert result.exit_code == 0, result.output
+    record = json.loads((private_state / "mosquitto.json").read_text())
+    pid = record["pid"]
+    try:
+        assert round_trip("127.0.0.1", record["port"]).payload
+        again = runner.invoke(brokers_cmd.app, ["start", "mosquitto", "--detach"])
+        assert again.exit_code == 2 and "already running" in again.output
+        stopped = runner.invoke(brokers_cmd.app, ["stop", "mosquitto"])
+        assert stopped.exit_code == 0, stopped.output
+        assert f"stopped mosquitto (PID {pid})" in stopped.output
+        assert not (private_state / "mosquitto.json").exists()
+        deadline = time.monotonic() + 5
+        while psutil.pid_exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not psutil.pid_exists(pid)
+    finally:
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_foreground_broker_runs_until_ctrl_c(tmp_path: Path, mosquitto_available: None) -> None:
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "mqttlab", "brokers", "start", "mosquitto", "--no-tls",
+         "--workdir", str(tmp_path / "w")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        first = cli.stdout.readline()  # type: ignore[union-attr]  "mosquitto (mosquitto 2.x) PID n"
+        url = cli.stdout.readline().strip()  # type: ignore[union-attr]
+        assert " PID " in first, first + cli.stderr.read()  # type: ignore[union-attr]
+        pid = int(first.rsplit(" ", 1)[1])
+        port = int(url.rsplit(":", 1)[1])
+        assert round_trip("127.0.0.1", port).payload
+        cli.send_signal(signal.SIGINT)
+        assert cli.wait(timeout=15) == 0
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        cli.kill()
+        cli.wait(timeout=10)

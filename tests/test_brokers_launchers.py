@@ -1,0 +1,171 @@
+"""Every launcher starts its real broker on loopback, serves a publish/subscribe round trip on
+the plain and the TLS listener, reports its version, and stops it (process gone, port closed).
+
+A broker that is not installed is installed first; the test is skipped only when its registry
+cannot be reached (and for RMQTT, whose long build is an explicit step), with the reason."""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mqttlab.brokers import BrokerError, Launcher, RunningBroker, get_launcher
+from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context, round_trip
+
+LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette"]
+
+# Messages of npm, pip, apt, maven and cargo when the network or registry is out of reach.
+REGISTRY_UNREACHABLE = re.compile(
+    r"could not resolve|temporary failure in name resolution|name or service not known|"
+    r"network is unreachable|no route to host|connection (refused|timed out|reset)|"
+    r"ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|ECONNRESET|could not transfer artifact|"
+    r"failed to fetch|unable to fetch|failed to download|failed to get .* from the registry|"
+    r"No matching distribution found",
+    re.IGNORECASE,
+)
+
+
+def ensure_installed(launcher: Launcher) -> None:
+    if launcher.availability().available:
+        return
+    if launcher.name == "rumqttd":
+        pytest.skip("rumqttd: the compiled engine (mqttlab._engine) is not built in this environment")
+    if launcher.name == "rmqtt":
+        pytest.skip("rmqtt: not installed; its build takes long, run `mqttlab brokers install rmqtt` "
+                    "(or scripts/install-brokers.sh --with-rmqtt)")
+    try:
+        launcher.install()
+    except BrokerError as error:
+        if REGISTRY_UNREACHABLE.search(str(error)):
+            pytest.skip(f"{launcher.name}: its registry cannot be reached: {error}")
+        raise
+
+
+def port_is_closed(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.fixture(scope="module", params=LAUNCHED)
+def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
+    launcher = get_launcher(request.param)
+    ensure_installed(launcher)
+    broker = launcher.start(tmp_path_factory.mktemp(request.param), tls=True)
+    yield broker
+    broker.stop()
+
+
+def test_broker_reports_name_version_and_loopback_listeners(started: RunningBroker) -> None:
+    assert started.version and started.version.split()[0] == started.name
+    assert re.search(r"\d+\.\d+", started.version)
+    assert started.host == "127.0.0.1"
+    assert started.url() == f"mqtt://127.0.0.1:{started.port}"
+    assert started.url(tls=True) == f"mqtts://127.0.0.1:{started.tls_port}"
+    assert started.ca_file is not None and started.ca_file.is_file()
+    assert started.pid is not None and psutil.pid_exists(started.pid)
+    for conn in psutil.Process(started.pid).net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN:
+            assert conn.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1"), f"listens beyond loopback: {conn.laddr}"
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_plain_listener_delivers_a_published_message(started: RunningBroker, qos: int) -> None:
+    payload = f"hello {started.name} qos {qos}".encode()
+    message = round_trip(started.host, started.port, qos=qos, payload=payload)
+    assert message.payload == payload
+    assert message.qos == qos
+
+
+def test_tls_listener_delivers_a_published_message(started: RunningBroker) -> None:
+    context = client_tls_context(str(started.ca_file))
+    message = round_trip(started.host, started.tls_port, tls_context=context, payload=b"over tls")
+    assert message.payload == b"over tls"
+
+
+def test_tls_listener_is_refused_by_a_client_that_trusts_another_ca(started: RunningBroker) -> None:
+    context = ssl.create_default_context()  # the system CAs, which never signed our throwaway cert
+    with pytest.raises(ssl.SSLCertVerificationError):
+        MqttProbe(started.host, started.tls_port, client_id="untrusting", tls_context=context)
+
+
+def test_large_payload_passes_unchanged(started: RunningBroker) -> None:
+    # Benchmarks use payloads far above some brokers' defaults (rumqttd: 20 kB).
+    payload = bytes(range(256)) * 1024  # 256 KiB
+    assert round_trip(started.host, started.port, payload=payload, timeout=15).payload == payload
+
+
+def test_backlog_beyond_default_queue_limits_is_delivered(started: RunningBroker) -> None:
+    # A subscriber that does not acknowledge makes the broker queue: Mosquitto's defaults
+    # (20 in flight + 1000 queued) would drop the rest, and a benchmark would count them as lost.
+    count = 1500
+    with MqttProbe(started.host, started.port, client_id="slow-reader", timeout=15) as reader:
+        reader.subscribe("mqttlab/backlog", qos=1)
+        with MqttProbe(started.host, started.port, client_id="fast-writer", timeout=15) as writer:
+            for sequence in range(count):
+                writer.publish("mqttlab/backlog", sequence.to_bytes(4, "big"), qos=1)
+        received = [int.from_bytes(reader.receive(timeout=15).payload, "big") for _ in range(count)]
+    assert sorted(set(received)) == list(range(count))
+
+
+def test_rumqttd_serves_mqtt5_on_its_own_port(tmp_path: Path) -> None:
+    launcher = get_launcher("rumqttd")
+    ensure_installed(launcher)
+    with launcher.start(tmp_path) as broker:
+        assert broker.v5_port not in (None, broker.port)
+        assert broker.tls_port is None
+        with MqttProbe(broker.host, broker.v5_port, client_id="v5-client", protocol_level=5) as client:
+            client.ping()
+
+
+def test_stop_ends_the_process_and_closes_its_ports(tmp_path: Path) -> None:
+    launcher = get_launcher("mosquitto")
+    ensure_installed(launcher)
+    with launcher.start(tmp_path, tls=True) as broker:
+        pid, ports = broker.pid, (broker.port, broker.tls_port)
+        assert round_trip(broker.host, broker.port).payload
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert all(port_is_closed(port) for port in ports)
+    broker.stop()  # a second stop is harmless
+
+
+@pytest.mark.parametrize("defect, error", [("expired", "expired"), ("wrong-name", "mismatch|match")])
+def test_broker_can_serve_a_defective_certificate_for_tls_failure_tests(
+    tmp_path: Path, defect: str, error: str
+) -> None:
+    launcher = get_launcher("mosquitto")
+    ensure_installed(launcher)
+    with launcher.start(tmp_path, tls=True, tls_certificate=defect) as broker:
+        context = client_tls_context(str(broker.ca_file))
+        with pytest.raises(ssl.SSLCertVerificationError, match=error):
+            MqttProbe(broker.host, broker.tls_port, client_id="verifying", tls_context=context)
+        # The plain listener is unaffected.
+        assert round_trip(broker.host, broker.port).payload
+
+
+def test_unknown_certificate_kind_is_refused_with_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError, match="expired"):
+        get_launcher("mosquitto").start(tmp_path, tls=True, tls_certificate="bogus")
+
+
+def test_mqtt5_connect_is_refused_by_a_3_1_1_only_listener(tmp_path: Path) -> None:
+    # amqtt speaks MQTT 3.1.1 only, so a v5 CONNECT must not look like success to the probe.
+    launcher = get_launcher("amqtt")
+    ensure_installed(launcher)
+    with launcher.start(tmp_path) as broker:
+        with pytest.raises((ProbeError, OSError)):
+            with MqttProbe(broker.host, broker.port, client_id="v5-client", protocol_level=5, timeout=3) as client:
+                client.ping()
+
+
+def test_probe_reports_a_server_that_is_not_mqtt() -> None:
+    # A TCP server that accepts and stays silent: CONNECT gets no CONNACK.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        with pytest.raises(ProbeError, match="timed out"):
+            MqttProbe("127.0.0.1", port, client_id="x", timeout=0.5)

@@ -1,0 +1,91 @@
+"""The live progress line and the summary tables, rendered to text."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from mqttlab.live_view import LiveProgress, snapshot_line
+from mqttlab.summary_view import ms, print_summary
+from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
+
+SNAPSHOT = {
+    "t_s": 3.0,
+    "phase": "measuring",
+    "connected": {"publishers": 10, "subscribers": 9},
+    "total": {"sent": 300, "acked": 300, "received": 299, "dropped": 4, "errors": 1},
+    "interval": {"sent": 100, "acked": 98, "received": 99, "e2e_p50_us": 287.0, "e2e_p99_us": None},
+}
+
+
+def rendered(summary: dict) -> str:
+    buffer = io.StringIO()
+    print_summary(Console(file=buffer, width=120), summary, "results/x")
+    return buffer.getvalue()
+
+
+def test_milliseconds_keep_microsecond_resolution():
+    assert (ms(1234), ms(0.4), ms(None)) == ("1.234", "0.000", "–")
+
+
+def test_progress_line_shows_phase_clients_rates_latency_and_errors():
+    line = snapshot_line(SNAPSHOT)
+    for expected in ("3.0s", "measuring", "10p/9s", "sent 100/s", "acked 98/s", "received 99/s", "p50 0.287", "p99 –", "dropped 4", "errors 1"):
+        assert expected in line, expected
+
+
+def test_progress_off_a_terminal_prints_one_line_per_snapshot():
+    buffer = io.StringIO()
+    with LiveProgress(Console(file=buffer, width=200)) as live:
+        live(SNAPSHOT)
+        live({**SNAPSHOT, "t_s": 4.0})
+    assert buffer.getvalue().count("\n") == 2
+
+
+def test_disabled_progress_prints_nothing():
+    buffer = io.StringIO()
+    with LiveProgress(Console(file=buffer), enabled=False) as live:
+        live(SNAPSHOT)
+    assert buffer.getvalue() == ""
+
+
+def test_violations_and_errors_get_their_own_tables():
+    text = rendered(
+        realistic_summary(
+            violations=[{"kind": "qos1_lost", "count": 3, "detail": "publisher 2 → subscriber 2"}],
+            errors=[{"kind": "publish_timeout", "count": 5, "example": "no PUBACK within 10 s"}],
+        )
+    )
+    assert "Violations" in text and "qos1_lost" in text and "publisher 2 → subscriber 2" in text
+    assert "Errors" in text and "publish_timeout" in text and "no PUBACK within 10 s" in text
+
+
+def test_latencies_without_samples_are_left_out():
+    text = rendered(realistic_summary())
+    assert "→ PUBCOMP" not in text and "TLS handshake" not in text
+    assert "→ PUBACK" in text
+
+
+def test_broker_lost_status_and_error_are_shown():
+    text = rendered(realistic_summary(status="broker_lost", error="connection reset by peer"))
+    assert "broker_lost" in text and "error: connection reset by peer" in text
+
+
+def test_a_malformed_snapshot_turns_the_display_off_instead_of_raising():
+    buffer = io.StringIO()
+    with LiveProgress(Console(file=buffer, width=200)) as live:
+        live({"t_s": "not a number", "connected": {"publishers": 1}})
+        live(SNAPSHOT)
+    assert "live display stopped" in buffer.getvalue()
+    assert "measuring" not in buffer.getvalue()
+
+
+def test_nothing_is_shown_before_a_client_connects():
+    buffer = io.StringIO()
+    with LiveProgress(Console(file=buffer, width=200), header="mqttlab: default at mqtt://x") as live:
+        live({**SNAPSHOT, "phase": "connecting", "connected": {"publishers": 0, "subscribers": 0}})
+        assert buffer.getvalue() == ""
+        live(SNAPSHOT)
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "mqttlab: default at mqtt://x" and "measuring" in lines[1] and len(lines) == 2

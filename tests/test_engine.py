@@ -1,0 +1,268 @@
+"""The engine against real brokers on loopback: delivery accounting, QoS flows, shard merging,
+faults. Plans are written out in full here so each test shows exactly what it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mqttlab import _engine
+from mqttlab.brokers import get_launcher
+from mqttlab.brokers.base import free_ports
+from mqttlab.tls import make_tls_material
+
+
+def plan(port: int, *, pubs=3, subs=3, topic="t/%i", filters=("t/%i",), qos=1, sub_qos=None, rate=200.0,
+         messages=None, duration_ms=1000, warmup_ms=0, grace_ms=2000, version=4, host="127.0.0.1",
+         tls=None, username=None, password=None, size=64, connect_timeout_ms=3000, shard=None, **options):
+    return {
+        "broker": {"host": host, "port": port, "tls": tls},
+        "mqtt": {"version": version, "username": username, "password": password, "keepalive_s": 30,
+                 "clean_start": True, "session_expiry_s": 0, "connect_timeout_ms": connect_timeout_ms},
+        "publishers": {"count": pubs, "client_id": "eng-pub-%i", "topic": topic, "qos": qos, "retain": False,
+                       "rate": rate, "arrival": "constant", "messages": messages,
+                       "payload": {"dist": "fixed", "size": size}, "inflight": 100},
+        "subscribers": {"count": subs, "client_id": "eng-sub-%i", "filters": list(filters),
+                        "qos": qos if sub_qos is None else sub_qos},
+        "load": {"duration_ms": duration_ms, "warmup_ms": warmup_ms, "grace_ms": grace_ms,
+                 "connect_rate": 0.0, "seed": 7},
+        "shard": shard or {"publishers": [0, pubs], "subscribers": [0, subs]},
+        "options": {"record_latency": True, "reconnect": False, "progress_interval_ms": 200, **options},
+    }
+
+
+def run(p: dict, progress=None) -> tuple[dict, dict]:
+    raw = _engine.run_shard(json.dumps(p), progress)
+    summary = json.loads(_engine.summarize(json.dumps(p), raw))
+    return json.loads(raw), summary
+
+
+def hist_count(encoded: str) -> int:
+    stats = json.loads(_engine.histogram_stats(encoded))
+    return 0 if stats is None else stats["count"]
+
+
+@pytest.fixture(scope="module")
+def mosquitto(tmp_path_factory):
+    with get_launcher("mosquitto").start(tmp_path_factory.mktemp("mosquitto"), tls=True) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def rumqttd(tmp_path_factory):
+    with get_launcher("rumqttd").start(tmp_path_factory.mktemp("rumqttd")) as broker:
+        yield broker
+
+
+@pytest.mark.parametrize("broker_name", ["mosquitto", "rumqttd"])
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_point_to_point_delivers_every_message_once(request, broker_name, qos):
+    broker = request.getfixturevalue(broker_name)
+    raw, s = run(plan(broker.port, qos=qos, messages=100, duration_ms=0))
+    m = s["messages"]
+    assert s["status"] == "completed"
+    assert m["sent"] == 300
+    assert m["expected"] == 300
+    assert m["delivered"] == 300 and m["lost"] == 0
+    assert m["duplicated"] == 0 and m["unexpected"] == 0
+    assert s["violations"] == []
+    assert s["latency"]["e2e"]["count"] == 300
+    # Latency from the intended send time is never below the one from the actual send.
+    assert s["latency"]["e2e"]["p50_us"] >= s["latency"]["e2e_uncorrected"]["p50_us"]
+    ack = {0: None, 1: "puback", 2: "pubcomp"}[qos]
+    if ack:
+        assert m["acked"] == 300
+        assert s["latency"][ack]["count"] == 300
+    assert s["latency"]["connack"]["count"] == 6 and s["latency"]["suback"]["count"] == 3
+
+
+def test_mqtt5_fan_out_and_fan_in_are_accounted_per_receiver(mosquitto):
+    # 1 publisher -> 4 subscribers: each message is owed 4 times.
+    _, s = run(plan(mosquitto.port, pubs=1, subs=4, topic="fo/0", filters=("fo/0",), messages=50,
+                    duration_ms=0, version=5))
+    assert (s["messages"]["expected"], s["messages"]["delivered"]) == (200, 200)
+    # 4 publishers -> 1 subscriber on a wildcard.
+    _, s = run(plan(mosquitto.port, pubs=4, subs=1, topic="fi/%i", filters=("fi/+",), messages=50,
+                    duration_ms=0, version=5))
+    assert (s["messages"]["expected"], s["messages"]["delivered"]) == (200, 200)
+
+
+def test_shared_subscription_is_owed_each_message_once_per_group(mosquitto):
+    _, s = run(plan(mosquitto.port, pubs=2, subs=3, topic="sh/%i", filters=("$share/g/sh/+",), messages=60,
+                    duration_ms=0, version=5))
+    m = s["messages"]
+    assert (m["expected"], m["delivered"], m["lost"], m["unexpected"]) == (120, 120, 0, 0)
+
+
+def test_warmup_is_excluded_from_latency_but_not_from_accounting(mosquitto):
+    _, s = run(plan(mosquitto.port, pubs=1, subs=1, qos=0, rate=100.0, duration_ms=2000, warmup_ms=1000))
+    m = s["messages"]
+    assert m["delivered"] == m["sent"] == 200
+    # Half the schedule falls in the warm-up (±1 for the random phase of the first send).
+    assert 99 <= s["latency"]["e2e"]["count"] <= 101
+    assert s["warmup_s"] == 1.0
+
+
+def test_same_seed_gives_the_same_schedule(mosquitto):
+    p = plan(mosquitto.port, pubs=2, subs=0, qos=0, rate=50.0, duration_ms=600)
+    p["publishers"]["arrival"] = "poisson"
+    counts = [json.loads(_engine.run_shard(json.dumps(p)))["sent_per_publisher"] for _ in range(2)]
+    assert counts[0] == counts[1]
+
+
+def test_shards_running_side_by_side_merge_to_the_single_run(mosquitto):
+    base = dict(pubs=4, subs=4, topic="sm/%i", filters=("sm/+",), qos=1, messages=40, duration_ms=0, rate=100.0)
+    _, single = run(plan(mosquitto.port, **base))
+    start_at = time.time_ns() + 1_500_000_000
+    shards = [
+        plan(mosquitto.port, **base, shard={"publishers": [0, 2], "subscribers": [0, 2], "start_at_unix_ns": start_at}),
+        plan(mosquitto.port, **base, shard={"publishers": [2, 4], "subscribers": [2, 4], "start_at_unix_ns": start_at}),
+    ]
+    results: list[str] = [""] * 2
+
+    def go(i: int) -> None:
+        results[i] = _engine.run_shard(json.dumps(shards[i]))
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    merged = _engine.merge_results(results)
+    whole = plan(mosquitto.port, **base)
+    s = json.loads(_engine.summarize(json.dumps(whole), merged))
+    for key in ("sent", "expected", "delivered", "lost", "duplicated"):
+        assert s["messages"][key] == single["messages"][key], key
+    assert s["messages"]["delivered"] == 4 * 40 * 4
+    assert s["latency"]["e2e"]["count"] == single["latency"]["e2e"]["count"] == 640
+    assert len(json.loads(merged)["shards"]) == 2
+
+
+def test_unreachable_broker_fails_fast_with_one_line():
+    (port,) = free_ports(1)
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError) as e:
+        _engine.run_shard(json.dumps(plan(port)))
+    assert time.monotonic() - t0 < 3
+    assert str(e.value) == f"cannot connect to mqtt://127.0.0.1:{port}: connection refused"
+
+
+def test_unknown_host_is_named():
+    with pytest.raises(ConnectionError, match="unknown host"):
+        _engine.run_shard(json.dumps(plan(1883, host="no-such-host.invalid")))
+
+
+def test_invalid_plan_lists_every_problem():
+    p = plan(1883, qos=3)
+    p["publishers"]["inflight"] = 0
+    with pytest.raises(ValueError) as e:
+        _engine.run_shard(json.dumps(p))
+    assert "publishers.qos" in str(e.value) and "publishers.inflight" in str(e.value)
+
+
+def _start_mosquitto(tmp_path: Path, lines: list[str]) -> tuple[subprocess.Popen, int]:
+    """A Mosquitto with settings the launcher does not offer (passwords, a bad certificate)."""
+    (port,) = free_ports(1)
+    conf = tmp_path / f"m{port}.conf"
+    conf.write_text("\n".join([f"listener {port} 127.0.0.1", "persistence false", "user root", *lines]) + "\n")
+    proc = subprocess.Popen(["/usr/sbin/mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("mosquitto did not start")
+
+
+def test_bad_credentials_report_the_connack_reason(tmp_path):
+    passwords = tmp_path / "passwd"
+    passwords.write_text("")
+    subprocess.run(["mosquitto_passwd", "-b", str(passwords), "alice", "secret"], check=True)
+    proc, port = _start_mosquitto(tmp_path, ["allow_anonymous false", f"password_file {passwords}"])
+    try:
+        with pytest.raises(ConnectionError) as e:
+            _engine.run_shard(json.dumps(plan(port, username="alice", password="wrong")))
+        assert "CONNACK reason 0x05 (not authorized)" in str(e.value)
+        with pytest.raises(ConnectionError) as e:
+            _engine.run_shard(json.dumps(plan(port, username="alice", password="wrong", version=5)))
+        assert "CONNACK reason 0x87 (not authorized)" in str(e.value)
+        _, s = run(plan(port, username="alice", password="secret", messages=5, duration_ms=0))
+        assert s["messages"]["delivered"] == 15
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_tls_failures_name_the_check_that_failed(tmp_path, mosquitto):
+    tls_dir = tmp_path / "tls"
+    m = make_tls_material(tls_dir)
+    tls_port = mosquitto.tls_port
+    ok = {"ca_file": str(mosquitto.ca_file), "cert_file": None, "key_file": None, "insecure": False, "server_name": None}
+    _, s = run(plan(tls_port, tls=ok, messages=10, duration_ms=0))
+    assert s["messages"]["delivered"] == 30 and s["latency"]["tls"]["count"] == 6
+
+    system_roots = dict(ok, ca_file=None)  # the system's trust store knows nothing of our CA
+    with pytest.raises(ConnectionError, match="signed by an unknown CA"):
+        _engine.run_shard(json.dumps(plan(tls_port, tls=system_roots)))
+    other_ca = dict(ok, ca_file=str(m.ca_file))  # a CA of the same name that did not sign it
+    with pytest.raises(ConnectionError, match="not signed by the given CA"):
+        _engine.run_shard(json.dumps(plan(tls_port, tls=other_ca)))
+    wrong_name = dict(ok, server_name="somewhere-else.example")
+    with pytest.raises(ConnectionError, match="not valid for this host name"):
+        _engine.run_shard(json.dumps(plan(tls_port, tls=wrong_name)))
+    insecure = dict(ok, ca_file=None, insecure=True, server_name="somewhere-else.example")
+    _, s = run(plan(tls_port, tls=insecure, messages=5, duration_ms=0))
+    assert s["messages"]["delivered"] == 15
+
+    proc, eport = _start_mosquitto(tmp_path, ["allow_anonymous true", f"cafile {m.ca_file}",
+                                               f"certfile {m.expired_cert_file}", f"keyfile {m.expired_key_file}"])
+    try:
+        expired = dict(ok, ca_file=str(m.ca_file))
+        with pytest.raises(ConnectionError, match="has expired"):
+            _engine.run_shard(json.dumps(plan(eport, tls=expired)))
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_broker_killed_mid_run_keeps_partial_results_and_counts_losses(tmp_path):
+    proc, port = _start_mosquitto(tmp_path, ["allow_anonymous true"])
+    killer = threading.Timer(1.0, lambda: os.kill(proc.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        t0 = time.monotonic()
+        raw, s = run(plan(port, qos=1, rate=200.0, duration_ms=5000, grace_ms=3000))
+        assert time.monotonic() - t0 < 4.5, "the run ends when the broker is gone"
+    finally:
+        killer.cancel()
+        proc.wait(5)
+    assert s["status"] == "broker_lost"
+    assert "lost" in s["error"] and "closed the connection" in s["error"]
+    m = s["messages"]
+    assert m["sent"] > 0 and m["delivered"] > 0
+    # Whatever was sent but never arrived is counted as lost, and not as a QoS violation:
+    # the connections broke.
+    assert m["lost"] == m["expected"] - m["delivered"]
+    assert not any(v["kind"].endswith("_loss") for v in s["violations"])
+    assert hist_count(raw["histograms"]["e2e"]) == m["delivered"]
+
+
+def test_progress_reports_phases_and_totals(mosquitto):
+    seen: list[dict] = []
+    run(plan(mosquitto.port, pubs=2, subs=2, qos=0, rate=100.0, duration_ms=1200), lambda j: seen.append(json.loads(j)))
+    phases = {p["phase"] for p in seen}
+    assert "measuring" in phases and seen[-1]["phase"] == "done"
+    assert seen[-1]["total"]["sent"] == sum(p["interval"]["sent"] for p in seen)
+    assert seen[-1]["connected"] == {"publishers": 2, "subscribers": 2}
