@@ -105,9 +105,12 @@ def test_foreground_broker_runs_until_ctrl_c(tmp_path: Path, mosquitto_available
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
-        first = cli.stdout.readline()  # type: ignore[union-attr]  "mosquitto (mosquitto 2.x) PID n"
-        url = cli.stdout.readline().strip()  # type: ignore[union-attr]
-        assert " PID " in first, first + cli.stderr.read()  # type: ignore[union-attr]
+        lines = []
+        while not lines or not lines[-1].startswith("press Ctrl-C"):  # bounded by the CLI's output
+            line = cli.stdout.readline()  # type: ignore[union-attr]
+            assert line, "".join(lines) + cli.stderr.read()  # type: ignore[union-attr]
+            lines.append(line)
+        first, url = lines[0], lines[1].strip()  # "mosquitto (mosquitto 2.x) PID n", "mqtt://..."
         pid = int(first.rsplit(" ", 1)[1])
         port = int(url.rsplit(":", 1)[1])
         assert round_trip("127.0.0.1", port).payload

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from mqttlab.brokers import BrokerError, Launcher, RunningBroker, get_launcher
-from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context, round_trip
+from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_context, round_trip
 
 LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette"]
 
@@ -44,6 +44,22 @@ def ensure_installed(launcher: Launcher) -> None:
         if REGISTRY_UNREACHABLE.search(str(error)):
             pytest.skip(f"{launcher.name}: its registry cannot be reached: {error}")
         raise
+
+
+# Moquette 0.17 now and then drops a connection whose SUBSCRIBE follows its CONNACK at once (its
+# log says "SUBSCRIBE received on already closed connection", a session-state race known
+# upstream). That is the broker's defect, for benchmarks to show; here it gets one more try.
+KNOWN_RACES = {"moquette": "closed the connection"}
+
+
+def served_round_trip(broker: RunningBroker, port: int, **options: object) -> Message:
+    try:
+        return round_trip(broker.host, port, **options)  # type: ignore[arg-type]
+    except ProbeError as error:
+        race = KNOWN_RACES.get(broker.name)
+        if race is None or race not in str(error):
+            raise
+        return round_trip(broker.host, port, **options)  # type: ignore[arg-type]
 
 
 def port_is_closed(port: int) -> bool:
@@ -77,14 +93,14 @@ def test_broker_reports_name_version_and_loopback_listeners(started: RunningBrok
 @pytest.mark.parametrize("qos", [0, 1])
 def test_plain_listener_delivers_a_published_message(started: RunningBroker, qos: int) -> None:
     payload = f"hello {started.name} qos {qos}".encode()
-    message = round_trip(started.host, started.port, qos=qos, payload=payload)
+    message = served_round_trip(started, started.port, qos=qos, payload=payload)
     assert message.payload == payload
     assert message.qos == qos
 
 
 def test_tls_listener_delivers_a_published_message(started: RunningBroker) -> None:
     context = client_tls_context(str(started.ca_file))
-    message = round_trip(started.host, started.tls_port, tls_context=context, payload=b"over tls")
+    message = served_round_trip(started, started.tls_port, tls_context=context, payload=b"over tls")
     assert message.payload == b"over tls"
 
 
@@ -97,19 +113,30 @@ def test_tls_listener_is_refused_by_a_client_that_trusts_another_ca(started: Run
 def test_large_payload_passes_unchanged(started: RunningBroker) -> None:
     # Benchmarks use payloads far above some brokers' defaults (rumqttd: 20 kB).
     payload = bytes(range(256)) * 1024  # 256 KiB
-    assert round_trip(started.host, started.port, payload=payload, timeout=15).payload == payload
+    assert served_round_trip(started, started.port, payload=payload, timeout=15).payload == payload
+
+
+def _deliver_backlog(broker: RunningBroker, count: int) -> list[int]:
+    """Publishes `count` QoS 1 messages while the subscriber reads nothing, then reads them all."""
+    with MqttProbe(broker.host, broker.port, client_id="slow-reader", timeout=15) as reader:
+        reader.subscribe("mqttlab/backlog", qos=1)
+        with MqttProbe(broker.host, broker.port, client_id="fast-writer", timeout=15) as writer:
+            for sequence in range(count):
+                writer.publish("mqttlab/backlog", sequence.to_bytes(4, "big"), qos=1)
+        return [int.from_bytes(reader.receive(timeout=15).payload, "big") for _ in range(count)]
 
 
 def test_backlog_beyond_default_queue_limits_is_delivered(started: RunningBroker) -> None:
     # A subscriber that does not acknowledge makes the broker queue: Mosquitto's defaults
     # (20 in flight + 1000 queued) would drop the rest, and a benchmark would count them as lost.
     count = 1500
-    with MqttProbe(started.host, started.port, client_id="slow-reader", timeout=15) as reader:
-        reader.subscribe("mqttlab/backlog", qos=1)
-        with MqttProbe(started.host, started.port, client_id="fast-writer", timeout=15) as writer:
-            for sequence in range(count):
-                writer.publish("mqttlab/backlog", sequence.to_bytes(4, "big"), qos=1)
-        received = [int.from_bytes(reader.receive(timeout=15).payload, "big") for _ in range(count)]
+    try:
+        received = _deliver_backlog(started, count)
+    except ProbeError as error:
+        race = KNOWN_RACES.get(started.name)
+        if race is None or race not in str(error):
+            raise
+        received = _deliver_backlog(started, count)
     assert sorted(set(received)) == list(range(count))
 
 

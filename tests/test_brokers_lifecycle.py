@@ -31,6 +31,7 @@ HOLDER = textwrap.dedent("""
     from mqttlab.brokers import get_launcher
     broker = get_launcher("mosquitto").start(Path(sys.argv[1]))
     print(json.dumps({"pid": broker.pid}), flush=True)
+    sys.stdin.readline()  # the test checks the broker first, then says go (or signals us)
     if sys.argv[2] == "raise":
         raise RuntimeError("mqttlab crashed")
     time.sleep(60)
@@ -58,7 +59,7 @@ def mosquitto_available() -> None:
 @pytest.mark.parametrize("ending", ["SIGKILL", "SIGTERM", "SIGINT", "raise"])
 def test_broker_dies_with_the_mqttlab_process(tmp_path: Path, ending: str, mosquitto_available: None) -> None:
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), ending],
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), ending], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     broker_pid = None
     try:
@@ -66,7 +67,10 @@ def test_broker_dies_with_the_mqttlab_process(tmp_path: Path, ending: str, mosqu
         assert line, holder.stderr.read()  # type: ignore[union-attr]
         broker_pid = json.loads(line)["pid"]
         assert psutil.pid_exists(broker_pid)
-        if ending != "raise":
+        if ending == "raise":
+            holder.stdin.write("go\n")  # type: ignore[union-attr]
+            holder.stdin.flush()  # type: ignore[union-attr]
+        else:
             holder.send_signal(getattr(signal, ending))
         holder.wait(timeout=15)
         assert _wait_gone(broker_pid), f"broker {broker_pid} outlived mqttlab ({ending})"

@@ -266,3 +266,24 @@ def test_progress_reports_phases_and_totals(mosquitto):
     assert "measuring" in phases and seen[-1]["phase"] == "done"
     assert seen[-1]["total"]["sent"] == sum(p["interval"]["sent"] for p in seen)
     assert seen[-1]["connected"] == {"publishers": 2, "subscribers": 2}
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_round_trip_mode_measures_rtt_on_the_publishers_clock(mosquitto, qos):
+    p = plan(mosquitto.port, pubs=2, subs=2, topic="req/%i", filters=("req/%i",), qos=qos, messages=50, duration_ms=0)
+    p["publishers"]["reply_filter"] = "rep/%i"
+    p["subscribers"]["echo_topic"] = "rep/%i"
+    _, s = run(p)
+    assert s["round_trip"] == {"sent": 100, "replies": 100, "lost": 0, "duplicated": 0}
+    assert s["messages"]["delivered"] == 100
+    rtt, one_way = s["latency"]["rtt"], s["latency"]["e2e"]
+    assert rtt["count"] == 100
+    # The way there and back takes longer than the way there.
+    assert rtt["p50_us"] > one_way["p50_us"]
+
+
+def test_reply_filter_matching_the_own_topic_is_refused():
+    p = plan(1883, topic="x/%i")
+    p["publishers"]["reply_filter"] = "x/+"
+    with pytest.raises(ValueError, match="publishers.reply_filter"):
+        _engine.run_shard(json.dumps(p))

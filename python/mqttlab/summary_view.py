@@ -18,6 +18,7 @@ LATENCY_ROWS = (
     ("tls", "TLS handshake"),
     ("connack", "→ CONNACK"),
     ("suback", "→ SUBACK"),
+    ("rtt", "round trip"),
 )
 LATENCY_COLUMNS = (("p50_us", "p50"), ("p90_us", "p90"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"))
 MESSAGE_ROWS = ("sent", "acked", "dropped", "expected", "delivered", "lost", "duplicated", "out_of_order", "unexpected")

@@ -123,3 +123,15 @@ def test_reader_either_parses_or_raises_a_format_error(tmp_path, table):
     else:
         assert (log.ok_rows["Latency_us"] >= 0).all()
         assert (log.rows["ActiveMsgs"] >= 1).all()
+
+
+def test_infinite_values_are_rejected_not_wrapped_into_integers(case):
+    path, _ = case
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    raw.loc[0, "TotalSubs"] = "1e400"
+    raw.loc[1, "Latency_us"] = "inf"
+    raw.to_csv(path, index=False)
+    with pytest.raises(LogFormatError) as error:
+        read_log(path)
+    assert "column TotalSubs must be an integer >= 0 (line 2)" in str(error.value)
+    assert "column Latency_us must be a finite number >= 0 (required when outcome is ok) (line 3)" in str(error.value)

@@ -11,6 +11,7 @@ mod error;
 mod packet;
 mod property;
 mod read;
+pub mod sn;
 mod write;
 
 pub use error::{DecodeError, EncodeError};

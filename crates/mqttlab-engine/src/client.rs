@@ -1,6 +1,6 @@
 //! The two kinds of client: a publisher following its open-loop schedule, and a subscriber
 //! accounting for every delivery. Each is one task on its worker's runtime.
-use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival};
+use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival, PairState};
 use crate::clock::now_ns;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
 use crate::pacer::Schedule;
@@ -91,12 +91,17 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let p = &plan.publishers;
     let client_id = publisher_client_id(&plan, index);
     let Some(mut conn) = open(&ctx, client_id.clone(), true).await else { return };
-    ctx.stats.borrow_mut().connections.publishers_ok += 1;
-    WorkerShared::inc(&ctx.shared.publishers_connected);
-
     let topic = publisher_topic(&plan, index).into_bytes();
     let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
-    let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64;
+    let mut replies = p.reply_filter.as_ref().map(|f| {
+        conn.send(&subscribe_packet(&[crate::template::expand(f, index, &client_id)], qos));
+        Replies { index, seen: PairState::default(), awaiting_release: HashSet::new(), ready: false, subscribe_sent: now_ns() }
+    });
+    if replies.is_none() {
+        publisher_ready(&ctx);
+    }
+    // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
+    let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + replies.is_some() as u64;
     let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
     let sizes = SizeSampler::new(&p.payload);
     let mut scratch = vec![0u8; sizes.max()];
@@ -145,7 +150,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                     Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
                     Ok(IoEvent::Read(_)) => {
                         let now = now_ns();
-                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, now) {
+                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now) {
                             ctx.stats.borrow_mut().error("protocol", &format!("{client_id}: {msg}"));
                             lost = true;
                             break;
@@ -248,8 +253,50 @@ fn allocate_pkid(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
     }
 }
 
-/// Handles what a publisher receives: the acknowledgements of its QoS flows.
-fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut HashMap<u16, InFlight>, now: u64) -> Result<(), String> {
+fn publisher_ready(ctx: &WorkerCtx) {
+    ctx.stats.borrow_mut().connections.publishers_ok += 1;
+    WorkerShared::inc(&ctx.shared.publishers_connected);
+}
+
+/// Round-trip mode, publisher side: the echoes of its own messages.
+struct Replies {
+    index: u32,
+    seen: PairState,
+    awaiting_release: HashSet<u16>,
+    ready: bool,
+    subscribe_sent: u64,
+}
+
+impl Replies {
+    fn received(&mut self, ctx: &WorkerCtx, p: &mqttlab_codec::Publish, now: u64) {
+        let mut st = ctx.stats.borrow_mut();
+        let Some(h) = Header::read(&p.payload).filter(|h| h.publisher == self.index) else {
+            st.counters.unexpected += 1;
+            return;
+        };
+        match self.seen.record(h.seq, true) {
+            Arrival::New => {
+                st.counters.replies += 1;
+                WorkerShared::inc(&ctx.shared.unique_deliveries);
+                let intended_ns = h.intended_us * 1000;
+                if st.measured(intended_ns) {
+                    st.record(H::Rtt, now.saturating_sub(intended_ns) / 1000);
+                }
+            }
+            Arrival::Duplicate => st.counters.reply_duplicates += 1,
+        }
+    }
+}
+
+/// Handles what a publisher receives: the acknowledgements of its QoS flows, and in round-trip
+/// mode the echoes of its messages.
+fn publisher_packets(
+    ctx: &WorkerCtx,
+    conn: &mut Conn,
+    inflight: &mut HashMap<u16, InFlight>,
+    replies: &mut Option<Replies>,
+    now: u64,
+) -> Result<(), String> {
     loop {
         let packet = match conn.next_packet() {
             Ok(Some(p)) => p,
@@ -272,9 +319,23 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut HashMap<u1
             }
             Packet::PingResp => {}
             Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
-            Packet::Publish(_) => {
-                let mut st = ctx.stats.borrow_mut();
-                st.counters.unexpected += 1;
+            Packet::Publish(pb) => match replies.as_mut() {
+                Some(r) => {
+                    if acknowledge(conn, &pb, &mut r.awaiting_release) {
+                        r.received(ctx, &pb, now);
+                    }
+                }
+                None => ctx.stats.borrow_mut().counters.unexpected += 1,
+            },
+            Packet::PubRel(a) if replies.is_some() => {
+                replies.as_mut().map(|r| r.awaiting_release.remove(&a.pkid));
+                conn.send(&Packet::PubComp(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
+            }
+            Packet::SubAck(s) if replies.as_ref().is_some_and(|r| !r.ready) => {
+                let r = replies.as_mut().expect("checked above");
+                check_suback(ctx, &s, QoS::from_u8(ctx.plan.publishers.qos).unwrap_or(QoS::AtMostOnce), r.subscribe_sent, now)?;
+                r.ready = true;
+                publisher_ready(ctx);
             }
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
@@ -305,29 +366,109 @@ fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, a: &Ack, now
     }
 }
 
+/// A subscription request and its SUBACK.
+fn subscribe_packet(filters: &[String], qos: QoS) -> Packet {
+    Packet::Subscribe(Subscribe {
+        pkid: 1,
+        filters: filters
+            .iter()
+            .map(|f| SubscribeFilter { path: f.clone(), qos, no_local: false, retain_as_published: false, retain_handling: 0 })
+            .collect(),
+        properties: Properties::default(),
+    })
+}
+
+/// Checks a SUBACK: a refused filter fails the client, a downgrade is reported.
+fn check_suback(ctx: &WorkerCtx, s: &mqttlab_codec::SubAck, requested: QoS, sent_at: u64, now: u64) -> Result<(), String> {
+    if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
+        return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x})"));
+    }
+    let mut st = ctx.stats.borrow_mut();
+    st.record(H::Suback, now.saturating_sub(sent_at) / 1000);
+    if s.return_codes.iter().any(|c| *c < requested as u8) {
+        st.error("qos_downgraded", &format!("broker granted QoS {:?} for requested {}", s.return_codes, requested as u8));
+    }
+    Ok(())
+}
+
+/// Answers a received PUBLISH as its QoS requires. False when it is the broker's retransmission
+/// of a QoS 2 message still awaiting PUBREL: the QoS 2 flow absorbs it, it is not a delivery.
+fn acknowledge(conn: &mut Conn, p: &mqttlab_codec::Publish, awaiting_release: &mut HashSet<u16>) -> bool {
+    let ack = |pkid| Ack { pkid, reason: 0, properties: Properties::default() };
+    match p.qos {
+        QoS::AtMostOnce => true,
+        QoS::AtLeastOnce => {
+            conn.send(&Packet::PubAck(ack(p.pkid)));
+            true
+        }
+        QoS::ExactlyOnce => {
+            let first = awaiting_release.insert(p.pkid);
+            conn.send(&Packet::PubRec(ack(p.pkid)));
+            first
+        }
+    }
+}
+
+/// Round-trip mode, subscriber side: every delivery goes straight back on the echo topic.
+struct Echo {
+    topic: Vec<u8>,
+    qos: QoS,
+    inflight: HashSet<u16>,
+    next_pkid: u16,
+}
+
+impl Echo {
+    fn send(&mut self, conn: &mut Conn, payload: &[u8]) {
+        let pkid = if self.qos == QoS::AtMostOnce {
+            0
+        } else {
+            loop {
+                self.next_pkid = if self.next_pkid == u16::MAX { 2 } else { self.next_pkid + 1 };
+                if self.inflight.insert(self.next_pkid) {
+                    break self.next_pkid;
+                }
+            }
+        };
+        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, &self.topic, pkid, None, payload)
+            .expect("echo within MQTT limits");
+        conn.bytes_out += n as u64;
+    }
+}
+
+struct Subscriber {
+    index: u32,
+    requested: QoS,
+    effective_qos: u8,
+    subscribe_sent: u64,
+    ready: bool,
+    awaiting_release: HashSet<u16>,
+    echo: Option<Echo>,
+}
+
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let client_id = subscriber_client_id(&plan, index);
     let Some(mut conn) = open(&ctx, client_id.clone(), false).await else { return };
     let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
-    let filters = subscriber_filters(&plan, index);
-    let subscribe = Subscribe {
-        pkid: 1,
-        filters: filters
-            .iter()
-            .map(|f| SubscribeFilter { path: f.clone(), qos: requested, no_local: false, retain_as_published: false, retain_handling: 0 })
-            .collect(),
-        properties: Properties::default(),
+    conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
+    let mut sub = Subscriber {
+        index,
+        requested,
+        effective_qos: plan.subscribers.qos.min(plan.publishers.qos),
+        subscribe_sent: now_ns(),
+        ready: false,
+        awaiting_release: HashSet::new(),
+        echo: plan.subscribers.echo_topic.as_ref().map(|t| Echo {
+            topic: crate::template::expand(t, index, &client_id).into_bytes(),
+            qos: QoS::from_u8(plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
+            inflight: HashSet::new(),
+            next_pkid: 1,
+        }),
     };
-    conn.send(&Packet::Subscribe(subscribe));
-    let subscribe_sent = now_ns();
-    let mut ready = false;
     let mut ctl = ctx.ctl.clone();
-    let mut awaiting_release: HashSet<u16> = HashSet::new();
     let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
     keepalive.reset();
     let mut lost = false;
-    let effective_qos = plan.subscribers.qos.min(plan.publishers.qos);
     loop {
         tokio::select! {
             biased;
@@ -338,12 +479,10 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
                     Ok(IoEvent::Read(_)) => {
-                        let now = now_ns();
-                        let r = subscriber_packets(&ctx, &mut conn, index, &mut awaiting_release, now, effective_qos, &mut ready, subscribe_sent, requested);
-                        if let Err(msg) = r {
+                        if let Err(msg) = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()) {
                             let msg = format!("{client_id}: {msg}");
                             ctx.stats.borrow_mut().error("protocol", &msg);
-                            if !ready {
+                            if !sub.ready {
                                 // A refused subscription: the run cannot measure what was asked.
                                 ctx.shared.set_first_error(msg);
                                 ctx.stats.borrow_mut().connections.subscribers_failed += 1;
@@ -377,18 +516,8 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn subscriber_packets(
-    ctx: &WorkerCtx,
-    conn: &mut Conn,
-    index: u32,
-    awaiting_release: &mut HashSet<u16>,
-    now: u64,
-    effective_qos: u8,
-    ready: &mut bool,
-    subscribe_sent: u64,
-    requested: QoS,
-) -> Result<(), String> {
+fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {
+    let ack = |pkid| Ack { pkid, reason: 0, properties: Properties::default() };
     loop {
         let packet = match conn.next_packet() {
             Ok(Some(p)) => p,
@@ -397,44 +526,31 @@ fn subscriber_packets(
         };
         match packet {
             Packet::Publish(p) => {
-                let deliver = match p.qos {
-                    QoS::AtMostOnce => true,
-                    QoS::AtLeastOnce => {
-                        conn.send(&Packet::PubAck(Ack { pkid: p.pkid, reason: 0, properties: Properties::default() }));
-                        true
+                if acknowledge(conn, &p, &mut sub.awaiting_release) {
+                    delivered(ctx, sub.index, &p, now, sub.effective_qos);
+                    if let Some(echo) = sub.echo.as_mut() {
+                        echo.send(conn, &p.payload);
                     }
-                    QoS::ExactlyOnce => {
-                        // A PUBLISH whose id still awaits PUBREL is the broker's retransmission,
-                        // not a second message: the QoS 2 flow absorbs it.
-                        let first = awaiting_release.insert(p.pkid);
-                        conn.send(&Packet::PubRec(Ack { pkid: p.pkid, reason: 0, properties: Properties::default() }));
-                        first
-                    }
-                };
-                if deliver {
-                    delivered(ctx, index, &p, now, effective_qos);
                 }
             }
             Packet::PubRel(a) => {
-                awaiting_release.remove(&a.pkid);
-                conn.send(&Packet::PubComp(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
+                sub.awaiting_release.remove(&a.pkid);
+                conn.send(&Packet::PubComp(ack(a.pkid)));
             }
             Packet::SubAck(s) => {
-                if *ready {
+                if sub.ready {
                     continue;
                 }
-                if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
-                    return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x})"));
-                }
-                let mut st = ctx.stats.borrow_mut();
-                st.record(H::Suback, now.saturating_sub(subscribe_sent) / 1000);
-                if s.return_codes.iter().any(|c| *c < requested as u8) {
-                    st.error("qos_downgraded", &format!("broker granted QoS {:?} for requested {}", s.return_codes, requested as u8));
-                }
-                st.connections.subscribers_ok += 1;
-                *ready = true;
+                check_suback(ctx, &s, sub.requested, sub.subscribe_sent, now)?;
+                ctx.stats.borrow_mut().connections.subscribers_ok += 1;
+                sub.ready = true;
                 WorkerShared::inc(&ctx.shared.subscribers_ready);
             }
+            // The acknowledgements of our echoes (round-trip mode).
+            Packet::PubAck(a) | Packet::PubComp(a) if sub.echo.is_some() => {
+                sub.echo.as_mut().map(|e| e.inflight.remove(&a.pkid));
+            }
+            Packet::PubRec(a) if sub.echo.is_some() => conn.send(&Packet::PubRel(ack(a.pkid))),
             Packet::PingResp => {}
             Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),

@@ -72,6 +72,10 @@ pub struct Publishers {
     pub messages: Option<u64>,
     pub payload: PayloadSize,
     pub inflight: u32,
+    /// Round-trip mode: each publisher subscribes to this filter (template) and records the
+    /// echoes of its own messages as round trips, on its own clock.
+    #[serde(default)]
+    pub reply_filter: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +101,10 @@ pub struct Subscribers {
     pub client_id: String,
     pub filters: Vec<String>,
     pub qos: u8,
+    /// Round-trip mode: each subscriber republishes every message it receives, payload unchanged,
+    /// to this topic (template), at the publishers' QoS.
+    #[serde(default)]
+    pub echo_topic: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -220,6 +228,15 @@ impl RunPlan {
         let [a, b] = self.shard.subscribers;
         if a > b || b > s.count {
             problems.push(format!("shard.subscribers: [{a}, {b}) is not within [0, {})", s.count));
+        }
+        if let Some(reply) = &p.reply_filter {
+            let topic = crate::accounting::publisher_topic(self, 0);
+            let filter = crate::template::expand(reply, 0, &crate::accounting::publisher_client_id(self, 0));
+            if crate::topic::matches(&filter, &topic) {
+                problems.push(format!(
+                    "publishers.reply_filter: {filter:?} matches the publisher's own topic {topic:?}; replies must come back on another topic"
+                ));
+            }
         }
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {

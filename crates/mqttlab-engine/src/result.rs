@@ -31,6 +31,11 @@ pub struct Counters {
     pub unexpected: u64,
     pub connections_lost: u64,
     pub reconnects: u64,
+    /// Round-trip mode: echoes of its own messages a publisher got back, first copies and repeats.
+    #[serde(default)]
+    pub replies: u64,
+    #[serde(default)]
+    pub reply_duplicates: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
 }
@@ -46,6 +51,8 @@ impl Counters {
         self.retained_received += o.retained_received;
         self.unexpected += o.unexpected;
         self.connections_lost += o.connections_lost;
+        self.replies += o.replies;
+        self.reply_duplicates += o.reply_duplicates;
         self.reconnects += o.reconnects;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
@@ -135,8 +142,8 @@ pub struct RawResult {
     pub generator: Generator,
 }
 
-pub const HISTOGRAM_NAMES: [&str; 9] =
-    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag"];
+pub const HISTOGRAM_NAMES: [&str; 10] =
+    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt"];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {

@@ -19,6 +19,8 @@ pub enum H {
     Connack,
     Suback,
     ScheduleLag,
+    /// Round trip: publish → the echo of it back at the publisher.
+    Rtt,
 }
 
 #[derive(Default)]
@@ -54,7 +56,7 @@ impl WorkerStats {
         WorkerStats {
             counters: Counters::default(),
             connections: Connections::default(),
-            hists: (0..9).map(|_| histogram::new_hist()).collect(),
+            hists: (0..crate::result::HISTOGRAM_NAMES.len()).map(|_| histogram::new_hist()).collect(),
             interval_e2e: histogram::new_series_hist(),
             errors: BTreeMap::new(),
             violations: BTreeMap::new(),

@@ -124,5 +124,11 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
             "late_sends": r.counters.late_sends,
         },
         "bytes": {"mqtt_out": r.counters.mqtt_bytes_out, "mqtt_in": r.counters.mqtt_bytes_in},
+        "round_trip": plan.publishers.reply_filter.as_ref().map(|_| json!({
+            "sent": r.counters.sent,
+            "replies": r.counters.replies,
+            "lost": r.counters.sent.saturating_sub(r.counters.replies),
+            "duplicated": r.counters.reply_duplicates,
+        })),
     }))
 }

@@ -163,13 +163,15 @@ def start_command(
         broker = launcher.start(directory, tls=tls, detach=detach)
     except BrokerError as error:
         raise _fail(f"cannot start {launcher.name}: {error}", CANNOT_START) from None
-    typer.echo(_describe(broker))
     if detach:
+        typer.echo(_describe(broker))
         path = _record(broker, directory)
         typer.echo(f"running detached; recorded in {path}; stop it with `mqttlab brokers stop {broker.name}`")
         return
-    typer.echo("press Ctrl-C to stop")
+    # From here on Ctrl-C, wherever it lands, is the normal way to stop.
     try:
+        typer.echo(_describe(broker))
+        typer.echo("press Ctrl-C to stop")
         while broker.is_running():
             time.sleep(0.5)
     except KeyboardInterrupt:

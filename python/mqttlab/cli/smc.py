@@ -99,13 +99,18 @@ def learn(
         coefficients.add_row(escape(term), f"{row['Estimate']:.4g}", f"{row['Std. Error']:.4g}", f"{row['t value']:.3f}", f"{row['Pr(>|t|)']:.3g}")
     _console.print(coefficients)
     scores = Table(title=f"Held-out comparison ({result.holdout}); lower CRPS is better")
-    for column in ("model", "CRPS [ms]", "p99 predicted [ms]", "p99 observed [ms]"):
+    for column in ("model", "CRPS (ms)", "worse than chosen (ms)", "p99 predicted (ms)", "p99 observed (ms)"):
         scores.add_column(column, justify="left" if column == "model" else "right")
     for kind, row in result.scores.iterrows():
-        mark = "  ← chosen" if kind == result.chosen else ""
+        chosen = kind == result.chosen
         scores.add_row(
-            f"{kind}{mark}", f"{row['crps_us'] / 1e3:.3f}", f"{row['p99_predicted_us'] / 1e3:.2f}", f"{row['p99_observed_us'] / 1e3:.2f}"
+            f"{kind} *" if chosen else kind,
+            f"{row['crps_us'] / 1e3:.3f} ± {row['crps_se_us'] / 1e3:.3f}",
+            "" if chosen else f"{row['vs_chosen_us'] / 1e3:.3f} ± {row['vs_chosen_se_us'] / 1e3:.3f}",
+            f"{row['p99_predicted_us'] / 1e3:.2f}",
+            f"{row['p99_observed_us'] / 1e3:.2f}",
         )
+    scores.caption = "* chosen; ± is one standard error (the paired one for the difference)"
     _console.print(scores)
     _console.print(f"default model: {result.chosen} → {chosen_path}")
 
@@ -182,7 +187,7 @@ def predict(
     predict_figures(result.table, result.curves, out, title)
 
     table = Table(title=f"P(all {length} messages of a client < t)  —  {title}; n = {settings.n} per point, {int((1 - delta) * 100)} % Clopper–Pearson")
-    for column in ("clients", "t [ms]", "p", "interval", "all clients", "mean ActiveMsgs"):
+    for column in ("clients", "t (ms)", "p", "interval", "all clients", "mean ActiveMsgs"):
         table.add_column(column, justify="right")
     for row in result.table.itertuples():
         table.add_row(

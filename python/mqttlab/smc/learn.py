@@ -22,6 +22,7 @@ import statsmodels.api as sm
 
 from mqttlab.smc.log import MESSAGE_TYPES, ExploreLog
 from mqttlab.smc.models import (
+    MSG_CODE,
     TERMS,
     EmpiricalModel,
     GammaModel,
@@ -40,6 +41,7 @@ _MIN_LATENCY_US = 1.0  # the log's resolution; keeps log and gamma fits finite o
 _SCORE_ROWS = 20_000  # held-out rows scored (a random subset beyond this)
 _SCORE_DRAWS = 100
 _EMPIRICAL_BINS = 10
+_EMPIRICAL_SUBS_BINS = 5
 _EMPIRICAL_LEVELS = 200
 _EMPIRICAL_MIN_CELL = 50
 
@@ -101,37 +103,48 @@ def fit_gamma(rows: pd.DataFrame) -> GammaModel:
     return GammaModel(coef=fit.params.tolist(), stderr=fit.bse.tolist(), shape=float(1.0 / fit.scale))
 
 
+def _inner_edges(values: np.ndarray, bins: int) -> np.ndarray:
+    """Quantile edges that split ``values`` into at most ``bins`` groups of similar size."""
+    return np.unique(np.quantile(values, np.linspace(0, 1, bins + 1)[1:-1]))
+
+
 def fit_empirical(rows: pd.DataFrame) -> EmpiricalModel:
     _check_coverage(rows)
-    active = rows["ActiveMsgs"].to_numpy(float)
-    inner = np.unique(np.quantile(active, np.linspace(0, 1, _EMPIRICAL_BINS + 1)[1:-1]))
-    bins = np.searchsorted(inner, active, side="right")
+    msg, active, _, subs = frame_arrays(rows)
+    active_edges = _inner_edges(active, _EMPIRICAL_BINS)
+    subs_edges = _inner_edges(subs[msg == MSG_CODE["publish"]], _EMPIRICAL_SUBS_BINS)
+    active_bin = np.searchsorted(active_edges, active, side="right")
+    subs_bin = np.searchsorted(subs_edges, np.where(msg == MSG_CODE["publish"], subs, 0), side="right")
     levels = np.linspace(0.0, 1.0, _EMPIRICAL_LEVELS + 1)
     latency = rows["Latency_us"].to_numpy(float)
-    msg = rows["Msg"].to_numpy()
+
+    def quantiles_or(cell: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+        # Sparse cells borrow a coarser distribution rather than trust a handful of values.
+        return np.quantile(latency[cell], levels) if np.count_nonzero(cell) >= _EMPIRICAL_MIN_CELL else fallback
+
     tables, counts = [], []
-    for name in MESSAGE_TYPES:
-        of_type = msg == name
-        pooled = np.quantile(latency[of_type], levels)
-        per_bin, per_count = [], []
-        for b in range(len(inner) + 1):
-            cell = latency[of_type & (bins == b)]
-            # Sparse cells borrow the message type's pooled distribution rather than a noisy one.
-            per_bin.append((np.quantile(cell, levels) if cell.size >= _EMPIRICAL_MIN_CELL else pooled).tolist())
-            per_count.append(int(cell.size))
-        tables.append(per_bin)
-        counts.append(per_count)
-    return EmpiricalModel(active_edges=inner.tolist(), quantiles=tables, counts=counts)
+    for code in range(len(MESSAGE_TYPES)):
+        of_type = msg == code
+        type_pooled = np.quantile(latency[of_type], levels)
+        type_table, type_counts = [], []
+        for a in range(len(active_edges) + 1):
+            in_load = of_type & (active_bin == a)
+            load_pooled = quantiles_or(in_load, type_pooled)
+            cells = [in_load & (subs_bin == b) for b in range(len(subs_edges) + 1)]
+            type_table.append([quantiles_or(cell, load_pooled).tolist() for cell in cells])
+            type_counts.append([int(np.count_nonzero(cell)) for cell in cells])
+        tables.append(type_table)
+        counts.append(type_counts)
+    return EmpiricalModel(active_edges=active_edges.tolist(), subs_edges=subs_edges.tolist(), quantiles=tables, counts=counts)
 
 
 def crps(model: LatencyModel, rows: pd.DataFrame, rng: np.random.Generator, draws: int = _SCORE_DRAWS) -> dict:
     """Mean CRPS (µs) of the model's predictive distribution on observed rows, by sampling.
 
     Uses the unbiased ("fair") ensemble form ``E|X - y| - E|X - X'| / 2``, with the pair term
-    computed from sorted draws in O(m log m).
+    computed from sorted draws in O(m log m). ``per_row`` keeps each message's score so that
+    two models scored on the same rows can be compared pairwise.
     """
-    if len(rows) > _SCORE_ROWS:
-        rows = rows.iloc[rng.choice(len(rows), _SCORE_ROWS, replace=False)]
     msg, active, total, subs = frame_arrays(rows)
     y = rows["Latency_us"].to_numpy(float)
     noise = model.noise(rng, (draws, len(rows)))
@@ -142,8 +155,10 @@ def crps(model: LatencyModel, rows: pd.DataFrame, rng: np.random.Generator, draw
     ordered = np.sort(sample, axis=0)
     weights = 2.0 * np.arange(draws) - draws + 1.0
     pair_term = (weights[:, None] * ordered).sum(axis=0) / (draws * (draws - 1))
+    per_row = spread_to_obs - pair_term
     return {
-        "crps_us": float(np.mean(spread_to_obs - pair_term)),
+        "crps_us": float(per_row.mean()),
+        "per_row": per_row,
         "p99_predicted_us": float(np.quantile(sample, 0.99)),
         "p99_observed_us": float(np.quantile(y, 0.99)),
     }
@@ -196,12 +211,25 @@ def learn(logs: list[ExploreLog], seed: int = 0) -> LearnResult:
     _check_coverage(train)
 
     rng = np.random.default_rng(seed)
-    scores = []
-    for kind, fit in FITTERS.items():
-        score = crps(fit(train), test, rng)
-        scores.append({"model": kind, **score})
-    table = pd.DataFrame(scores).set_index("model")
-    chosen = str(table["crps_us"].idxmin())
+    if len(test) > _SCORE_ROWS:  # every model is scored on the same rows, for a paired comparison
+        test = test.iloc[rng.choice(len(test), _SCORE_ROWS, replace=False)]
+    scored = {kind: crps(fit(train), test, rng) for kind, fit in FITTERS.items()}
+    chosen = min(scored, key=lambda kind: scored[kind]["crps_us"])
+    best = scored[chosen]["per_row"]
+    table = pd.DataFrame(
+        {
+            kind: {
+                "crps_us": score["crps_us"],
+                "crps_se_us": float(score["per_row"].std(ddof=1) / np.sqrt(best.size)),
+                # The paired difference to the chosen model, and its standard error: is the choice clear?
+                "vs_chosen_us": float((score["per_row"] - best).mean()),
+                "vs_chosen_se_us": float((score["per_row"] - best).std(ddof=1) / np.sqrt(best.size)),
+                "p99_predicted_us": score["p99_predicted_us"],
+                "p99_observed_us": score["p99_observed_us"],
+            }
+            for kind, score in scored.items()
+        }
+    ).T.rename_axis("model")
 
     cleaned = remove_outliers(rows)
     normal, coefficients = fit_normal(cleaned)

@@ -164,7 +164,8 @@ def read_log(csv_path: Path) -> ExploreLog:
         empty = text == ""
         values = pd.to_numeric(text.where(~empty), errors="coerce")
         minimum = 1 if column == "ActiveMsgs" else 0
-        invalid = (~empty & (values.isna() | (values < minimum) | (values != np.floor(values)))) | (required & empty)
+        not_integer = values.isna() | ~np.isfinite(values) | (values < minimum) | (values != np.floor(values))
+        invalid = (~empty & not_integer) | (required & empty)
         if invalid.any():
             what = "an integer >= 1" if minimum else "an integer >= 0"
             scope = " on publish rows" if column in PUBLISH_ONLY else ""
@@ -173,10 +174,12 @@ def read_log(csv_path: Path) -> ExploreLog:
 
     latency_text = raw["Latency_us"].str.strip()
     latency = pd.to_numeric(latency_text.where(latency_text != ""), errors="coerce")
-    bad_latency = (is_ok & (latency.isna() | (latency < 0))) | (~is_ok & (latency_text != "") & (latency.isna() | (latency < 0)))
+    present = latency_text != ""
+    bad_value = present & (latency.isna() | ~np.isfinite(latency) | (latency < 0))
+    bad_latency = bad_value | (is_ok & ~present)
     if bad_latency.any():
         problems.append(
-            f"column Latency_us must be a number >= 0 (required when outcome is ok) ({_name_rows(bad_latency)})"
+            f"column Latency_us must be a finite number >= 0 (required when outcome is ok) ({_name_rows(bad_latency)})"
         )
     typed["Latency_us"] = latency
 

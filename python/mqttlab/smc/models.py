@@ -149,37 +149,45 @@ class GammaModel:
 
 @dataclass
 class EmpiricalModel:
-    """Quantile tables of latency per (message type, ActiveMsgs bin).
+    """Quantile tables of latency per message type, ActiveMsgs bin and (publish only) Subs bin.
 
     Loads beyond the highest observed bin reuse that bin: the model cannot extrapolate, and
     `validate` is where that shows.
     """
 
     active_edges: list[float]  # inner bin edges; bin = number of edges <= ActiveMsgs
-    quantiles: list[list[list[float]]]  # [message type][bin][level], levels evenly spaced on [0, 1]
-    counts: list[list[int]] = field(default_factory=list)
+    subs_edges: list[float]  # the same for the Subs of a publish (other messages count as 0)
+    quantiles: list  # [message type][ActiveMsgs bin][Subs bin][level], levels evenly spaced on [0, 1]
+    counts: list = field(default_factory=list)  # messages behind each cell; sparse cells are pooled
     kind: ClassVar[str] = "empirical"
 
     def __post_init__(self) -> None:
         self._table = np.asarray(self.quantiles, dtype=float)
-        self._edges = np.asarray(self.active_edges, dtype=float)
+        self._active_edges = np.asarray(self.active_edges, dtype=float)
+        self._subs_edges = np.asarray(self.subs_edges, dtype=float)
+        expected = (len(MESSAGE_TYPES), self._active_edges.size + 1, self._subs_edges.size + 1)
+        if self._table.ndim != 4 or self._table.shape[:3] != expected:
+            raise ValueError(f"'quantiles' must have the shape {expected} + (levels,), got {self._table.shape}")
 
     def noise(self, rng, shape):
         return rng.random(shape)
 
     def latency_us(self, noise, msg, active, total_subs, subs):
-        levels = self._table.shape[2] - 1
-        bins = np.searchsorted(self._edges, active, side="right")
+        msg = np.asarray(msg)
+        levels = self._table.shape[3] - 1
+        active_bin = np.searchsorted(self._active_edges, active, side="right")
+        subs_bin = np.searchsorted(self._subs_edges, np.where(msg == _PUBLISH, subs, 0), side="right")
         position = np.asarray(noise) * levels
         low = np.minimum(position.astype(np.int64), levels - 1)
         frac = position - low
-        cell = (np.asarray(msg), bins)
+        cell = (msg, active_bin, subs_bin)
         return self._table[(*cell, low)] * (1.0 - frac) + self._table[(*cell, low + 1)] * frac
 
     def to_json(self):
         return {
             "kind": self.kind,
             "active_edges": self.active_edges,
+            "subs_edges": self.subs_edges,
             "quantiles": self.quantiles,
             "counts": self.counts,
         }

@@ -1,0 +1,86 @@
+"""What runs inside a Dask worker: describing itself, answering clock probes, running one shard.
+
+These functions are sent to the workers by reference (module and name), so a worker must have
+the same mqttlab installed; `describe` is how the client finds out whether it has."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any, Optional
+
+
+def describe() -> dict[str, Any]:
+    """Who this worker is and what it runs; an engine that cannot load is reported, not raised."""
+    from mqttlab import __version__
+
+    engine_version: Optional[str] = None
+    engine_problem: Optional[str] = None
+    try:
+        from mqttlab import _engine
+
+        engine_version = str(_engine.__version__)
+    except ImportError as error:
+        engine_problem = str(error)
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "cores": os.cpu_count() or 1,
+        "mqttlab_version": __version__,
+        "engine_version": engine_version,
+        "engine_problem": engine_problem,
+        "ephemeral_ports": ephemeral_port_count(),
+    }
+
+
+def clock_reading() -> tuple[int, int]:
+    """(wall clock, CLOCK_MONOTONIC) in ns, read back to back; the client brackets the call."""
+    return time.time_ns(), time.monotonic_ns()
+
+
+def ephemeral_port_count() -> Optional[int]:
+    """How many source ports the kernel hands out per (source address, destination)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as handle:
+            low, high = (int(part) for part in handle.read().split())
+        return high - low + 1
+    except (OSError, ValueError):
+        return None
+
+
+def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pid: int) -> dict[str, Any]:
+    """Runs one shard and returns its raw result (JSON text) with where it ran.
+
+    A worker that was restarted after the client surveyed it (same address, new process) must
+    not run the shard late: by then the common start instant has passed and its figures would
+    describe another run."""
+    plan = json.loads(plan_json)
+    start_at = plan["shard"].get("start_at_unix_ns")
+    where = {"shard": shard_index, "host": socket.gethostname(), "pid": os.getpid()}
+    if os.getpid() != expected_pid:
+        return {**where, "refused": f"worker restarted (pid {expected_pid} became {os.getpid()})"}
+    if start_at is not None and time.time_ns() > start_at:
+        late_ms = (time.time_ns() - start_at) // 1_000_000
+        return {**where, "refused": f"the shard reached its worker {late_ms} ms after the common start instant"}
+
+    from distributed import get_worker
+
+    from mqttlab import _engine
+
+    worker = get_worker()
+
+    def forward(snapshot_json: str) -> None:
+        # log_event from a task thread is queued onto the worker's event loop: it never blocks
+        # the engine, and a lost scheduler costs the display, not the measurement.
+        try:
+            worker.log_event(progress_topic, {"shard": shard_index, "snapshot": snapshot_json})
+        except Exception:  # noqa: BLE001
+            pass
+
+    try:
+        raw = _engine.run_shard(plan_json, forward)
+    except ConnectionError as error:
+        return {**where, "unreachable": str(error)}
+    return {**where, "raw": raw}

@@ -1,0 +1,225 @@
+"""Runs the planned runs of a suite one after another, each with a fresh broker process and a
+fresh `mqttlab run` process, and resumes an interrupted suite without repeating finished runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+from urllib.parse import urlencode
+
+import yaml
+
+from mqttlab.results import MANIFEST
+from mqttlab.suite.expand import PlannedRun
+
+RUNS_FILE = "runs.json"
+SUITE_COPY = "suite.yaml"
+# Exit codes of `mqttlab run` (docs/results.md) that mean "the run finished and wrote results".
+FINISHED_CODES = (0, 1, 4)
+INTERRUPTED_CODE = 130
+
+
+class SuiteConflict(Exception):
+    """The suite directory holds runs of a different definition of the suite."""
+
+
+class SuiteInterrupted(Exception):
+    """Ctrl-C: the current run and its broker were stopped; running again resumes."""
+
+
+@dataclass
+class RunRecord:
+    """What happened to one planned run."""
+
+    run: PlannedRun
+    status: str  # completed / interrupted / broker_lost / failed from the manifest, or "skipped"
+    seconds: float
+    detail: str = ""
+    resumed: bool = False  # finished by an earlier invocation, not repeated
+
+
+Report = Callable[[int, int, RunRecord], None]
+
+
+def finished_status(directory: Path) -> Optional[str]:
+    """The status of a complete results directory worth keeping, or None (absent, unfinished,
+    interrupted: those are run again)."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    status = manifest.get("status")
+    return None if status in (None, "interrupted") else str(status)
+
+
+def prepare_directory(suite_dir: Path, suite_text: str, runs: list[PlannedRun]) -> None:
+    """Creates the suite directory, or checks that the one there holds the same suite: a finished
+    run whose scenario would now be different must not be mixed with new ones."""
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    known = _read_runs_file(suite_dir)
+    for run in runs:
+        before = known.get(run.id)
+        if before is not None and before.get("scenario") != run.scenario and finished_status(run.directory(suite_dir)):
+            raise SuiteConflict(
+                f"{suite_dir}: run {run.id} was made with a different scenario than the suite now gives; "
+                "the suite file or --set changed. Use another --out for the changed suite."
+            )
+    (suite_dir / SUITE_COPY).write_text(suite_text, encoding="utf-8")
+    _write_runs_file(suite_dir, runs, {})
+
+
+def run_suite(
+    suite_dir: Path,
+    runs: list[PlannedRun],
+    *,
+    report: Optional[Report] = None,
+    python: str = sys.executable,
+) -> list[RunRecord]:
+    """Runs every planned run that is not finished yet. Raises SuiteInterrupted on Ctrl-C
+    (after stopping the current run and broker and recording what is done)."""
+    records: dict[str, RunRecord] = {}
+    for index, run in enumerate(runs, start=1):
+        directory = run.directory(suite_dir)
+        status = finished_status(directory)
+        if status is not None:
+            record = RunRecord(run, status, 0.0, "finished earlier", resumed=True)
+        else:
+            if directory.exists():
+                shutil.rmtree(directory)  # an interrupted or unfinished run of ours: start it afresh
+            try:
+                record = _run_one(run, directory, python)
+            except SuiteInterrupted:
+                _write_runs_file(suite_dir, runs, records)
+                raise
+        records[run.id] = record
+        _write_runs_file(suite_dir, runs, records)
+        if report is not None:
+            report(index, len(runs), record)
+    return list(records.values())
+
+
+def _run_one(run: PlannedRun, directory: Path, python: str) -> RunRecord:
+    from mqttlab.brokers import BrokerError, get_launcher
+
+    started = time.monotonic()
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        broker = get_launcher(run.broker).start(directory / "broker", tls=run.transport == "tls")
+    except BrokerError as error:
+        return RunRecord(run, "failed", time.monotonic() - started, f"broker did not start: {error}")
+    except KeyboardInterrupt:
+        raise SuiteInterrupted() from None
+    with broker:
+        scenario = _scenario_for(run, broker)
+        with tempfile.TemporaryDirectory(prefix="mqttlab-suite-") as scratch:
+            scenario_file = Path(scratch) / f"{run.scenario_name}.yaml"
+            scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
+            command = [python, "-m", "mqttlab", "run", str(scenario_file), "--out", str(directory), "--json"]
+            code = _run_child(command, directory, _time_limit(run))
+    seconds = time.monotonic() - started
+    if code == INTERRUPTED_CODE:
+        raise SuiteInterrupted()
+    status = finished_status(directory)
+    if code in FINISHED_CODES and status is not None:
+        return RunRecord(run, status, seconds)
+    return RunRecord(run, "failed", seconds, f"mqttlab run exited with code {code}; see {directory / 'run.log'}")
+
+
+def _scenario_for(run: PlannedRun, broker: Any) -> dict[str, Any]:
+    """The run's scenario keys pointed at the broker just started. The URL's query names the
+    broker and its PID, so the results manifest records it and its resources can be sampled."""
+    scenario = json.loads(json.dumps(run.scenario))
+    port = broker.port
+    if run.transport == "tls":
+        port = broker.tls_port
+        scenario.setdefault("tls", {})["ca"] = str(broker.ca_file)
+    elif (scenario.get("mqtt") or {}).get("version") in (5, "5", "5.0") and broker.v5_port:
+        port = broker.v5_port  # brokers such as rumqttd serve MQTT 5 on a listener of its own
+    scheme = "mqtts" if run.transport == "tls" else "mqtt"
+    query = {"name": broker.name, "pid": broker.pid}
+    if broker.version:
+        # The external launcher prefixes the name itself.
+        query["version"] = str(broker.version).removeprefix(f"{broker.name} ")
+    scenario["broker"] = f"{scheme}://{broker.host}:{port}?{urlencode(query)}"
+    return scenario
+
+
+def _time_limit(run: PlannedRun) -> float:
+    """A generous bound on one run: its load phase twice over plus two minutes of setup."""
+    from mqttlab.scenario import validate_scenario
+
+    probe = dict(run.scenario, broker="mqtt://127.0.0.1:1883")
+    probe.pop("tls", None)
+    try:
+        scenario = validate_scenario(probe)
+    except Exception:
+        return 3600.0
+    load = scenario.load.duration
+    if scenario.publishers.messages and scenario.publishers.rate:
+        load = scenario.publishers.messages / float(scenario.publishers.rate)
+    return 2 * (load + scenario.load.grace) + 120.0
+
+
+def _run_child(command: list[str], directory: Path, limit: float) -> int:
+    """Runs `mqttlab run` in its own session, so a Ctrl-C reaches only us and we forward it once
+    (the child then writes its partial results)."""
+    with open(directory / "run.log", "wb") as log, open(directory / "run-output.json", "wb") as out:
+        child = subprocess.Popen(command, stdout=out, stderr=log, start_new_session=True, env=_child_env())
+        try:
+            return child.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            log.write(f"\nmqttlab suite: stopped after {limit:.0f} s\n".encode())
+            _stop_child(child)
+            return -1
+        except KeyboardInterrupt:
+            _stop_child(child)
+            raise SuiteInterrupted() from None
+
+
+def _stop_child(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _read_runs_file(suite_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads((suite_dir / RUNS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {entry["id"]: entry for entry in data.get("runs", []) if isinstance(entry, dict) and "id" in entry}
+
+
+def _write_runs_file(suite_dir: Path, runs: list[PlannedRun], records: dict[str, RunRecord]) -> None:
+    entries = []
+    for run in runs:
+        entry = run.to_dict()
+        entry["directory"] = str(run.directory(suite_dir).relative_to(suite_dir))
+        record = records.get(run.id)
+        status = finished_status(run.directory(suite_dir))
+        entry["status"] = record.status if record is not None else (status or "pending")
+        if record is not None and record.detail and not record.resumed:
+            entry["detail"] = record.detail
+        entries.append(entry)
+    text = json.dumps({"runs": entries}, indent=2) + "\n"
+    temporary = suite_dir / f".{RUNS_FILE}.tmp"
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(suite_dir / RUNS_FILE)  # never a half-written runs.json
