@@ -66,6 +66,19 @@ def test_unknown_broker_is_a_clear_error_without_traceback() -> None:
     assert "Traceback" not in result.output
 
 
+def test_install_is_idempotent_for_an_installed_broker(mosquitto_available: None) -> None:
+    result = runner.invoke(brokers_cmd.app, ["install", "mosquitto"])
+    assert result.exit_code == 0, result.output
+    assert "mosquitto: mosquitto 2." in result.output
+
+
+def test_install_of_an_unknown_broker_installs_nothing() -> None:
+    result = runner.invoke(brokers_cmd.app, ["install", "mosquitto", "nosuchbroker"])
+    assert result.exit_code == 2
+    assert "unknown broker 'nosuchbroker'" in result.output
+    assert "installing" not in result.output
+
+
 def test_stop_without_detached_brokers_says_so() -> None:
     result = runner.invoke(brokers_cmd.app, ["stop"])
     assert result.exit_code == 0

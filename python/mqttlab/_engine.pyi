@@ -29,3 +29,10 @@ def histogram_merge(encoded: list[str]) -> str:
 def serve_broker(config_json: str) -> None:
     """Runs the embedded rumqttd broker with a rumqttd Config (as JSON) until the process is
     terminated. Meant for a child process: `python -m mqttlab.brokers.embedded CONFIG.json`."""
+
+def serve_link(config_json: str) -> None:
+    """Runs the user-space emulated link between two existing TUN devices (each in its network
+    namespace) until the process is terminated: per-direction delay, jitter, loss, rate and queue.
+    Writes its counters as JSON to `counters_path` every 100 ms and at the end. Invalid configs
+    raise ValueError; a device that cannot be attached raises OSError. Meant for a child process:
+    `python -m mqttlab.netem.link CONFIG.json`."""

@@ -48,6 +48,7 @@ class Results:
     result: dict[str, Any]
     summary: dict[str, Any]
     series: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)  # rows of resources.csv
 
     @property
     def status(self) -> str:
@@ -172,8 +173,10 @@ def write_results(
     result: dict[str, Any],
     summary: dict[str, Any],
     stats: HistogramStats,
+    resources: Optional[dict[str, list[dict[str, Any]]]] = None,
 ) -> Path:
-    """Writes the whole directory; manifest.json goes last, so its presence means complete."""
+    """Writes the whole directory; manifest.json goes last, so its presence means complete.
+    `resources` maps a process ("broker", "generator") to its per-second rows (resources.py)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "histograms").mkdir(exist_ok=True)
@@ -185,6 +188,8 @@ def write_results(
         for name, encoded in (result.get("histograms") or {}).items():
             if encoded:
                 (directory / "histograms" / f"{name}.hdr").write_text(encoded.strip() + "\n", encoding="ascii")
+        if resources is not None:
+            (directory / "resources.csv").write_text(_resources_csv(resources), encoding="utf-8")
         _write_json(directory / MANIFEST, manifest)
     except OSError as error:
         raise ResultsError(f"{directory}: cannot write the results: {error}") from None
@@ -204,6 +209,43 @@ def _series_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+# --- resources (CPU and memory of the broker and of the generator) ---------------------------
+
+RESOURCE_COLUMNS = ("t_s", "process", "cpu_share", "cpu_seconds", "rss_bytes")
+
+
+def _resources_csv(resources: dict[str, list[dict[str, Any]]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=RESOURCE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for process, rows in resources.items():
+        for row in rows:
+            writer.writerow({"t_s": row["second"], "process": process, "cpu_share": round(row["cpu_share"], 6),
+                             "cpu_seconds": round(row["cpu_seconds"], 6), "rss_bytes": row["rss_bytes"]})
+    return buffer.getvalue()
+
+
+def summarize_resources(resources: dict[str, list[dict[str, Any]]], measured_s: Optional[float]) -> dict[str, Any]:
+    """Per process, over the measured window only (seconds 0 .. measured_s, the same window as
+    the rates): mean and peak CPU share in cores (1.0 = one core busy), mean and peak RSS."""
+    summary: dict[str, Any] = {}
+    for process, rows in resources.items():
+        window = [row for row in rows if measured_s is None or row["second"] < max(1.0, measured_s)]
+        if not window:
+            summary[process] = None
+            continue
+        shares = [row["cpu_share"] for row in window]
+        memory = [row["rss_bytes"] for row in window]
+        summary[process] = {
+            "seconds": len(window),
+            "mean_cpu_share": sum(shares) / len(shares),
+            "max_cpu_share": max(shares),
+            "mean_rss_bytes": sum(memory) / len(memory),
+            "peak_rss_bytes": max(memory),
+        }
+    return summary
+
+
 # --- reading -------------------------------------------------------------------------------
 
 
@@ -221,6 +263,7 @@ def load_results(directory: Path) -> Results:
         result=_read_json(directory / "result.json"),
         summary=_read_json(directory / "summary.json"),
         series=_read_series(directory / "series.csv"),
+        resources=_read_series(directory / "resources.csv"),
     )
 
 
@@ -259,4 +302,8 @@ def _number(text: Optional[str]) -> Any:
     try:
         return int(text)
     except ValueError:
+        pass
+    try:
         return float(text)
+    except ValueError:
+        return text  # a label such as resources.csv's `process`

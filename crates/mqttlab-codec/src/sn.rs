@@ -102,7 +102,8 @@ impl TopicRef {
         }
     }
 
-    fn id(self) -> u16 {
+    /// The TopicId field's value (a short topic's two characters as one big-endian number).
+    pub fn id(self) -> u16 {
         match self {
             TopicRef::Normal(id) | TopicRef::Predefined(id) => id,
             TopicRef::Short(s) => u16::from_be_bytes(s),

@@ -152,15 +152,13 @@ fn packets_over_255_bytes_use_the_three_octet_length() {
     assert_eq!(b.len(), 309);
     round_trip(p);
     // Exactly at the boundary: 255 bytes still fit the 1-octet form, 256 do not.
-    let at = |n: usize| {
-        SnPacket::WillMsg { message: Bytes::from(vec![0u8; n]) }
-    };
+    let at = |n: usize| SnPacket::WillMsg { message: Bytes::from(vec![0u8; n]) };
     assert_eq!(bytes_of(&at(253)).len(), 255);
     assert_eq!(bytes_of(&at(253))[0], 255);
     assert_eq!(bytes_of(&at(254)).len(), 258);
     assert_eq!(bytes_of(&at(254))[0], 0x01);
     // The 3-octet form is also accepted for a short packet.
-    assert_eq!(decode(&[0x01, 0x00, 0x04, 0x17]), Ok(SnPacket::PingResp).map(|p| p).and(Err(SnDecodeError::TrailingBytes { packet: "PINGRESP", extra: 0 })).or(decode(&[0x01, 0x00, 0x04, 0x17])));
+    assert_eq!(decode(&[0x01, 0x00, 0x04, 0x17]), Ok(SnPacket::PingResp));
     assert_eq!(decode(&[0x01, 0x00, 0x05, 0x0e, 0x00]), Err(SnDecodeError::Truncated("PUBCOMP")));
 }
 

@@ -443,6 +443,8 @@ struct Subscriber {
     ready: bool,
     awaiting_release: HashSet<u16>,
     echo: Option<Echo>,
+    /// The receiving unit for messages on each publisher's own topic, looked up once.
+    unit_by_publisher: HashMap<u32, Option<u32>>,
 }
 
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
@@ -458,6 +460,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         subscribe_sent: now_ns(),
         ready: false,
         awaiting_release: HashSet::new(),
+        unit_by_publisher: HashMap::new(),
         echo: plan.subscribers.echo_topic.as_ref().map(|t| Echo {
             topic: crate::template::expand(t, index, &client_id).into_bytes(),
             qos: QoS::from_u8(plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
@@ -527,7 +530,7 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
         match packet {
             Packet::Publish(p) => {
                 if acknowledge(conn, &p, &mut sub.awaiting_release) {
-                    delivered(ctx, sub.index, &p, now, sub.effective_qos);
+                    delivered(ctx, sub, &p, now);
                     if let Some(echo) = sub.echo.as_mut() {
                         echo.send(conn, &p.payload);
                     }
@@ -558,7 +561,8 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
     }
 }
 
-fn delivered(ctx: &WorkerCtx, index: u32, p: &mqttlab_codec::Publish, now: u64, effective_qos: u8) {
+fn delivered(ctx: &WorkerCtx, sub: &mut Subscriber, p: &mqttlab_codec::Publish, now: u64) {
+    let (index, effective_qos) = (sub.index, sub.effective_qos);
     WorkerShared::inc(&ctx.shared.received);
     let mut st = ctx.stats.borrow_mut();
     st.counters.received += 1;
@@ -571,17 +575,24 @@ fn delivered(ctx: &WorkerCtx, index: u32, p: &mqttlab_codec::Publish, now: u64, 
         st.counters.retained_received += 1;
         return;
     }
-    let header = Header::read(&p.payload);
-    let topic = std::str::from_utf8(&p.topic).unwrap_or("");
-    let unit = ctx.units.unit_for(index, topic);
-    let (Some(h), Some(unit)) = (header, unit) else {
+    let Some(h) = Header::read(&p.payload).filter(|h| h.publisher < ctx.plan.publishers.count) else {
         st.counters.unexpected += 1;
         return;
     };
-    if h.publisher >= ctx.plan.publishers.count {
+    // Matching the topic against the filters for every delivery would cost more than the rest of
+    // the accounting: a message on its publisher's own topic reuses that publisher's unit.
+    let own_topic = ctx.units.publisher_topics[h.publisher as usize].as_bytes() == &p.topic[..];
+    let unit = if own_topic {
+        *sub.unit_by_publisher
+            .entry(h.publisher)
+            .or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[h.publisher as usize]))
+    } else {
+        ctx.units.unit_for(index, std::str::from_utf8(&p.topic).unwrap_or(""))
+    };
+    let Some(unit) = unit else {
         st.counters.unexpected += 1;
         return;
-    }
+    };
     let shared_group = ctx.units.is_shared(unit);
     let pair = st.pairs.entry((h.publisher, unit)).or_default();
     let ooo_before = pair.out_of_order;

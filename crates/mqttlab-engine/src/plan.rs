@@ -13,6 +13,59 @@ pub struct RunPlan {
     pub shard: Shard,
     #[serde(default)]
     pub options: Options,
+    /// How clients reach the broker; absent = MQTT over TCP/TLS.
+    #[serde(default)]
+    pub transport: Transport,
+}
+
+/// `{"kind": "mqtt"}` (the default) or `{"kind": "mqtt-sn", ...}`: MQTT-SN v1.2 over UDP, with
+/// `broker.host`/`broker.port` then naming the gateway's UDP address.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum Transport {
+    #[default]
+    #[serde(rename = "mqtt")]
+    Mqtt,
+    #[serde(rename = "mqtt-sn")]
+    MqttSn(SnOptions),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnOptions {
+    /// How publishers name their topic: a normal id from REGISTER, a short two-character name,
+    /// or a predefined id from `predefined`.
+    #[serde(default)]
+    pub topic_ids: SnTopicIds,
+    /// Predefined topic ids (id → topic name), known to the gateway by the same configuration.
+    #[serde(default)]
+    pub predefined: std::collections::BTreeMap<u16, String>,
+    /// Tretry: a QoS 1/2 PUBLISH, PUBREL or a handshake packet unanswered this long is sent again.
+    #[serde(default = "default_retry_ms")]
+    pub retry_ms: u64,
+    /// Nretry: how often, before the message (or the connection) is given up.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// Publishers send at QoS −1: no CONNECT, fire and forget, to a short or predefined topic.
+    /// (QoS −1 does not fit `publishers.qos`, a u8; that field must then be 0.)
+    #[serde(default)]
+    pub qos_minus_one: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnTopicIds {
+    #[default]
+    Normal,
+    Short,
+    Predefined,
+}
+
+fn default_retry_ms() -> u64 {
+    1000
+}
+fn default_retries() -> u32 {
+    5
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -242,6 +295,9 @@ impl RunPlan {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 problems.push("broker.tls: cert_file and key_file go together".into());
             }
+        }
+        if let Transport::MqttSn(sn) = &self.transport {
+            problems.extend(crate::sn_client::plan_problems(self, sn));
         }
         if problems.is_empty() {
             Ok(())

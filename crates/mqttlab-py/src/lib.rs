@@ -1,7 +1,7 @@
 //! `mqttlab._engine`: plan JSON in, result JSON out. Only compact summaries and encoded
 //! histograms cross into Python; long calls release the GIL and stop cleanly on Ctrl-C.
 use mqttlab_engine::{histogram, summarize as summarize_result, RawResult, RunError, RunPlan};
-use pyo3::exceptions::{PyConnectionError, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyConnectionError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
@@ -110,6 +110,37 @@ fn serve_broker(py: Python<'_>, config_json: &str) -> PyResult<()> {
     }
 }
 
+/// Runs the user-space emulated link (crates/mqttlab-link) until the process is told to stop;
+/// writes its counters to `counters_path` as it goes and once more at the end.
+#[pyfunction]
+fn serve_link(py: Python<'_>, config_json: &str) -> PyResult<()> {
+    let config = mqttlab_link::LinkConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    let handle = mqttlab_link::start(&config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let write_counters = |handle: &mqttlab_link::LinkHandle| -> PyResult<()> {
+        let Some(path) = &config.counters_path else { return Ok(()) };
+        // Written whole and renamed, so a reader never sees half a file.
+        let json = serde_json::to_string(&handle.counters()).expect("counters serialise");
+        let partial = format!("{path}.partial");
+        std::fs::write(&partial, json)
+            .and_then(|_| std::fs::rename(&partial, path))
+            .map_err(|e| PyOSError::new_err(format!("cannot write link counters to {path}: {e}")))
+    };
+    write_counters(&handle)?;
+    loop {
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        write_counters(&handle)?;
+        if let Err(e) = py.check_signals() {
+            // Told to stop (SIGINT/SIGTERM): the counters are final as of the write above.
+            let _ = handle.stop();
+            return Err(e);
+        }
+        if handle.is_broken() {
+            let reason = handle.stop().err().map(|e| e.to_string()).unwrap_or_else(|| "a link thread ended".into());
+            return Err(PyRuntimeError::new_err(format!("the emulated link stopped: {reason}")));
+        }
+    }
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", mqttlab_engine::VERSION)?;
@@ -119,5 +150,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_merge, m)?)?;
     m.add_function(wrap_pyfunction!(serve_broker, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_link, m)?)?;
     Ok(())
 }

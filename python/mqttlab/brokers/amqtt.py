@@ -12,6 +12,16 @@ from mqttlab.tls import TlsMaterial
 
 AMQTT_REQUIREMENT = "amqtt==0.12.1"
 
+# amqtt's own command logs every connection at INFO, which costs CPU under load; configuring the
+# root logger first turns its later `basicConfig` into a no-op and keeps warnings and errors.
+RUNNER = """
+import logging, sys
+logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+from amqtt.scripts.broker_script import main
+sys.argv[0] = "amqtt"
+sys.exit(main())
+"""
+
 
 class AmqttLauncher(Launcher):
     name = "amqtt"
@@ -23,6 +33,9 @@ class AmqttLauncher(Launcher):
 
     def _executable(self) -> Path:
         return self.home / "venv" / "bin" / "amqtt"
+
+    def _python(self) -> Path:
+        return self.home / "venv" / "bin" / "python"
 
     def find(self) -> bool:
         return self._executable().is_file()
@@ -63,4 +76,4 @@ class AmqttLauncher(Launcher):
         # JSON is valid YAML, which is what amqtt reads.
         config_file = workdir / "amqtt.yaml"
         config_file.write_text(json.dumps(config, indent=2))
-        return [str(self._executable()), "-c", str(config_file)]
+        return [str(self._python()), "-c", RUNNER, "-c", str(config_file)]

@@ -25,11 +25,15 @@ _lock = threading.Lock()
 _handlers_installed = False
 
 
+# Looked up once in the parent: the child, between fork and exec, must not load libraries
+# (another thread may have held the loader's lock at fork time).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec. The death signal fires when the *thread* that
     # forked exits, so brokers should be started from a thread that lives as long as the run.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def _stop_all_live() -> None:

@@ -38,6 +38,10 @@ def _register() -> None:
     from mqttlab.cli import smc as smc_cmd
 
     app.add_typer(smc_cmd.app, name="smc")
+    from mqttlab.cli import suite as suite_cmd
+    from mqttlab.cli import compare as compare_cmd  # noqa: F401  (registers `compare`)
+
+    app.add_typer(suite_cmd.app, name="suite")
 
 
 def main() -> None:

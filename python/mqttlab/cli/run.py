@@ -134,6 +134,8 @@ def run_command(
     connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
+    dask: Annotated[Text, typer.Option("--dask", help="Run across a Dask cluster: tcp://SCHEDULER:8786, or local:N for N worker processes here.")] = None,
+    allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
 ) -> None:
     """Run a load test against a broker and write a results directory."""
     overrides = flag_overrides(
@@ -151,6 +153,15 @@ def run_command(
     except ScenarioError as error:
         raise _fail(error.listing(), Exit.BAD_INPUT) from None
 
+    if dask is not None:
+        from mqttlab.distributed import BadClusterSpec, SchedulerUnreachable, check_reachable
+
+        try:
+            check_reachable(dask)
+        except BadClusterSpec as error:
+            raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+        except SchedulerUnreachable as error:
+            raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
     directory = out if out is not None else results.default_results_dir(scenario.name)
     try:
         results.check_writable(directory)
@@ -159,13 +170,13 @@ def run_command(
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
 
     try:
-        code = _run_and_record(scenario, directory, as_json)
+        code = _run_and_record(scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards)
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
 
 
-def _run_and_record(scenario: Scenario, directory: Path, as_json: bool) -> Exit:
+def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask: Optional[str] = None, allow_missing_shards: bool = False) -> Exit:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
     with ExitStack() as stack:
@@ -173,15 +184,17 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool) -> Exit:
         url = _engine_url(scenario, broker)
         plan = engine.compile_plan(scenario, url)
         header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
+        sampler = _resource_sampler(getattr(broker, "pid", None))
         try:
-            with LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
-                outcome = engine.run(plan, progress=live, broker_url=url)
+            with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
+                outcome = _execute(plan, live, url, dask)
         except engine.BrokerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
             raise _fail(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
         broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid)
 
+    resources = _resource_series(sampler, outcome)
     manifest = results.build_manifest(
         scenario_name=scenario.name,
         seed=scenario.load.seed,
@@ -192,6 +205,8 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool) -> Exit:
         mqttlab_version=__version__,
         engine_version=engine.engine_version(),
     )
+    if dask is not None:
+        manifest["distributed"] = outcome.manifest_section()
     try:
         results.write_results(
             directory,
@@ -201,11 +216,60 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool) -> Exit:
             result=outcome.result,
             summary=outcome.summary,
             stats=engine.histogram_stats,
+            resources=resources,
         )
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.ABNORMAL) from None
     _show(outcome.summary, directory, as_json)
-    return exit_code_for(outcome.summary)
+    return _exit_code(outcome, allow_missing_shards)
+
+
+def _execute(plan: engine.Plan, live: LiveProgress, url: str, dask: Optional[str]) -> engine.RunOutcome:
+    """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
+    if dask is None:
+        return engine.run(plan, progress=live, broker_url=url)
+    from mqttlab import distributed
+
+    try:
+        return distributed.run_on_dask(plan, dask, progress=live, broker_url=url)
+    except distributed.SchedulerUnreachable as error:
+        raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
+    except distributed.ClusterRefused as error:
+        raise _fail(f"error: the Dask cluster cannot run this plan: {error}", Exit.BAD_INPUT) from None
+    except distributed.NoShardReturned as error:
+        raise _fail(f"error: {error}; no results were written", Exit.ABNORMAL) from None
+
+
+def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
+    """Shards lost with their worker fail the run unless the user accepted that beforehand."""
+    missing = getattr(outcome, "missing", None)
+    if not missing:
+        return exit_code_for(outcome.summary)
+    if not allow_missing_shards:
+        return Exit.ABNORMAL
+    from mqttlab.distributed import judged_without_missing
+
+    return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
+
+
+def _resource_sampler(broker_pid: Optional[int]) -> Any:
+    """Samples the broker's (when its PID is known) and this process's CPU and memory every
+    second on the engine's clock; a broker PID that is gone only drops the broker's figures."""
+    from mqttlab.resources import RunResources
+
+    try:
+        return RunResources(broker_pid)
+    except ValueError:
+        return RunResources(None)
+
+
+def _resource_series(sampler: Any, outcome: engine.RunOutcome) -> Optional[dict[str, Any]]:
+    start = outcome.result.get("start_mono_ns")
+    if not start:
+        return None  # the run never reached its measured window
+    series = sampler.series(int(start))
+    outcome.summary["resources"] = results.summarize_resources(series, outcome.summary.get("measured_s"))
+    return series
 
 
 def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:

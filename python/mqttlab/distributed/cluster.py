@@ -4,6 +4,7 @@ machine (a LocalCluster, to try the distributed path without any other host)."""
 from __future__ import annotations
 
 import re
+import socket
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -39,6 +40,21 @@ def parse_spec(spec: str) -> tuple[str, Any]:
     raise BadClusterSpec(
         f"--dask {spec}: expected a scheduler address (tcp://HOST:8786) or local:N for N local worker processes"
     )
+
+
+def check_reachable(spec: str, *, timeout_s: float = 5.0) -> None:
+    """Fails fast, before a broker is started or a client built, when nothing listens at the
+    scheduler's address (dask's own connect retries until its timeout even when refused)."""
+    kind, value = parse_spec(spec)
+    if kind != "scheduler" or not value.startswith("tcp://"):
+        return
+    host, _, port = value[len("tcp://"):].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error) or "timed out"
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {value}: {reason}") from None
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from mqttlab.scenario.network import NetworkConditions
 from mqttlab.scenario.fields import (
     MAX_PAYLOAD,
     Broker,
@@ -162,6 +163,7 @@ class Scenario(_Section):
     subscribers: Subscribers = Field(default_factory=Subscribers)
     load: Load = Field(default_factory=Load)
     options: Options = Field(default_factory=Options)
+    network: Optional[NetworkConditions] = Field(None, description="Link conditions between clients and broker (docs/network.md); absent = loopback")
 
 
 def payload_size_bounds(payload: FixedPayload | UniformPayload | NormalPayload | ExponentialPayload) -> tuple[float, float]:

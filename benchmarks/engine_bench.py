@@ -1,0 +1,198 @@
+"""How much the generator costs, and where it stops: the engine against Mosquitto on loopback.
+
+    .venv/bin/python benchmarks/engine_bench.py [--repeat 3] [--quick]
+
+Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/%i):
+  1. CPU per message at a fixed 10,000 msg/s, QoS 0 and QoS 1, publish side and subscribe side
+     measured in two separate processes (a publishers-only shard and a subscribers-only shard
+     started together), so each side's CPU is its own.
+  2. The highest offered rate one process (publishers + subscribers) sustains without being marked
+     generator-limited, next to Mosquitto's CPU: the broker must saturate first.
+  3. RSS of one process holding 10,000 idle connections.
+  4. The cost of measuring: the same run with and without latency recording.
+Each figure is the median of --repeat runs; ratios come from runs made back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from mqttlab.brokers import get_launcher
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+# Runs one shard in a fresh process and prints its raw result plus the process's peak RSS.
+SHARD_RUNNER = """
+import json, resource, sys
+from mqttlab import _engine
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+raw = json.loads(_engine.run_shard(sys.stdin.read()))
+raw["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(raw))
+"""
+
+
+def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms=10_000, warmup_ms=2_000,
+         record_latency=True, shard=None, topic="bench/%i", filters=("bench/%i",), connect_rate=0.0) -> dict:
+    return {
+        "broker": {"host": "127.0.0.1", "port": port, "tls": None},
+        "mqtt": {"version": 4, "username": None, "password": None, "keepalive_s": 60, "clean_start": True,
+                 "session_expiry_s": 0, "connect_timeout_ms": 30_000},
+        "publishers": {"count": pubs, "client_id": "bench-pub-%i", "topic": topic, "qos": qos, "retain": False,
+                       "rate": rate_total / max(pubs, 1), "arrival": "constant", "messages": None,
+                       "payload": {"dist": "fixed", "size": 64}, "inflight": 1000},
+        "subscribers": {"count": subs, "client_id": "bench-sub-%i", "filters": list(filters), "qos": qos},
+        "load": {"duration_ms": duration_ms, "warmup_ms": warmup_ms, "grace_ms": 3000, "connect_rate": connect_rate,
+                 "seed": 1},
+        "shard": shard or {"publishers": [0, pubs], "subscribers": [0, subs]},
+        "options": {"record_latency": record_latency, "reconnect": False, "progress_interval_ms": 1000},
+    }
+
+
+def run_shards(plans: list[dict]) -> list[dict]:
+    procs = [subprocess.Popen([sys.executable, "-c", SHARD_RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in plans]
+    for proc, p in zip(procs, plans):
+        proc.stdin.write(json.dumps(p))
+        proc.stdin.close()
+    out = []
+    for proc in procs:
+        text = proc.stdout.read()
+        if proc.wait() != 0:
+            raise SystemExit("a shard process failed")
+        out.append(json.loads(text))
+    return out
+
+
+class CpuWatch:
+    """CPU share of one core used by a process while a block runs."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+
+    def __enter__(self) -> "CpuWatch":
+        t = self.proc.cpu_times()
+        self.cpu0, self.wall0 = t.user + t.system, time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        t = self.proc.cpu_times()
+        self.share = (t.user + t.system - self.cpu0) / (time.monotonic() - self.wall0)
+
+
+def cpu(raw: dict) -> float:
+    return raw["generator"]["cpu_user_s"] + raw["generator"]["cpu_sys_s"]
+
+
+def per_message_cost(port: int, qos: int, duration_ms: int) -> dict:
+    start_at = time.time_ns() + 2_000_000_000
+    pub_plan = plan(port, qos=qos, duration_ms=duration_ms,
+                    shard={"publishers": [0, 10], "subscribers": [0, 0], "start_at_unix_ns": start_at})
+    sub_plan = plan(port, qos=qos, duration_ms=duration_ms,
+                    shard={"publishers": [0, 0], "subscribers": [0, 10], "start_at_unix_ns": start_at})
+    subs, pubs = run_shards([sub_plan, pub_plan])
+    return {
+        "publish_us_per_msg": cpu(pubs) * 1e6 / max(pubs["counters"]["sent"], 1),
+        "subscribe_us_per_msg": cpu(subs) * 1e6 / max(subs["counters"]["received"], 1),
+        "sent": pubs["counters"]["sent"],
+        "received": subs["counters"]["received"],
+    }
+
+
+def summarize(raw: dict, p: dict) -> dict:
+    from mqttlab import _engine
+
+    return json.loads(_engine.summarize(json.dumps(p), json.dumps({k: v for k, v in raw.items() if k != "peak_rss_kb"})))
+
+
+def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], duration_ms: int) -> list[dict]:
+    rows = []
+    for rate in rates:
+        p = plan(port, qos=qos, rate_total=rate, duration_ms=duration_ms, warmup_ms=1000)
+        with CpuWatch(broker_pid) as broker:
+            (raw,) = run_shards([p])
+        s = summarize(raw, p)
+        rows.append({
+            "offered_per_s": rate,
+            "received_per_s": round(s["rates"]["received_per_s"]),
+            "generator_limited": s["generator_limited"],
+            "generator_cpu_share": round(raw["generator"]["max_thread_cpu_share"], 2),
+            "schedule_lag_p99_us": s["generator"]["schedule_lag_p99_us"],
+            "broker_cpu_share": round(broker.share, 2),
+            "e2e_p50_us": (s["latency"]["e2e"] or {}).get("p50_us"),
+            "dropped": s["messages"]["dropped"],
+        })
+        print(f"  qos {qos} offered {rate:>9,.0f}/s -> {rows[-1]}", flush=True)
+    return rows
+
+
+def idle_connections(port: int, count: int) -> dict:
+    p = plan(port, pubs=0, subs=count, topic="idle/%i", filters=("idle/%i",), duration_ms=3000, warmup_ms=0,
+             connect_rate=3000.0)
+    p["publishers"]["rate"] = 1.0
+    (raw,) = run_shards([p])
+    return {"connections": raw["connections"]["subscribers_ok"], "peak_rss_mb": raw["peak_rss_kb"] / 1024}
+
+
+def measuring_cost(port: int, duration_ms: int) -> dict:
+    out = {}
+    for record in (True, False):
+        p = plan(port, qos=0, duration_ms=duration_ms, record_latency=record)
+        (raw,) = run_shards([p])
+        handled = raw["counters"]["sent"] + raw["counters"]["received"]
+        out["with_latency" if record else "without_latency"] = cpu(raw) * 1e6 / max(handled, 1)
+    return out
+
+
+def median_of(runs: list[dict]) -> dict:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], (int, float))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="shorter runs and a shorter rate ladder")
+    args = ap.parse_args()
+    duration = 5_000 if args.quick else 10_000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by the broker
+    report: dict = {"host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                             "kernel": platform.release()}, "repeat": args.repeat}
+    with tempfile.TemporaryDirectory() as tmp, get_launcher("mosquitto").start(Path(tmp)) as broker:
+        report["broker"] = broker.version
+        print(f"against {broker.version} at {broker.url()}", flush=True)
+        for qos in (0, 1):
+            runs = [per_message_cost(broker.port, qos, duration) for _ in range(args.repeat)]
+            report[f"cost_qos{qos}"] = median_of(runs)
+            print(f"CPU per message at 10,000 msg/s, QoS {qos}: {report[f'cost_qos{qos}']}", flush=True)
+        runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
+        report["measuring_cost"] = median_of(runs)
+        print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)
+        rates = [20_000, 50_000, 100_000, 150_000] if args.quick else [20_000, 40_000, 80_000, 120_000, 160_000, 200_000]
+        for qos in (0, 1):
+            report[f"ladder_qos{qos}"] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2)
+        report["idle_10k"] = idle_connections(broker.port, 10_000)
+        print(f"10,000 idle connections: {report['idle_10k']}", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"engine-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Brokers side by side: per scenario and broker, each headline figure's mean over the
+repetitions with its confidence interval and best-of-N, the latency of all repetitions pooled
+(histograms add), and each broker's difference from a baseline broker with Welch's interval."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from mqttlab.analysis.runs import METRICS, ComparisonError, RunFigures, read_runs
+from mqttlab.analysis.stats import Difference, Estimate, mean_interval, welch_difference
+
+
+@dataclass
+class BrokerGroup:
+    """The repetitions of one scenario on one broker."""
+
+    scenario: str
+    broker: str
+    runs: list[RunFigures]
+    estimates: dict[str, Estimate]
+    latency_measure: Optional[str]
+    pooled_histogram: Optional[str]  # the latency histograms of every repetition, added
+    pooled_latency: Optional[dict[str, Any]]  # statistics of pooled_histogram, µs
+
+    @property
+    def versions(self) -> list[str]:
+        return sorted({run.broker_version for run in self.runs if run.broker_version})
+
+    @property
+    def generator_limited_runs(self) -> int:
+        return sum(run.generator_limited for run in self.runs)
+
+
+@dataclass
+class ScenarioComparison:
+    scenario: str
+    groups: dict[str, BrokerGroup]  # broker -> group, in broker order
+    differences: dict[str, dict[str, Difference]]  # non-baseline broker -> metric -> difference
+    baseline_present: bool
+
+
+@dataclass
+class Comparison:
+    scenarios: list[ScenarioComparison]
+    brokers: list[str]
+    baseline: str
+    confidence: float
+    excluded: list[tuple[Path, str]] = field(default_factory=list)  # runs left out, and why
+
+    @property
+    def run_count(self) -> int:
+        return sum(len(group.runs) for scenario in self.scenarios for group in scenario.groups.values())
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per scenario, broker and metric: the long table behind every view."""
+        rows = []
+        for scenario in self.scenarios:
+            for broker, group in scenario.groups.items():
+                for metric in METRICS:
+                    estimate = group.estimates[metric.key]
+                    difference = scenario.differences.get(broker, {}).get(metric.key)
+                    rows.append({
+                        "scenario": scenario.scenario,
+                        "broker": broker,
+                        "metric": metric.key,
+                        "unit": metric.unit,
+                        "n": estimate.n,
+                        "mean": estimate.mean,
+                        "stdev": estimate.stdev,
+                        "ci_low": estimate.low,
+                        "ci_high": estimate.high,
+                        "best": estimate.best,
+                        "baseline": self.baseline if scenario.baseline_present else None,
+                        "diff": difference.difference if difference else None,
+                        "diff_low": difference.low if difference else None,
+                        "diff_high": difference.high if difference else None,
+                        "diff_relative": difference.relative if difference else None,
+                    })
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "confidence": self.confidence,
+            "interval": "Student t over repetitions; differences: Welch t (unequal variances)",
+            "brokers": self.brokers,
+            "excluded": [{"path": str(path), "reason": reason} for path, reason in self.excluded],
+            "rows": self.rows(),
+            "pooled_latency": [
+                {"scenario": s.scenario, "broker": b, "measure": g.latency_measure, **(g.pooled_latency or {})}
+                for s in self.scenarios for b, g in s.groups.items()
+            ],
+        }
+
+
+def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:
+    """Groups completed runs by scenario and broker and compares the brokers. Runs that did
+    not complete are left out of every statistic and listed in `excluded`."""
+    if not 0 < confidence < 1:
+        raise ComparisonError(f"--confidence: must be between 0 and 1, e.g. 0.95 (got {confidence})")
+    usable = [run for run in runs if run.status == "completed"]
+    excluded = [(run.path, f"status {run.status}") for run in runs if run.status != "completed"]
+    if not usable:
+        raise ComparisonError("no completed run to compare" + (f" ({len(excluded)} did not complete)" if excluded else ""))
+    brokers = list(dict.fromkeys(run.broker for run in usable))
+    chosen = baseline if baseline is not None else brokers[0]
+    if chosen not in brokers:
+        raise ComparisonError(f"--baseline: no runs of broker {chosen!r} (brokers in these results: {', '.join(brokers)})")
+    scenarios = []
+    for scenario in dict.fromkeys(run.scenario for run in usable):
+        groups = {}
+        for broker in brokers:
+            members = [run for run in usable if run.scenario == scenario and run.broker == broker]
+            if members:
+                groups[broker] = _group(scenario, broker, members, confidence)
+        scenarios.append(_scenario_comparison(scenario, groups, chosen, confidence))
+    return Comparison(scenarios, brokers, chosen, confidence, excluded)
+
+
+def compare_directories(paths: Iterable[Path], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:
+    return compare_runs(read_runs(paths), baseline=baseline, confidence=confidence)
+
+
+def _group(scenario: str, broker: str, runs: list[RunFigures], confidence: float) -> BrokerGroup:
+    estimates = {
+        metric.key: mean_interval([run.figures.get(metric.key) for run in runs], confidence, metric.higher_is_better)
+        for metric in METRICS
+    }
+    measures = Counter(run.latency_measure for run in runs if run.latency_measure)
+    measure = measures.most_common(1)[0][0] if measures else None
+    pooled = _pooled_histogram(runs, measure) if measure else None
+    pooled_stats = _histogram_stats(pooled) if pooled else None
+    return BrokerGroup(scenario, broker, runs, estimates, measure, pooled, pooled_stats)
+
+
+def _scenario_comparison(scenario: str, groups: dict[str, BrokerGroup], baseline: str, confidence: float) -> ScenarioComparison:
+    reference = groups.get(baseline)
+    differences: dict[str, dict[str, Difference]] = {}
+    if reference is not None:
+        for broker, group in groups.items():
+            if broker == baseline:
+                continue
+            differences[broker] = {
+                metric.key: welch_difference(
+                    [run.figures.get(metric.key) for run in group.runs],
+                    [run.figures.get(metric.key) for run in reference.runs],
+                    confidence,
+                )
+                for metric in METRICS
+            }
+    return ScenarioComparison(scenario, groups, differences, reference is not None)
+
+
+def _pooled_histogram(runs: list[RunFigures], measure: str) -> Optional[str]:
+    from mqttlab.engine import load_engine
+
+    encoded = [text for text in (run.results.histogram(measure) for run in runs) if text]
+    if not encoded:
+        return None
+    return encoded[0] if len(encoded) == 1 else str(load_engine().histogram_merge(encoded))
+
+
+def _histogram_stats(encoded: str) -> Optional[dict[str, Any]]:
+    from mqttlab.engine import load_engine
+
+    stats = json.loads(load_engine().histogram_stats(encoded))
+    return stats if stats.get("count") else None

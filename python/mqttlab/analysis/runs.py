@@ -1,0 +1,148 @@
+"""Finding results directories (single runs or whole suites) and reading each run's headline
+figures: the numbers a comparison puts side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from mqttlab.results import MANIFEST, Results, ResultsError, load_results
+
+
+class ComparisonError(Exception):
+    """Nothing to compare, or a request the runs cannot answer; the message says which."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    unit: str
+    higher_is_better: bool
+
+
+# The headline figures of a run, in the order tables show them.
+METRICS = (
+    Metric("throughput", "throughput", "msg/s", True),
+    Metric("latency_p50", "latency p50", "ms", False),
+    Metric("latency_p99", "latency p99", "ms", False),
+    Metric("latency_max", "latency max", "ms", False),
+    Metric("latency_mean", "latency mean", "ms", False),
+    Metric("loss", "loss", "%", False),
+    Metric("broker_cpu", "broker CPU", "cores", False),
+    Metric("broker_rss", "broker RSS", "MB", False),
+    Metric("generator_cpu", "generator CPU", "cores", False),
+)
+METRIC_BY_KEY = {metric.key: metric for metric in METRICS}
+# Which latency a run is judged by: end-to-end when anyone subscribed, else the acknowledgement.
+LATENCY_MEASURES = ("e2e", "pubcomp", "puback")
+
+
+@dataclass
+class RunFigures:
+    path: Path
+    scenario: str
+    broker: str
+    broker_version: Optional[str]
+    started_at: str
+    status: str
+    generator_limited: bool
+    latency_measure: Optional[str]
+    figures: dict[str, Optional[float]]
+    results: Results = field(repr=False)
+
+
+def find_result_directories(paths: Iterable[Path]) -> list[Path]:
+    """Every results directory in `paths`: a path is itself one, or is searched (a suite)."""
+    found: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if not path.exists():
+            raise ComparisonError(f"{path}: no such file or directory")
+        if (path / MANIFEST).is_file():
+            found.append(path)
+            continue
+        inside = sorted(manifest.parent for manifest in path.rglob(MANIFEST))
+        if not inside:
+            raise ComparisonError(f"{path}: holds no results directory (no {MANIFEST} in it or below)")
+        found += inside
+    return list(dict.fromkeys(found))
+
+
+def read_run(directory: Path) -> RunFigures:
+    results = load_results(directory)
+    summary, manifest = results.summary, results.manifest
+    broker = manifest.get("broker") or {}
+    measure = _latency_measure(summary)
+    latency = (summary.get("latency") or {}).get(measure) if measure else None
+    figures: dict[str, Optional[float]] = {
+        "throughput": _throughput(results),
+        "latency_p50": _ms(latency, "p50_us"),
+        "latency_p99": _ms(latency, "p99_us"),
+        "latency_max": _ms(latency, "max_us"),
+        "latency_mean": _ms(latency, "mean_us"),
+        "latency_stdev": _ms(latency, "stdev_us"),
+        "loss": _loss_percent(summary.get("messages") or {}),
+    }
+    resources = summary.get("resources") or {}
+    broker_resources = resources.get("broker") or {}
+    generator_resources = resources.get("generator") or {}
+    figures["broker_cpu"] = broker_resources.get("mean_cpu_share")
+    peak = broker_resources.get("peak_rss_bytes")
+    figures["broker_rss"] = peak / 1e6 if peak is not None else None
+    figures["generator_cpu"] = generator_resources.get("mean_cpu_share")
+    return RunFigures(
+        path=directory,
+        scenario=str(manifest.get("scenario") or results.scenario.get("name") or directory.name),
+        broker=str(broker.get("name") or "unknown"),
+        broker_version=broker.get("version"),
+        started_at=str(manifest.get("started_at") or ""),
+        status=results.status,
+        generator_limited=bool(summary.get("generator_limited")),
+        latency_measure=measure,
+        figures=figures,
+        results=results,
+    )
+
+
+def read_runs(paths: Iterable[Path]) -> list[RunFigures]:
+    runs = []
+    for directory in find_result_directories(paths):
+        try:
+            runs.append(read_run(directory))
+        except ResultsError as error:
+            raise ComparisonError(str(error)) from None
+    return sorted(runs, key=lambda run: (run.started_at, str(run.path)))
+
+
+def _latency_measure(summary: dict[str, Any]) -> Optional[str]:
+    latency = summary.get("latency") or {}
+    for name in LATENCY_MEASURES:
+        if (latency.get(name) or {}).get("count"):
+            return name
+    return None
+
+
+def _throughput(results: Results) -> Optional[float]:
+    """Deliveries per second when anyone subscribed; acknowledged (QoS 1/2) or sent (QoS 0)
+    publishes per second otherwise."""
+    rates = results.summary.get("rates") or {}
+    subscribers = (results.scenario.get("subscribers") or {}).get("count", 1)
+    if subscribers:
+        return rates.get("received_per_s")
+    acked = rates.get("acked_per_s")
+    return acked if acked else rates.get("sent_per_s")
+
+
+def _ms(latency: Optional[dict[str, Any]], key: str) -> Optional[float]:
+    if not latency or latency.get(key) is None:
+        return None
+    return float(latency[key]) / 1000.0
+
+
+def _loss_percent(messages: dict[str, Any]) -> Optional[float]:
+    expected = messages.get("expected")
+    if not expected:
+        return None
+    return 100.0 * float(messages.get("lost") or 0) / float(expected)

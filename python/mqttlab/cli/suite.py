@@ -1,0 +1,180 @@
+"""`mqttlab suite list|show|run`: built-in and user suites (docs/suites.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mqttlab.suite import (
+    PlannedRun,
+    RunRecord,
+    SuiteConflict,
+    SuiteError,
+    SuiteInterrupted,
+    builtin_suites,
+    expand_suite,
+    load_suite,
+    prepare_directory,
+    run_suite,
+)
+from mqttlab.suite.model import Suite, resolve_suite_path
+
+app = typer.Typer(
+    help="Suites: scenarios × variants × brokers × repetitions, run and compared.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+BAD_INPUT, INTERRUPTED, SOME_FAILED = 2, 130, 1
+
+SuiteArgument = Annotated[str, typer.Argument(help="A suite file, or the name of a built-in suite (see `mqttlab suite list`).", show_default=False)]
+BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="Comma-separated brokers, replacing the suite's list: mosquitto,rumqttd")]
+QuickOption = Annotated[bool, typer.Option("--quick", help="The suite's short version (its `quick:` settings).")]
+SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Set a scenario field in every run: --set load.duration=30s (repeatable).")]
+RepetitionsOption = Annotated[Optional[int], typer.Option("--repetitions", "-n", min=1, help="Repetitions of every combination, replacing the suite's.")]
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Optional[list[str]], repetitions: Optional[int]) -> tuple[Suite, list[PlannedRun]]:
+    broker_list = None
+    if brokers is not None:
+        broker_list = [name.strip() for name in brokers.split(",") if name.strip()]
+        if not broker_list:
+            raise _fail("error: --brokers: give at least one broker, e.g. --brokers mosquitto,rumqttd", BAD_INPUT)
+    try:
+        suite = load_suite(suite_name)
+        if broker_list is not None:
+            suite = _with_brokers(suite, broker_list)
+        runs = expand_suite(suite, quick=quick, assignments=assignments or (), repetitions=repetitions)
+    except SuiteError as error:
+        raise _fail(error.listing(), BAD_INPUT) from None
+    return suite, runs
+
+
+def _with_brokers(suite: Suite, brokers: list[str]) -> Suite:
+    from mqttlab.suite import validate_suite
+
+    data = suite.model_dump()
+    data["brokers"] = brokers
+    problems_source = f"{suite.source} with --brokers {','.join(brokers)}"
+    try:
+        return validate_suite(data, problems_source)
+    except SuiteError as error:
+        # Name the option, not the file, for a broker the user typed.
+        raise SuiteError([type(p)(p.path.replace("brokers", "--brokers"), p.message) for p in error.problems], "command line") from None
+
+
+@app.command("list")
+def list_command() -> None:
+    """List the built-in suites."""
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("suite")
+    table.add_column("runs (quick)", justify="right")
+    table.add_column("description")
+    for name, path in builtin_suites().items():
+        try:
+            suite = load_suite(str(path))
+            counts = f"{len(expand_suite(suite))} ({len(expand_suite(suite, quick=True))})"
+            description = " ".join((suite.description or "").split())
+        except SuiteError as error:
+            counts, description = "–", f"invalid: {error.problems[0]}"
+        table.add_row(name, counts, description)
+    Console().print(table)
+
+
+@app.command("show")
+def show_command(
+    suite_name: SuiteArgument,
+    brokers: BrokersOption = None,
+    quick: QuickOption = False,
+    assignments: SetOption = None,
+    repetitions: RepetitionsOption = None,
+) -> None:
+    """Validate a suite and list the runs it would make, in running order."""
+    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    console = Console()
+    console.print(f"[bold]{suite.name}[/bold] ({resolve_suite_path(suite_name)}): {len(runs)} runs")
+    if suite.description:
+        console.print(" ".join(suite.description.split()), style="dim")
+    table = Table(show_header=True, header_style="bold")
+    for column in ("#", "scenario", "broker", "rep", "transport", "load"):
+        table.add_column(column)
+    for index, run in enumerate(runs, start=1):
+        table.add_row(str(index), run.scenario_name, run.broker, str(run.repetition), run.transport, _load_text(run))
+    console.print(table)
+
+
+def _load_text(run: PlannedRun) -> str:
+    pubs = run.scenario.get("publishers") or {}
+    subs = run.scenario.get("subscribers") or {}
+    load = run.scenario.get("load") or {}
+    amount = f"{pubs.get('messages')} msgs" if pubs.get("messages") else str(load.get("duration", "10s"))
+    return f"{pubs.get('count', 10)}→{subs.get('count', 10)}, QoS {pubs.get('qos', 1)}, {pubs.get('payload', 64)} B, {amount}"
+
+
+@app.command("run")
+def run_command(
+    suite_name: SuiteArgument,
+    brokers: BrokersOption = None,
+    quick: QuickOption = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Suite directory. Default results/<suite>[-quick]/; the same directory resumes.")] = None,
+    assignments: SetOption = None,
+    repetitions: RepetitionsOption = None,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="Broker the comparison measures the others against. Default: the first broker.")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the comparison report at the end.")] = False,
+) -> None:
+    """Run every combination of a suite (fresh broker per run); running it again resumes."""
+    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    suite_dir = out if out is not None else Path("results") / (f"{suite.name}-quick" if quick else suite.name)
+    suite_text = resolve_suite_path(suite_name).read_text(encoding="utf-8")
+    console = Console(stderr=True)
+    try:
+        prepare_directory(suite_dir, suite_text, runs)
+    except SuiteConflict as error:
+        raise _fail(f"error: {error}", BAD_INPUT) from None
+    except OSError as error:
+        raise _fail(f"error: {suite_dir}: cannot write: {error}", BAD_INPUT) from None
+    console.print(f"[bold]{suite.name}[/bold]: {len(runs)} runs into {suite_dir}")
+    try:
+        records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record))
+    except SuiteInterrupted:
+        raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
+    failed = [record for record in records if record.status == "failed"]
+    console.print(f"{len(records) - len(failed)} of {len(records)} runs finished; results in {suite_dir}")
+    for record in failed:
+        console.print(f"  failed: {record.run.id}: {record.detail}", style="red")
+    if not no_report:
+        _write_report(console, suite_dir, baseline or (brokers.split(",")[0].strip() if brokers else suite.brokers[0]))
+    if failed:
+        raise typer.Exit(SOME_FAILED)
+
+
+def _print_progress(console: Console, index: int, total: int, record: RunRecord) -> None:
+    where = f"[{index}/{total}] {record.run.id}"
+    if record.resumed:
+        console.print(f"{where}: {record.status} earlier, kept", style="dim")
+        return
+    style = "green" if record.status == "completed" else "red"
+    detail = f" ({record.detail})" if record.detail else ""
+    console.print(f"{where}: [{style}]{record.status}[/{style}] in {record.seconds:.1f} s{detail}")
+
+
+def _write_report(console: Console, suite_dir: Path, baseline: str) -> None:
+    from mqttlab.analysis import ComparisonError, compare_directories
+    from mqttlab.reports import write_report_bundle
+
+    try:
+        comparison = compare_directories([suite_dir], baseline=baseline)
+    except ComparisonError as error:
+        console.print(f"no comparison: {error}", style="yellow")
+        return
+    paths = write_report_bundle(comparison, suite_dir / "report")
+    console.print(f"report: {paths['html']}")

@@ -1,0 +1,145 @@
+"""The interactive figures of a comparison (plotly): bars with confidence intervals per broker
+and scenario, latency by percentile and as a CDF from the pooled histograms, and the per-second
+throughput, CPU and memory of every run."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from mqttlab.analysis import METRICS, BrokerGroup, Comparison, ScenarioComparison
+from mqttlab.analysis.runs import METRIC_BY_KEY
+
+BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+# Percentiles to read from a histogram: 0..90 evenly, then ever more nines up to 99.999.
+NINES = [round(100 * (1 - 10 ** (-k / 10)), 6) for k in range(0, 51)]
+
+
+def broker_colors(comparison: Comparison) -> dict[str, str]:
+    return {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(comparison.brokers)}
+
+
+def metric_bars(comparison: Comparison, key: str) -> go.Figure:
+    """Mean per scenario (x) and broker (colour), error bars = the confidence interval,
+    diamonds = best-of-N."""
+    metric = METRIC_BY_KEY[key]
+    colors = broker_colors(comparison)
+    figure = go.Figure()
+    for broker in comparison.brokers:
+        x, means, plus, minus, best = [], [], [], [], []
+        for scenario in comparison.scenarios:
+            group = scenario.groups.get(broker)
+            estimate = group.estimates[key] if group else None
+            if estimate is None or estimate.mean is None:
+                continue
+            x.append(scenario.scenario)
+            means.append(estimate.mean)
+            plus.append(estimate.high - estimate.mean if estimate.has_interval else 0.0)
+            minus.append(estimate.mean - estimate.low if estimate.has_interval else 0.0)
+            best.append(estimate.best)
+        if not x:
+            continue
+        figure.add_bar(
+            name=broker, x=x, y=means, marker_color=colors[broker], legendgroup=broker,
+            error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "visible": True},
+            hovertemplate=f"{broker}<br>%{{x}}<br>mean %{{y:.4g}} {metric.unit}<extra></extra>",
+        )
+        figure.add_scatter(
+            name=f"{broker} best-of-N", x=x, y=best, mode="markers", legendgroup=broker, showlegend=False,
+            marker={"symbol": "diamond", "color": "black", "size": 7},
+            hovertemplate=f"{broker}<br>%{{x}}<br>best %{{y:.4g}} {metric.unit}<extra></extra>",
+        )
+    direction = "higher is better" if metric.higher_is_better else "lower is better"
+    figure.update_layout(
+        title=f"{metric.title} ({metric.unit}, {direction}); bars: mean, whiskers: {comparison.confidence:.0%} CI, ◆ best-of-N",
+        barmode="group", yaxis_title=metric.unit, height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
+    )
+    return figure
+
+
+def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -> Optional[go.Figure]:
+    """Latency by percentile (x in nines) and as a CDF, per broker, from the pooled histograms."""
+    colors = broker_colors(comparison)
+    figure = make_subplots(rows=1, cols=2, subplot_titles=("latency by percentile", "CDF"))
+    drawn = False
+    for broker, group in scenario.groups.items():
+        curve = percentile_curve(group)
+        if curve is None:
+            continue
+        percentiles, values = curve
+        nines = [-math.log10(1 - p / 100) if p < 100 else 5.0 for p in percentiles]
+        common = {"name": broker, "legendgroup": broker, "line": {"color": colors[broker]}}
+        figure.add_scatter(x=nines, y=values, customdata=percentiles, row=1, col=1, **common,
+                           hovertemplate="p%{customdata}: %{y:.3f} ms<extra>" + broker + "</extra>")
+        figure.add_scatter(x=values, y=[p / 100 for p in percentiles], row=1, col=2, showlegend=False, **common,
+                           hovertemplate="%{x:.3f} ms: %{y:.5f}<extra>" + broker + "</extra>")
+        drawn = True
+    if not drawn:
+        return None
+    ticks = [0, 1, 2, 3, 4, 5]
+    figure.update_xaxes(row=1, col=1, tickvals=ticks, ticktext=["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"], title="percentile")
+    figure.update_yaxes(row=1, col=1, title="ms")
+    figure.update_xaxes(row=1, col=2, title="ms", type="log")
+    figure.update_yaxes(row=1, col=2, title="fraction of messages", range=[0, 1.02])
+    measure = next((g.latency_measure for g in scenario.groups.values() if g.latency_measure), "latency")
+    figure.update_layout(title=f"{scenario.scenario}: {measure} latency, all repetitions pooled", height=400,
+                         margin={"t": 70, "l": 60, "r": 20, "b": 50})
+    return figure
+
+
+def percentile_curve(group: BrokerGroup) -> Optional[tuple[list[float], list[float]]]:
+    """(percentiles, latency in ms) read from the group's pooled histogram."""
+    if not group.pooled_histogram:
+        return None
+    from hdrh.histogram import HdrHistogram
+
+    histogram = HdrHistogram.decode(group.pooled_histogram)
+    if histogram.get_total_count() == 0:
+        return None
+    values = [histogram.get_value_at_percentile(p) / 1000.0 for p in NINES]
+    return list(NINES), values
+
+
+def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure:
+    """Per-second delivered rate, broker CPU and broker RSS of every repetition (one line each)."""
+    colors = broker_colors(comparison)
+    figure = make_subplots(rows=1, cols=3, subplot_titles=("received msg/s", "broker CPU (cores)", "broker RSS (MB)"))
+    for broker, group in scenario.groups.items():
+        for index, run in enumerate(group.runs):
+            common = {"legendgroup": broker, "line": {"color": colors[broker], "width": 1.5}, "mode": "lines",
+                      "name": broker, "showlegend": False}
+            rate = [(row["t_s"], row["received"] or row["acked"] or row["sent"]) for row in run.results.series
+                    if isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= 0]
+            figure.add_scatter(x=[t for t, _ in rate], y=[v for _, v in rate], row=1, col=1,
+                               **dict(common, showlegend=index == 0),
+                               hovertemplate=f"{broker} rep {index + 1}<br>t=%{{x}} s: %{{y}}/s<extra></extra>")
+            broker_rows = [row for row in run.results.resources if row.get("process") == "broker"]
+            figure.add_scatter(x=[row["t_s"] for row in broker_rows], y=[row["cpu_share"] for row in broker_rows],
+                               row=1, col=2, **common)
+            figure.add_scatter(x=[row["t_s"] for row in broker_rows], y=[row["rss_bytes"] / 1e6 for row in broker_rows],
+                               row=1, col=3, **common)
+    figure.update_xaxes(title="s since the measured window began")
+    figure.update_layout(title=f"{scenario.scenario}: over time, every repetition", height=360,
+                         margin={"t": 70, "l": 60, "r": 20, "b": 50})
+    return figure
+
+
+def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
+    """(section, id, figure) in report order."""
+    figures: list[tuple[str, str, Any]] = []
+    for key in BAR_METRICS:
+        if any(g.estimates[key].mean is not None for s in comparison.scenarios for g in s.groups.values()):
+            figures.append(("Brokers by scenario", f"bars-{key}", metric_bars(comparison, key)))
+    for index, scenario in enumerate(comparison.scenarios):
+        distribution = latency_distribution(comparison, scenario)
+        if distribution is not None:
+            figures.append((f"Scenario {scenario.scenario}", f"latency-{index}", distribution))
+        figures.append((f"Scenario {scenario.scenario}", f"time-{index}", over_time(comparison, scenario)))
+    return figures
+
+
+__all__ = ["METRICS", "all_figures", "broker_colors", "latency_distribution", "metric_bars", "over_time", "percentile_curve"]

@@ -1,0 +1,160 @@
+"""One self-contained HTML page for a comparison: plotly.js is inlined once, so the report opens
+with no network; every table on it is also written as CSV beside it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from typing import Any, Optional
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from mqttlab import __version__
+from mqttlab.analysis import Comparison
+from mqttlab.analysis.runs import METRIC_BY_KEY
+from mqttlab.reports.figures import all_figures
+from mqttlab.reports.tables import HEADER_NOTE, SUMMARY_METRICS, all_tables
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; white-space: nowrap; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+.note { color: #555; font-size: 0.9em; max-width: 80em; } .better { color: #1a7f37; } .worse { color: #b42318; }
+.csv { font-size: 0.8em; }
+"""
+
+
+def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> str:
+    tables = all_tables(comparison)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{STYLE}</style>",
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        "</head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        _intro(comparison),
+        "<h2>Summary</h2>",
+        _summary_html(comparison, tables["summary"]),
+        _csv_link("summary"),
+        "<h2>Latency, all repetitions pooled</h2>",
+        '<p class="note">Histograms of every repetition added; mean ± standard deviation of the '
+        "samples as seed001 reported them, then percentiles. Milliseconds.</p>",
+        _plain_html(tables["latency"]),
+        _csv_link("latency"),
+    ]
+    section = None
+    for heading, figure_id, figure in all_figures(comparison):
+        if heading != section:
+            parts.append(f"<h2>{html.escape(heading)}</h2>")
+            section = heading
+        parts.append(pio.to_html(figure, include_plotlyjs=False, full_html=False, div_id=figure_id,
+                                 config={"displaylogo": False, "responsive": True}))
+    parts += [
+        "<h2>Scenarios</h2>",
+        _plain_html(tables["scenarios"]),
+        _csv_link("scenarios"),
+        "<h2>Runs</h2>",
+        _plain_html(tables["runs"]),
+        _csv_link("runs"),
+        '<p class="note">The long table of every figure, interval and difference: '
+        '<a href="comparison.csv">comparison.csv</a>.</p>',
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _intro(comparison: Comparison) -> str:
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    versions = sorted({v for s in comparison.scenarios for g in s.groups.values() for v in g.versions})
+    limited = sum(g.generator_limited_runs for s in comparison.scenarios for g in s.groups.values())
+    lines = [
+        f"{comparison.run_count} runs of {len(comparison.scenarios)} scenarios on {len(comparison.brokers)} brokers "
+        f"({html.escape(', '.join(versions) or ', '.join(comparison.brokers))}); made by mqttlab {__version__} on {now}.",
+        f"Means over repetitions with {comparison.confidence:.0%} Student t confidence intervals; differences from the "
+        f"baseline <b>{html.escape(comparison.baseline)}</b> with Welch intervals (unequal variances). With a single "
+        "repetition no interval exists and none is shown. Best-of-N is the best repetition, as seed003 reported.",
+        "Latency is end-to-end from the intended send time (corrected for coordinated omission); runs without "
+        "subscribers are judged by PUBLISH → PUBACK (or PUBCOMP). Warm-up is excluded. CPU is in cores "
+        "(1.0 = one core busy), RSS is the peak in MB, both over the measured window.",
+        html.escape(HEADER_NOTE),
+    ]
+    if limited:
+        lines.append(f'<span class="worse">{limited} run(s) were generator-limited: their figures describe mqttlab, not the broker.</span>')
+    if comparison.excluded:
+        lines.append(f"{len(comparison.excluded)} run(s) did not complete and are left out: "
+                     + html.escape("; ".join(f"{path} ({why})" for path, why in comparison.excluded)))
+    return "".join(f'<p class="note">{line}</p>' for line in lines)
+
+
+def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
+    head = ['<th class="text">scenario</th>', '<th class="text">broker</th>', "<th>runs</th>"]
+    for key in SUMMARY_METRICS:
+        metric = METRIC_BY_KEY[key]
+        head.append(f"<th>{html.escape(metric.title)} ({metric.unit})<br>mean [CI]</th>")
+        head.append(f"<th>best</th><th>Δ vs {html.escape(comparison.baseline)} [CI]</th>")
+    body = []
+    for row in rows:
+        cells = [f'<td class="text">{html.escape(row["scenario"])}</td>', f'<td class="text">{html.escape(row["broker"])}</td>',
+                 f"<td>{row['runs']}</td>"]
+        for key in SUMMARY_METRICS:
+            cells.append(f"<td>{_with_interval(row[f'{key}_mean'], row[f'{key}_ci_low'], row[f'{key}_ci_high'])}</td>")
+            cells.append(f"<td>{_number(row[f'{key}_best'])}</td>")
+            cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'])}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _plain_html(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>none</p>"
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    head = "".join(f'<th class="text">{html.escape(c)}</th>' if _is_text(rows, c) else f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="text">{html.escape(str(row.get(c) if row.get(c) is not None else ""))}</td>' if _is_text(rows, c)
+                         else f"<td>{_number(row.get(c))}</td>" for c in columns) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _is_text(rows: list[dict[str, Any]], column: str) -> bool:
+    return any(isinstance(row.get(column), str) for row in rows)
+
+
+def _number(value: Optional[float]) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def _with_interval(mean: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+    if mean is None:
+        return "–"
+    if low is None or high is None:
+        return f"{_number(mean)} <span title='one repetition: no interval'>[n/a]</span>"
+    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+
+
+def _difference(key: str, diff: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+    if diff is None:
+        return ""
+    if low is None or high is None:
+        return f"{diff:+.4g} [n/a]"
+    text = f"{diff:+.4g} [{low:+.4g}, {high:+.4g}]"
+    if low > 0 or high < 0:  # the interval excludes zero: say which way is better
+        better = (diff > 0) == METRIC_BY_KEY[key].higher_is_better
+        return f'<span class="{"better" if better else "worse"}">{text}</span>'
+    return text
+
+
+def _csv_link(name: str) -> str:
+    return f'<p class="csv">CSV: <a href="{name}.csv">{name}.csv</a></p>'

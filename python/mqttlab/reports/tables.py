@@ -1,0 +1,120 @@
+"""The tables of a comparison as plain rows (lists of dicts), shared by the HTML report, the
+CSV files and the terminal, so that every table shown is also a CSV with the same columns."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Optional
+
+from mqttlab.analysis import METRICS, Comparison
+
+Table = list[dict[str, Any]]
+SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
+HEADER_NOTE = (
+    "Every payload carries mqttlab's 16-byte measurement header, so 16 B is the smallest payload: "
+    "scenarios standing for a 1-byte payload (seed001) ran with 16 B."
+)
+
+
+def summary_table(comparison: Comparison) -> Table:
+    """Per scenario and broker: each headline figure's mean and interval, and the difference
+    from the baseline with its interval (wide: what `compare` prints)."""
+    rows = []
+    for scenario in comparison.scenarios:
+        for broker, group in scenario.groups.items():
+            row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "runs": len(group.runs)}
+            for key in SUMMARY_METRICS:
+                estimate = group.estimates[key]
+                row[f"{key}_mean"] = estimate.mean
+                row[f"{key}_ci_low"] = estimate.low
+                row[f"{key}_ci_high"] = estimate.high
+                row[f"{key}_best"] = estimate.best
+                difference = scenario.differences.get(broker, {}).get(key)
+                row[f"{key}_diff"] = difference.difference if difference else None
+                row[f"{key}_diff_low"] = difference.low if difference else None
+                row[f"{key}_diff_high"] = difference.high if difference else None
+            row["generator_limited_runs"] = group.generator_limited_runs
+            rows.append(row)
+    return rows
+
+
+def latency_table(comparison: Comparison) -> Table:
+    """The latency of all repetitions pooled (histograms added), with the seed001-style mean ±
+    standard deviation of the samples, in ms."""
+    rows = []
+    for scenario in comparison.scenarios:
+        for broker, group in scenario.groups.items():
+            stats = group.pooled_latency or {}
+            row = {"scenario": scenario.scenario, "broker": broker, "measure": group.latency_measure, "samples": stats.get("count")}
+            for key in ("mean_us", "stdev_us", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us"):
+                value = stats.get(key)
+                row[key.replace("_us", "_ms")] = value / 1000.0 if value is not None else None
+            rows.append(row)
+    return rows
+
+
+def runs_table(comparison: Comparison) -> Table:
+    rows = []
+    for scenario in comparison.scenarios:
+        for broker, group in scenario.groups.items():
+            for run in group.runs:
+                row = {"scenario": scenario.scenario, "broker": broker, "version": run.broker_version,
+                       "started_at": run.started_at, "status": run.status, "generator_limited": run.generator_limited,
+                       "latency_measure": run.latency_measure}
+                row.update({metric.key: run.figures.get(metric.key) for metric in METRICS})
+                row["path"] = str(run.path)
+                rows.append(row)
+    return rows
+
+
+def scenarios_table(comparison: Comparison) -> Table:
+    """What each scenario did, read from the first run's resolved scenario."""
+    rows = []
+    for scenario in comparison.scenarios:
+        first = next(iter(scenario.groups.values())).runs[0]
+        data = first.results.scenario
+        pubs, subs, load = data.get("publishers") or {}, data.get("subscribers") or {}, data.get("load") or {}
+        broker_url = str((first.results.manifest.get("broker") or {}).get("url") or "")
+        rows.append({
+            "scenario": scenario.scenario,
+            "publishers": pubs.get("count"),
+            "subscribers": subs.get("count"),
+            "qos": pubs.get("qos"),
+            "payload": _payload_text(pubs.get("payload")),
+            "rate_per_publisher": pubs.get("rate"),
+            "messages_per_publisher": pubs.get("messages"),
+            "duration_s": load.get("duration"),
+            "warmup_s": load.get("warmup"),
+            "transport": "tls" if broker_url.startswith("mqtts") else "plain",
+        })
+    return rows
+
+
+def _payload_text(payload: Any) -> Optional[str]:
+    if isinstance(payload, dict):
+        if payload.get("dist") == "fixed":
+            return f"{payload.get('size')} B"
+        return ", ".join(f"{key}={value}" for key, value in payload.items())
+    return None if payload is None else f"{payload} B"
+
+
+def all_tables(comparison: Comparison) -> dict[str, Table]:
+    """Table name (also its CSV file name) -> rows."""
+    return {
+        "summary": summary_table(comparison),
+        "latency": latency_table(comparison),
+        "comparison": comparison.rows(),
+        "scenarios": scenarios_table(comparison),
+        "runs": runs_table(comparison),
+    }
+
+
+def write_csv(rows: Table, path: Path) -> Path:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: "" if value is None else value for key, value in row.items()})
+    return path
