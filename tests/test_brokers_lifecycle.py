@@ -141,6 +141,17 @@ def test_external_broker_joins_by_url_is_sampled_and_left_running(tmp_path: Path
         assert round_trip(real.host, real.port).payload
 
 
+def test_external_tls_broker_is_checked_over_verified_tls(tmp_path: Path, mosquitto_available: None) -> None:
+    with get_launcher("mosquitto").start(tmp_path / "real", tls=True) as real:
+        trusted = get_launcher(f"mqtts://127.0.0.1:{real.tls_port}?ca={real.ca_file}").start(tmp_path / "ext")
+        assert trusted.url() == real.url(tls=True)
+        # Without our CA the system trust store applies, which never signed the throwaway cert.
+        with pytest.raises(BrokerStartError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            untrusting = get_launcher(f"mqtts://127.0.0.1:{real.tls_port}")
+            untrusting.start_timeout = 1.0
+            untrusting.start(tmp_path / "ext2")
+
+
 @pytest.mark.parametrize("url, field", [
     ("mqtt://127.0.0.1:1883?pid=abc", "pid"),
     ("mqtt://127.0.0.1:1883?tls_port=99999", "tls_port"),
@@ -164,3 +175,4 @@ def test_mqtts_url_describes_a_tls_port() -> None:
     broker = get_launcher("mqtts://127.0.0.1:8883?ca=/tmp/ca.pem").describe()
     assert broker.tls_port == 8883
     assert broker.ca_file == Path("/tmp/ca.pem")
+    assert broker.url() == broker.url(tls=True) == "mqtts://127.0.0.1:8883"

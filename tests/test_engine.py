@@ -168,9 +168,9 @@ def test_invalid_plan_lists_every_problem():
     assert "publishers.qos" in str(e.value) and "publishers.inflight" in str(e.value)
 
 
-def _start_mosquitto(tmp_path: Path, lines: list[str]) -> tuple[subprocess.Popen, int]:
+def _start_mosquitto(tmp_path: Path, lines: list[str], port: int | None = None) -> tuple[subprocess.Popen, int]:
     """A Mosquitto with settings the launcher does not offer (passwords, a bad certificate)."""
-    (port,) = free_ports(1)
+    port = port or free_ports(1)[0]
     conf = tmp_path / f"m{port}.conf"
     conf.write_text("\n".join([f"listener {port} 127.0.0.1", "persistence false", "user root", *lines]) + "\n")
     proc = subprocess.Popen(["/usr/sbin/mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
@@ -287,3 +287,31 @@ def test_reply_filter_matching_the_own_topic_is_refused():
     p["publishers"]["reply_filter"] = "x/+"
     with pytest.raises(ValueError, match="publishers.reply_filter"):
         _engine.run_shard(json.dumps(p))
+
+
+def test_with_reconnect_the_run_survives_a_broker_restart(tmp_path):
+    proc, port = _start_mosquitto(tmp_path, ["allow_anonymous true"])
+    restarted: list[subprocess.Popen] = []
+
+    def restart() -> None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+        time.sleep(0.5)
+        restarted.append(_start_mosquitto(tmp_path, ["allow_anonymous true"], port=port)[0])
+
+    timer = threading.Timer(1.0, restart)
+    timer.start()
+    try:
+        _, s = run(plan(port, pubs=2, subs=2, qos=1, rate=100.0, duration_ms=4000, grace_ms=2000, reconnect=True))
+    finally:
+        timer.cancel()
+        for p in restarted:
+            p.terminate()
+            p.wait(5)
+    assert s["status"] == "completed"
+    assert s["connections"]["lost"] == 4
+    m = s["messages"]
+    # Messages before the kill and after the reconnect arrive; those in between are lost or dropped.
+    assert m["delivered"] > 300 and m["dropped"] + m["lost"] > 0
+    assert m["delivered"] + m["lost"] == m["expected"]
+    assert any(e["kind"] == "connection_lost" for e in s["errors"])

@@ -30,9 +30,27 @@ def serve_broker(config_json: str) -> None:
     """Runs the embedded rumqttd broker with a rumqttd Config (as JSON) until the process is
     terminated. Meant for a child process: `python -m mqttlab.brokers.embedded CONFIG.json`."""
 
+def serve_gateway(config_json: str) -> None:
+    """Runs the transparent MQTT-SN gateway (UDP in front of an MQTT 3.1.1 broker) with its
+    config as JSON until the process is terminated. Meant for a child process:
+    `python -m mqttlab.brokers.gateway_main CONFIG.json`."""
+
 def serve_link(config_json: str) -> None:
     """Runs the user-space emulated link between two existing TUN devices (each in its network
     namespace) until the process is terminated: per-direction delay, jitter, loss, rate and queue.
     Writes its counters as JSON to `counters_path` every 100 ms and at the end. Invalid configs
     raise ValueError; a device that cannot be attached raises OSError. Meant for a child process:
     `python -m mqttlab.netem.link CONFIG.json`."""
+
+def smc_explore(config_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
+    """Runs synchronous random-walk clients over the paper's client model (mqttlab.smc.explore)
+    and returns one row per message plus the functional failures (JSON). Releases the GIL;
+    `progress` gets ``{"messages": n, "elapsed_s": s}`` about every 100 ms. Ctrl-C stops the
+    clients at their next message and returns what was measured with status "interrupted".
+    Invalid configs raise ValueError naming every bad field."""
+
+def smc_profile_run(config_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
+    """Runs clients that follow a usage profile in real time (mqttlab.smc.verify) and returns,
+    per client, its sequences of `sequence_length` messages with their latencies, outcomes and
+    completion times (JSON). Stops at the cap of messages, when every client has decided every
+    `sprt` test given, or on Ctrl-C. Same GIL, progress and error behaviour as `smc_explore`."""

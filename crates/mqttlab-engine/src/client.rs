@@ -147,7 +147,36 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             }
             ev = conn.io() => {
                 match ev {
-                    Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
+                    Ok(IoEvent::Read(0)) | Err(_) => {
+                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn).await else { lost = true; break };
+                        conn = new_conn;
+                        // Unacknowledged messages died with the session; sends that fell due while
+                        // disconnected were not made, and are counted as dropped, not sent late.
+                        ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+                        inflight.clear();
+                        if let Some(r) = replies.as_mut() {
+                            conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
+                            r.awaiting_release.clear();
+                        }
+                        if let (Some(sched), Some(mut due)) = (schedule.as_mut(), next_due) {
+                            let now = now_ns();
+                            let mut missed = 0;
+                            while due <= now {
+                                missed += 1;
+                                match sched.next() {
+                                    Some(o) => due = start_ns + o,
+                                    None => break,
+                                }
+                            }
+                            next_due = if due > now { Some(due) } else { None };
+                            ctx.shared.dropped.fetch_add(missed, Relaxed);
+                            ctx.stats.borrow_mut().counters.dropped += missed;
+                            match next_due {
+                                Some(d) => ctx.pacer.schedule(slot, d),
+                                None => finish_sending(&ctx, &mut done),
+                            }
+                        }
+                    }
                     Ok(IoEvent::Read(_)) => {
                         let now = now_ns();
                         if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now) {
@@ -230,6 +259,32 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     } else {
         conn.close().await;
     }
+}
+
+/// With `options.reconnect`, a lost connection is opened again (with backoff) until the load
+/// is over; None when reconnecting is not asked for or the run is past its load phase.
+async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn) -> Option<Conn> {
+    if !ctx.plan.options.reconnect || phase(ctx) >= Phase::Drain {
+        return None;
+    }
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.counters.connections_lost += 1;
+        st.error("connection_lost", &format!("{client_id}: the broker closed the connection (reconnecting)"));
+        // The old connection's traffic still counts.
+        st.counters.mqtt_bytes_out += std::mem::take(&mut old.bytes_out);
+        st.counters.mqtt_bytes_in += std::mem::take(&mut old.bytes_in);
+    }
+    let mut backoff = Duration::from_millis(100);
+    while phase(ctx) < Phase::Drain {
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+        if let Ok((conn, _, _)) = Conn::open(&ctx.target, connect_packet(ctx, client_id.to_string())).await {
+            ctx.stats.borrow_mut().counters.reconnects += 1;
+            return Some(conn);
+        }
+    }
+    None
 }
 
 fn connection_lost(ctx: &WorkerCtx, client_id: &str) {
@@ -337,6 +392,8 @@ fn publisher_packets(
                 r.ready = true;
                 publisher_ready(ctx);
             }
+            // The SUBACK of a resubscription after a reconnect.
+            Packet::SubAck(_) if replies.is_some() => {}
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
     }
@@ -480,7 +537,12 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             }
             ev = conn.io() => {
                 match ev {
-                    Ok(IoEvent::Read(0)) | Err(_) => { lost = true; break; }
+                    Ok(IoEvent::Read(0)) | Err(_) => {
+                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn).await else { lost = true; break };
+                        conn = new_conn;
+                        conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
+                        sub.awaiting_release.clear();
+                    }
                     Ok(IoEvent::Read(_)) => {
                         if let Err(msg) = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()) {
                             let msg = format!("{client_id}: {msg}");

@@ -14,6 +14,8 @@ pub mod payload;
 pub mod plan;
 pub mod result;
 pub mod run;
+pub mod sn_client;
+pub mod smc;
 pub mod stats;
 pub mod summary;
 pub mod template;

@@ -114,11 +114,20 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
     let reporter = tokio::task::spawn_local(report_progress(ctx.clone()));
     let mut clients = Vec::new();
     // Subscribers first: they must be in place before the first message is published.
+    let sn = matches!(ctx.plan.transport, crate::plan::Transport::MqttSn(_));
     for s in assignment.subscribers {
-        clients.push(tokio::task::spawn_local(crate::client::subscriber(ctx.clone(), s)));
+        clients.push(if sn {
+            tokio::task::spawn_local(crate::sn_client::subscriber(ctx.clone(), s))
+        } else {
+            tokio::task::spawn_local(crate::client::subscriber(ctx.clone(), s))
+        });
     }
     for p in assignment.publishers {
-        clients.push(tokio::task::spawn_local(crate::client::publisher(ctx.clone(), p)));
+        clients.push(if sn {
+            tokio::task::spawn_local(crate::sn_client::publisher(ctx.clone(), p))
+        } else {
+            tokio::task::spawn_local(crate::client::publisher(ctx.clone(), p))
+        });
     }
     for c in clients {
         let _ = c.await;

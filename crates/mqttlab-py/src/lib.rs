@@ -141,6 +141,73 @@ fn serve_link(py: Python<'_>, config_json: &str) -> PyResult<()> {
     }
 }
 
+/// Runs the MQTT-SN gateway until the process is told to stop (Ctrl-C / SIGTERM).
+#[pyfunction]
+fn serve_gateway(py: Python<'_>, config_json: &str) -> PyResult<()> {
+    let config = mqttlab_gateway::GatewayConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    let gateway = mqttlab_gateway::Gateway::start(config).map_err(PyRuntimeError::new_err)?;
+    loop {
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        if let Err(e) = py.check_signals() {
+            py.allow_threads(|| gateway.stop());
+            return Err(e);
+        }
+        if gateway.is_finished() {
+            return Err(PyRuntimeError::new_err("the MQTT-SN gateway stopped"));
+        }
+    }
+}
+
+/// Waits for an smc run without the GIL; Ctrl-C stops it at the clients' next message boundary
+/// and what was measured comes back with status "interrupted".
+fn wait_smc(py: Python<'_>, handle: mqttlab_engine::smc::Handle, progress: Option<PyObject>) -> PyResult<String> {
+    let started = std::time::Instant::now();
+    let mut callback_error: Option<PyErr> = None;
+    let mut last_report = 0u64;
+    while !handle.is_finished() {
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        if let Err(e) = py.check_signals() {
+            handle.stop();
+            if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                callback_error = Some(e);
+            }
+        }
+        let done = handle.messages.load(std::sync::atomic::Ordering::Relaxed);
+        if let (Some(cb), None, true) = (&progress, &callback_error, done != last_report) {
+            last_report = done;
+            let json = format!("{{\"messages\": {done}, \"elapsed_s\": {:.3}}}", started.elapsed().as_secs_f64());
+            if let Err(e) = cb.call1(py, (json,)) {
+                handle.stop();
+                if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                    callback_error = Some(e);
+                }
+            }
+        }
+    }
+    let result = py.allow_threads(move || handle.join()).map_err(PyConnectionError::new_err)?;
+    match callback_error {
+        Some(e) => Err(e),
+        None => Ok(result),
+    }
+}
+
+/// Synchronous random-walk clients with functional checks; see `_engine.pyi`.
+#[pyfunction]
+#[pyo3(signature = (config_json, progress=None))]
+fn smc_explore(py: Python<'_>, config_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+    let config = mqttlab_engine::smc::Config::from_json(config_json).map_err(PyValueError::new_err)?;
+    wait_smc(py, mqttlab_engine::smc::start_explore(config), progress)
+}
+
+/// Clients following a usage profile in real time, as per-client streams of sequences.
+#[pyfunction]
+#[pyo3(signature = (config_json, progress=None))]
+fn smc_profile_run(py: Python<'_>, config_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+    let config = mqttlab_engine::smc::Config::from_json(config_json).map_err(PyValueError::new_err)?;
+    let handle = mqttlab_engine::smc::start_profile(config).map_err(PyValueError::new_err)?;
+    wait_smc(py, handle, progress)
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", mqttlab_engine::VERSION)?;
@@ -150,6 +217,9 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_merge, m)?)?;
     m.add_function(wrap_pyfunction!(serve_broker, m)?)?;
+    m.add_function(wrap_pyfunction!(smc_explore, m)?)?;
+    m.add_function(wrap_pyfunction!(smc_profile_run, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_gateway, m)?)?;
     m.add_function(wrap_pyfunction!(serve_link, m)?)?;
     Ok(())
 }

@@ -45,6 +45,16 @@ class Availability:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a launched broker runs. The default is this host's loopback; mqttlab.netem places it
+    in a network namespace (`command_prefix` = ip netns exec NS) listening on every address there."""
+
+    command_prefix: tuple[str, ...] = ()
+    listen_host: str = LOOPBACK  # what the broker's listeners bind
+    reach_host: str = LOOPBACK  # where mqttlab finds it (readiness probe, RunningBroker.host)
+
+
+@dataclass(frozen=True)
 class Ports:
     plain: int
     tls: int | None
@@ -109,10 +119,13 @@ class RunningBroker:
     log_file: Path | None = None
     container: str | None = None
     managed: bool = True
+    #: an external broker given as mqtts:// only: `port` is its TLS listener too
+    tls_only: bool = False
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def url(self, tls: bool = False) -> str:
-        if tls:
+        """The broker's URL; for a TLS-only broker always its mqtts:// one."""
+        if tls or self.tls_only:
             if self.tls_port is None:
                 raise BrokerError(f"{self.name} was started without a TLS listener (start it with tls=True)")
             return f"mqtts://{self.host}:{self.tls_port}"
@@ -131,6 +144,7 @@ class RunningBroker:
             "container": self.container,
             "ca_file": str(self.ca_file) if self.ca_file else None,
             "managed": self.managed,
+            "tls_only": self.tls_only,
         }
 
     def is_running(self) -> bool:
@@ -203,6 +217,8 @@ class Launcher:
     start_timeout: float = 30.0
     #: ports beyond the plain and TLS listeners (e.g. a second protocol version)
     extra_ports: int = 0
+    #: set on an instance to run the broker elsewhere (mqttlab.netem); command() binds listen_host
+    placement: Placement = Placement()
 
     # -- to be provided by each broker ---------------------------------------------------
 
@@ -281,16 +297,17 @@ class Launcher:
         )
         log_file = workdir / f"{self.name}.log"
         log_file.write_bytes(b"")
-        command = self.command(workdir, ports, material)
+        command = [*self.placement.command_prefix, *self.command(workdir, ports, material)]
+        host = self.placement.reach_host
         try:
             child = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
         except OSError as exc:
             raise BrokerStartError(f"cannot run {command[0]}: {exc}") from None
         try:
-            wait_until_serving(LOOPBACK, ports.plain, child=child, timeout=self.start_timeout,
+            wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
                                log_file=log_file, name=self.name)
             if material is not None and ports.tls is not None:
-                wait_until_serving(LOOPBACK, ports.tls, child=child, timeout=self.start_timeout,
+                wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,
                                    tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
                                    name=f"{self.name} (TLS)")
         except BaseException:
@@ -299,7 +316,7 @@ class Launcher:
         return RunningBroker(
             name=self.name,
             version=version,
-            host=LOOPBACK,
+            host=host,
             port=ports.plain,
             tls_port=ports.tls,
             ca_file=material.ca_file if material else None,

@@ -121,6 +121,7 @@ class ExternalLauncher(Launcher):
             pid=pid,
             container=container,
             managed=False,
+            tls_only=secure,
         )
 
     def start(
@@ -130,6 +131,6 @@ class ExternalLauncher(Launcher):
         if tls and broker.tls_port is None:
             raise BrokerError("external broker URL: TLS was asked for but the URL gives no tls_port")
         wait_until_serving(broker.host, broker.port, child=None, timeout=self.start_timeout,
-                           tls=broker.port == broker.tls_port, tls_ca_file=broker.ca_file,
+                           tls=broker.tls_only, tls_ca_file=broker.ca_file,
                            name=broker.name)
         return broker

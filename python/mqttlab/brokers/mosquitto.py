@@ -71,12 +71,12 @@ class MosquittoLauncher(Launcher):
             "log_type warning",
             "log_timestamp true",
             "",
-            f"listener {ports.plain} 127.0.0.1",
+            f"listener {ports.plain} {self.placement.listen_host}",
         ]
         if tls is not None and ports.tls is not None:
             lines += [
                 "",
-                f"listener {ports.tls} 127.0.0.1",
+                f"listener {ports.tls} {self.placement.listen_host}",
                 f"cafile {tls.ca_file}",
                 f"certfile {tls.cert_file}",
                 f"keyfile {tls.key_file}",

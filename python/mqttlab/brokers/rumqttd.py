@@ -36,10 +36,10 @@ ROUTER_LIMITS = {
 }
 
 
-def _server(name: str, port: int, tls: TlsMaterial | None = None) -> dict[str, Any]:
+def _server(name: str, port: int, tls: TlsMaterial | None = None, host: str = "127.0.0.1") -> dict[str, Any]:
     return {
         "name": name,
-        "listen": f"127.0.0.1:{port}",
+        "listen": f"{host}:{port}",
         # capath stays unset: with it rumqttd would ask clients for certificates.
         "tls": None if tls is None else {"certpath": str(tls.cert_file), "keypath": str(tls.key_file)},
         "next_connection_delay_ms": 0,
@@ -47,16 +47,16 @@ def _server(name: str, port: int, tls: TlsMaterial | None = None) -> dict[str, A
     }
 
 
-def rumqttd_config(ports: Ports, tls: TlsMaterial | None) -> dict[str, Any]:
+def rumqttd_config(ports: Ports, tls: TlsMaterial | None, host: str = "127.0.0.1") -> dict[str, Any]:
     """The JSON form of rumqttd's `Config` for these ports."""
-    v4 = {"1": _server("v4-plain", ports.plain)}
+    v4 = {"1": _server("v4-plain", ports.plain, host=host)}
     if tls is not None and ports.tls is not None:
-        v4["2"] = _server("v4-tls", ports.tls, tls)
+        v4["2"] = _server("v4-tls", ports.tls, tls, host=host)
     return {
         "id": 0,
         "router": dict(ROUTER_LIMITS),
         "v4": v4,
-        "v5": {"1": _server("v5-plain", ports.extra[0])},
+        "v5": {"1": _server("v5-plain", ports.extra[0], host=host)},
         "ws": None,
         "cluster": None,
         "console": None,
@@ -86,7 +86,7 @@ class RumqttdLauncher(Launcher):
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         config = workdir / "rumqttd.json"
-        config.write_text(json.dumps(rumqttd_config(ports, tls), indent=2))
+        config.write_text(json.dumps(rumqttd_config(ports, tls, self.placement.listen_host), indent=2))
         return [sys.executable, "-m", "mqttlab.brokers.embedded", str(config)]
 
     def environment(self) -> dict[str, str] | None:

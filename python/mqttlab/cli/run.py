@@ -180,8 +180,14 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
     with ExitStack() as stack:
-        broker = _open_broker(scenario, directory, stack)
+        network = _open_network(scenario, directory, stack)
+        broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
         url = _engine_url(scenario, broker)
+        if network is not None:
+            from mqttlab.netem import session
+
+            url = session.broker_url(url, network)
+            network_info = session.measure_before(network)
         plan = engine.compile_plan(scenario, url)
         header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
@@ -193,6 +199,8 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
         except engine.PlanRejected as error:
             raise _fail(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
         broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid)
+        if network is not None:
+            outcome.summary["network"] = session.measure_after(network, network_info, plan, outcome.result)
 
     resources = _resource_series(sampler, outcome)
     manifest = results.build_manifest(
@@ -207,6 +215,8 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
     )
     if dask is not None:
         manifest["distributed"] = outcome.manifest_section()
+    if "network" in outcome.summary:
+        manifest["network"] = outcome.summary["network"]
     try:
         results.write_results(
             directory,
@@ -221,6 +231,10 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.ABNORMAL) from None
     _show(outcome.summary, directory, as_json)
+    if "network" in outcome.summary and not as_json:
+        from mqttlab.netem.view import render_network
+
+        Console().print(render_network(outcome.summary["network"]))
     return _exit_code(outcome, allow_missing_shards)
 
 
@@ -272,8 +286,9 @@ def _resource_series(sampler: Any, outcome: engine.RunOutcome) -> Optional[dict[
     return series
 
 
-def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
-    """The RunningBroker to measure: described from a URL, or launched (and stopped on exit)."""
+def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placement: Any = None) -> Any:
+    """The RunningBroker to measure: described from a URL, or launched (and stopped on exit).
+    `placement` (from a network section) runs a launched broker inside the emulated network."""
     from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
 
     target = scenario.broker or EMBEDDED_BROKER
@@ -281,12 +296,28 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
         launcher = get_launcher(target)
     except UnknownBroker as error:
         raise _fail(f"error: broker: {error}", Exit.BAD_INPUT) from None
+    if placement is not None:
+        if is_url(target):
+            raise _fail("error: network: needs a broker that mqttlab launches (a name such as mosquitto), not a URL", Exit.BAD_INPUT)
+        launcher.placement = placement
     try:
         if is_url(target):
             return launcher.describe()  # the engine's own connect reports an unreachable broker
         return stack.enter_context(launcher.start(directory / "broker"))
     except BrokerError as error:
         raise _fail(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
+
+
+def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
+    """The emulated network of a `network:` section (torn down on exit), or None."""
+    if scenario.network is None:
+        return None
+    from mqttlab.netem import EmulatedNetwork, NetemError
+
+    try:
+        return stack.enter_context(EmulatedNetwork(scenario.network, directory / "network", seed=scenario.load.seed))
+    except NetemError as error:
+        raise _fail(f"error: network: {error}", Exit.UNREACHABLE) from None
 
 
 def _engine_url(scenario: Scenario, broker: Any) -> str:

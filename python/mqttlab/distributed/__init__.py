@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from mqttlab.distributed.cluster import BadClusterSpec, ClusterError, SchedulerUnreachable, check_reachable, connect, parse_spec
+from mqttlab.distributed.cluster import BadClusterSpec, ClusterError, SchedulerUnreachable, check_reachable, connect, parse_spec, shared_scheduler
 from mqttlab.distributed.runner import (
     ClusterRefused,
     DistributedOutcome,
@@ -34,6 +34,7 @@ __all__ = [
     "parse_spec",
     "run_on_dask",
     "run_plan",
+    "shared_scheduler",
 ]
 
 

@@ -71,7 +71,7 @@ def connect(spec: str, *, timeout_s: float = 10.0) -> Iterator[Any]:
         if kind == "local":
             # One thread per worker process: the engine runs its own threads.
             cluster = LocalCluster(
-                n_workers=value, threads_per_worker=1, processes=True, dashboard_address=None,
+                n_workers=value, threads_per_worker=1, processes=True, dashboard_address=":0",
                 host="127.0.0.1", silence_logs=50,
             )  # fmt: skip
             try:
@@ -91,3 +91,17 @@ def connect(spec: str, *, timeout_s: float = 10.0) -> Iterator[Any]:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+@contextmanager
+def shared_scheduler(spec: str) -> Iterator[str]:
+    """A scheduler address that several `mqttlab run --dask ADDRESS` processes can share (a
+    suite): the address itself, or for `local:N` one LocalCluster kept up for all of them
+    instead of one started per run."""
+    kind, value = parse_spec(spec)
+    if kind == "scheduler":
+        check_reachable(spec)
+        yield value
+        return
+    with connect(spec) as client:
+        yield str(client.scheduler.address)

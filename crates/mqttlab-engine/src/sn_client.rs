@@ -1,0 +1,690 @@
+//! MQTT-SN v1.2 clients over UDP, through a gateway: the same publisher and subscriber as
+//! `client`, on the same schedules (`pacer`, `timer`), payload header (`payload`), statistics
+//! (`stats`) and delivery accounting (`accounting`), so results merge and report unchanged.
+//!
+//! What differs from MQTT is what UDP does not give: each client retransmits its own
+//! unacknowledged packets after Tretry (`retry_ms`, with DUP on PUBLISH) up to Nretry times, and
+//! names topics by id (REGISTER, short or predefined) instead of by string. At QoS 0 and −1 a lost
+//! datagram is simply lost: the accounting shows it as such.
+use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival};
+use crate::clock::now_ns;
+use crate::pacer::Schedule;
+use crate::payload::{Header, SizeSampler, HEADER_LEN};
+use crate::plan::{PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::stats::{WorkerShared, H};
+use crate::worker::{Phase, WorkerCtx};
+use bytes::{Bytes, BytesMut};
+use mqttlab_codec::sn::{self, return_code as rc, SnConnect, SnPacket, SnPublish, SnQoS, SnSubscribe, SnTopicFilter, TopicRef};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::net::UdpSocket;
+
+/// Largest MQTT-SN packet: its payload must leave room for the PUBLISH header (3 + 1 + 5 bytes).
+const MAX_SN_PAYLOAD: u32 = sn::MAX_PACKET as u32 - 9;
+/// Socket buffers asked of the kernel: a burst of deliveries must not be dropped by the load
+/// generator's own socket, or the loss it reports would be its own.
+const SOCKET_BUFFER: libc::c_int = 4 << 20;
+
+/// The MQTT-SN part of `RunPlan::validate`: every problem, each naming its field.
+pub fn plan_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
+    let mut problems = Vec::new();
+    if plan.broker.tls.is_some() {
+        problems.push("broker.tls: MQTT-SN runs over plain UDP (no DTLS); remove tls".into());
+    }
+    if sn.retry_ms == 0 {
+        problems.push("transport.retry_ms: must be > 0".into());
+    }
+    for (id, name) in &sn.predefined {
+        if *id == 0 || *id == 0xFFFF {
+            problems.push(format!("transport.predefined.{id}: ids 0x0000 and 0xFFFF are reserved"));
+        }
+        if name.is_empty() || name.contains(['+', '#']) {
+            problems.push(format!("transport.predefined.{id}: {name:?} must be a topic name without wildcards"));
+        }
+    }
+    let max = match plan.publishers.payload {
+        PayloadSize::Fixed { size } => Some(size),
+        PayloadSize::Uniform { max, .. } => Some(max),
+        _ => None,
+    };
+    if max.is_some_and(|m| m > MAX_SN_PAYLOAD) {
+        problems.push(format!("publishers.payload: MQTT-SN carries at most {MAX_SN_PAYLOAD} bytes per message"));
+    }
+    if sn.qos_minus_one {
+        if plan.publishers.qos != 0 {
+            problems.push("publishers.qos: must be 0 when transport.qos_minus_one is set (the publishers send at QoS -1)".into());
+        }
+        if sn.topic_ids == SnTopicIds::Normal {
+            problems.push("transport.topic_ids: QoS -1 needs short or predefined topic ids (there is no REGISTER without a connection)".into());
+        }
+    }
+    for i in 0..plan.publishers.count.min(100_000) {
+        let topic = publisher_topic(plan, i);
+        let ok = match sn.topic_ids {
+            SnTopicIds::Normal => true,
+            SnTopicIds::Short => topic.len() == 2,
+            SnTopicIds::Predefined => sn.predefined.values().any(|n| *n == topic),
+        };
+        if !ok {
+            let why = match sn.topic_ids {
+                SnTopicIds::Short => "is not a two-character short topic name",
+                _ => "has no id in transport.predefined",
+            };
+            problems.push(format!("publishers.topic: {topic:?} (publisher {i}) {why}"));
+            break;
+        }
+    }
+    problems
+}
+
+fn options(ctx: &WorkerCtx) -> &SnOptions {
+    match &ctx.plan.transport {
+        Transport::MqttSn(o) => o,
+        Transport::Mqtt => unreachable!("sn_client runs only for the mqtt-sn transport"),
+    }
+}
+
+/// One client's UDP socket, connected to the gateway, with its byte counts.
+struct Udp {
+    socket: UdpSocket,
+    buf: Vec<u8>,
+    out: BytesMut,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+impl Udp {
+    async fn open(ctx: &WorkerCtx) -> Result<Udp, String> {
+        let gateway = ctx.target.addrs[0];
+        let local = if gateway.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+        let socket = UdpSocket::bind(local).await.map_err(|e| format!("cannot open a UDP socket: {e}"))?;
+        socket.connect(gateway).await.map_err(|e| format!("cannot reach the gateway {gateway}: {e}"))?;
+        for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+            // The FORCE variants pass the system limit (as root); otherwise take what is allowed.
+            if set_sockopt(&socket, force, SOCKET_BUFFER) != 0 {
+                set_sockopt(&socket, plain, SOCKET_BUFFER);
+            }
+        }
+        Ok(Udp { socket, buf: vec![0; 65536], out: BytesMut::with_capacity(256), bytes_in: 0, bytes_out: 0 })
+    }
+
+    /// Sends without waiting: a datagram the kernel cannot take now is reported, not queued.
+    fn send(&mut self, p: &SnPacket) -> bool {
+        self.out.clear();
+        if sn::encode(p, &mut self.out).is_err() {
+            return false;
+        }
+        match self.socket.try_send(&self.out) {
+            Ok(n) => {
+                self.bytes_out += n as u64;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The next datagram that decodes; malformed ones are counted by the caller through `Err`.
+    async fn recv(&mut self) -> Result<Result<SnPacket, sn::SnDecodeError>, String> {
+        let n = self.socket.recv(&mut self.buf).await.map_err(|e| format!("UDP receive: {e}"))?;
+        self.bytes_in += n as u64;
+        Ok(sn::decode(&self.buf[..n]))
+    }
+
+    /// Sends `p` and waits for the answer `pick` accepts, sending again every `retry` up to
+    /// `tries` times. Returns the answer and the µs from the first send.
+    async fn request<T>(&mut self, p: &SnPacket, retry: Duration, tries: u32, mut pick: impl FnMut(&SnPacket) -> Option<T>) -> Result<(T, u64), String> {
+        let t0 = now_ns();
+        for _ in 0..tries.max(1) {
+            self.send(p);
+            let deadline = tokio::time::Instant::now() + retry;
+            loop {
+                match tokio::time::timeout_at(deadline, self.recv()).await {
+                    Err(_) => break,
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(Ok(answer))) => {
+                        if let Some(v) = pick(&answer) {
+                            return Ok((v, (now_ns() - t0) / 1000));
+                        }
+                    }
+                    Ok(Ok(Err(_))) => {}
+                }
+            }
+        }
+        Err(format!("no answer to {} from the gateway after {} tries {retry:?} apart", p.name(), tries.max(1)))
+    }
+}
+
+fn set_sockopt(socket: &UdpSocket, opt: libc::c_int, value: libc::c_int) -> libc::c_int {
+    // SAFETY: a valid socket fd and a pointer to an int of the size given.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    }
+}
+
+fn fail(ctx: &WorkerCtx, kind: &str, msg: String, is_publisher: bool) {
+    let mut st = ctx.stats.borrow_mut();
+    if is_publisher {
+        st.connections.publishers_failed += 1;
+    } else {
+        st.connections.subscribers_failed += 1;
+    }
+    st.error(kind, &msg);
+    ctx.shared.set_first_error(msg);
+    WorkerShared::inc(&ctx.shared.connect_failed);
+}
+
+/// CONNECT → CONNACK; records the handshake's duration as the Connack histogram.
+async fn connect(ctx: &WorkerCtx, udp: &mut Udp, client_id: &str) -> Result<(), String> {
+    let o = options(ctx);
+    let m = &ctx.plan.mqtt;
+    let packet = SnPacket::Connect(SnConnect { will: false, clean_session: m.clean_start, duration: m.keepalive_s, client_id: client_id.to_string() });
+    let retry = Duration::from_millis(o.retry_ms);
+    let (code, us) = udp
+        .request(&packet, retry, o.retries + 1, |a| match a {
+            SnPacket::ConnAck { return_code } => Some(*return_code),
+            _ => None,
+        })
+        .await?;
+    if code != rc::ACCEPTED {
+        return Err(format!("the gateway refused CONNECT of {client_id} (return code {code})"));
+    }
+    ctx.stats.borrow_mut().record(H::Connack, us);
+    Ok(())
+}
+
+fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
+    let ka = ctx.plan.mqtt.keepalive_s as u64;
+    Duration::from_millis(if ka == 0 { 3_600_000 } else { ka * 500 })
+}
+
+fn phase(ctx: &WorkerCtx) -> Phase {
+    ctx.ctl.borrow().phase
+}
+
+struct InFlight {
+    intended_ns: u64,
+    /// PUBREC seen: PUBREL is what gets retransmitted now.
+    released: bool,
+    packet: SnPacket,
+    last_sent_ns: u64,
+    tries: u32,
+}
+
+pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
+    let plan = ctx.plan.clone();
+    let o = options(&ctx).clone();
+    let p = &plan.publishers;
+    let client_id = publisher_client_id(&plan, index);
+    ctx.connect_slot().await;
+    let mut udp = match Udp::open(&ctx).await {
+        Ok(u) => u,
+        Err(e) => return fail(&ctx, "connect_udp", e, true),
+    };
+    let retry = Duration::from_millis(o.retry_ms);
+    let topic_name = publisher_topic(&plan, index);
+    let connected = !o.qos_minus_one;
+    if connected {
+        if let Err(e) = connect(&ctx, &mut udp, &client_id).await {
+            return fail(&ctx, "connect_connack", format!("{client_id}: {e}"), true);
+        }
+    }
+    let topic = match o.topic_ids {
+        SnTopicIds::Short => {
+            let b = topic_name.as_bytes();
+            TopicRef::Short([b[0], b[1]])
+        }
+        SnTopicIds::Predefined => {
+            let id = o.predefined.iter().find(|(_, n)| **n == topic_name).map(|(id, _)| *id).expect("validated: the topic has an id");
+            TopicRef::Predefined(id)
+        }
+        SnTopicIds::Normal => {
+            let reg = SnPacket::Register { topic_id: 0, msg_id: 1, topic_name: topic_name.clone() };
+            let answer = udp
+                .request(&reg, retry, o.retries + 1, |a| match a {
+                    SnPacket::RegAck { topic_id, msg_id: 1, return_code } => Some((*topic_id, *return_code)),
+                    _ => None,
+                })
+                .await;
+            match answer {
+                Ok(((id, rc::ACCEPTED), _)) => TopicRef::Normal(id),
+                Ok(((_, code), _)) => return fail(&ctx, "register", format!("{client_id}: the gateway refused REGISTER {topic_name:?} (return code {code})"), true),
+                Err(e) => return fail(&ctx, "register", format!("{client_id}: {e}"), true),
+            }
+        }
+    };
+    ctx.stats.borrow_mut().connections.publishers_ok += 1;
+    WorkerShared::inc(&ctx.shared.publishers_connected);
+
+    let qos = if o.qos_minus_one {
+        SnQoS::MinusOne
+    } else {
+        SnQoS::from_level(p.qos as i8).unwrap_or(SnQoS::AtMostOnce)
+    };
+    let acked = matches!(qos, SnQoS::AtLeastOnce | SnQoS::ExactlyOnce);
+    let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64;
+    let window = p.inflight as usize;
+    let sizes = SizeSampler::new(&p.payload);
+    let mut scratch = vec![0u8; sizes.max()];
+    let (slot, wake) = ctx.pacer.register();
+    let mut ctl = ctx.ctl.clone();
+    let mut schedule: Option<Schedule> = None;
+    let mut start_ns = 0u64;
+    let mut next_due: Option<u64> = None;
+    let mut done = false;
+    let mut seq: u32 = 0;
+    let mut inflight: HashMap<u16, InFlight> = HashMap::new();
+    let mut next_msg_id: u16 = 1;
+    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
+    keepalive.reset();
+    let mut retry_tick = tokio::time::interval((retry / 4).max(Duration::from_millis(5)));
+    let mut lost: Option<String> = None;
+    let mut retransmitted = 0u64;
+    ctl.mark_changed();
+    loop {
+        tokio::select! {
+            biased;
+            r = ctl.changed() => {
+                if r.is_err() { break; }
+                let c = *ctl.borrow();
+                match c.phase {
+                    Phase::Run if schedule.is_none() => {
+                        start_ns = c.start_ns;
+                        ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
+                        let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
+                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end);
+                        next_due = s.next().map(|o| start_ns + o);
+                        schedule = Some(s);
+                        match next_due {
+                            Some(d) => ctx.pacer.schedule(slot, d),
+                            None => finish_sending(&ctx, &mut done),
+                        }
+                    }
+                    Phase::Drain => { next_due = None; finish_sending(&ctx, &mut done); }
+                    Phase::Close => break,
+                    _ => {}
+                }
+            }
+            r = udp.recv() => {
+                let now = now_ns();
+                match r {
+                    Err(e) => { lost = Some(e); break; }
+                    Ok(Err(e)) => ctx.stats.borrow_mut().error("malformed_datagram", &format!("{client_id}: {e}")),
+                    Ok(Ok(packet)) => match publisher_packet(&ctx, &mut udp, &mut inflight, packet, now) {
+                        Ok(()) => {}
+                        Err(msg) => { lost = Some(msg); break; }
+                    },
+                }
+            }
+            _ = wake.notified(), if next_due.is_some() => {
+                let now = now_ns();
+                let sched = schedule.as_mut().expect("a due time comes from a schedule");
+                while let Some(due) = next_due {
+                    if due > now { break; }
+                    if !acked || inflight.len() < window {
+                        let msg_id = if acked { allocate_msg_id(&mut next_msg_id, &inflight) } else { 0 };
+                        let size = sizes.sample(sched.rng());
+                        let sent_at = now_ns();
+                        let lag_ns = sent_at.saturating_sub(due);
+                        Header { publisher: index, seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
+                            .write(&mut scratch[..HEADER_LEN]);
+                        let packet = SnPacket::Publish(SnPublish {
+                            dup: false, qos, retain: p.retain, topic, msg_id, data: Bytes::copy_from_slice(&scratch[..size]),
+                        });
+                        let went = udp.send(&packet);
+                        seq = seq.wrapping_add(1);
+                        if acked {
+                            // Even a datagram the kernel refused is retried after Tretry, like a lost one.
+                            inflight.insert(msg_id, InFlight { intended_ns: due, released: false, packet, last_sent_ns: sent_at, tries: 1 });
+                            ctx.shared.inflight.fetch_add(1, Relaxed);
+                        }
+                        WorkerShared::inc(&ctx.shared.sent);
+                        ctx.shared.expected_deliveries.fetch_add(fanout, Relaxed);
+                        let mut st = ctx.stats.borrow_mut();
+                        st.counters.sent += 1;
+                        if !went {
+                            st.error("udp_send", &format!("{client_id}: the kernel refused a datagram (socket buffer full)"));
+                        }
+                        if lag_ns > 1_000_000 { st.counters.late_sends += 1; }
+                        if st.measured(due) { st.record(H::ScheduleLag, lag_ns / 1000); }
+                        if let Some(row) = st.second(sent_at) {
+                            row.sent += 1;
+                            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
+                        }
+                    } else {
+                        WorkerShared::inc(&ctx.shared.dropped);
+                        let mut st = ctx.stats.borrow_mut();
+                        st.counters.dropped += 1;
+                        if let Some(row) = st.second(now) { row.dropped += 1; }
+                    }
+                    next_due = sched.next().map(|o| start_ns + o);
+                }
+                match next_due {
+                    Some(d) => ctx.pacer.schedule(slot, d),
+                    None => finish_sending(&ctx, &mut done),
+                }
+            }
+            _ = retry_tick.tick(), if !inflight.is_empty() => {
+                retransmit(&ctx, &mut udp, &mut inflight, &o, &client_id, &mut retransmitted);
+            }
+            _ = keepalive.tick(), if connected => { udp.send(&SnPacket::PingReq { client_id: None }); }
+        }
+    }
+    finish_sending(&ctx, &mut done);
+    ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+    if connected && lost.is_none() {
+        udp.send(&SnPacket::Disconnect { duration: None });
+    }
+    let mut st = ctx.stats.borrow_mut();
+    if retransmitted > 0 {
+        // Listed with the issues but not counted as errors: a retransmission is UDP doing its
+        // job. (The result has no counter of its own for it.)
+        crate::result::add_issue(&mut st.errors, "sn_retransmitted", retransmitted, &format!("{client_id}: {retransmitted} PUBLISH/PUBREL sent again after Tretry"));
+    }
+    st.sent_per_publisher.insert(index, seq as u64);
+    st.counters.mqtt_bytes_out += udp.bytes_out;
+    st.counters.mqtt_bytes_in += udp.bytes_in;
+    if let Some(msg) = lost {
+        if phase(&ctx) < Phase::Close {
+            st.counters.connections_lost += 1;
+            st.error("connection_lost", &format!("{client_id}: {msg}"));
+            drop(st);
+            ctx.shared.set_first_error(format!("MQTT-SN session with the gateway {} lost ({client_id}): {msg}", ctx.target.url));
+            WorkerShared::inc(&ctx.shared.connections_lost);
+        }
+    }
+}
+
+fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
+    if !*done {
+        *done = true;
+        WorkerShared::inc(&ctx.shared.publishers_done);
+    }
+}
+
+fn allocate_msg_id(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
+    loop {
+        let id = *next;
+        *next = if *next == u16::MAX { 1 } else { *next + 1 };
+        if !inflight.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+/// Sends again what is unacknowledged after Tretry; after Nretry the message is given up
+/// (an error, and it stays owed to the subscribers, so the accounting counts it lost).
+fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlight>, o: &SnOptions, client_id: &str, retransmitted: &mut u64) {
+    let now = now_ns();
+    let retry_ns = o.retry_ms * 1_000_000;
+    let mut given_up = Vec::new();
+    for (id, f) in inflight.iter_mut() {
+        if now.saturating_sub(f.last_sent_ns) < retry_ns {
+            continue;
+        }
+        if f.tries > o.retries {
+            given_up.push(*id);
+            continue;
+        }
+        f.tries += 1;
+        f.last_sent_ns = now;
+        if f.released {
+            udp.send(&SnPacket::PubRel { msg_id: *id });
+        } else {
+            if let SnPacket::Publish(p) = &mut f.packet {
+                p.dup = true;
+            }
+            udp.send(&f.packet);
+        }
+        *retransmitted += 1;
+    }
+    for id in given_up {
+        inflight.remove(&id);
+        ctx.shared.inflight.fetch_sub(1, Relaxed);
+        ctx.stats.borrow_mut().error("sn_retries_exhausted", &format!("{client_id}: message id {id} unacknowledged after {} tries", o.retries + 1));
+    }
+}
+
+fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlight>, packet: SnPacket, now: u64) -> Result<(), String> {
+    match packet {
+        SnPacket::PubAck { msg_id, return_code, .. } => complete(ctx, inflight, msg_id, return_code, now, H::Puback, "PUBACK"),
+        SnPacket::PubComp { msg_id } => complete(ctx, inflight, msg_id, rc::ACCEPTED, now, H::Pubcomp, "PUBCOMP"),
+        SnPacket::PubRec { msg_id } => {
+            match inflight.get_mut(&msg_id) {
+                Some(f) => {
+                    f.released = true;
+                    f.last_sent_ns = now;
+                }
+                None => ctx.stats.borrow_mut().violation("unexpected_pubrec", &format!("PUBREC for unknown message id {msg_id}")),
+            }
+            // Answered even for an unknown id: the gateway's PUBREC may repeat after our PUBREL was lost.
+            udp.send(&SnPacket::PubRel { msg_id });
+        }
+        SnPacket::PingResp | SnPacket::RegAck { .. } | SnPacket::ConnAck { .. } => {}
+        SnPacket::Disconnect { .. } => return Err("the gateway sent DISCONNECT".into()),
+        other => ctx.stats.borrow_mut().error("unexpected_packet", &format!("unexpected {} from the gateway", other.name())),
+    }
+    Ok(())
+}
+
+fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, msg_id: u16, code: u8, now: u64, h: H, what: &str) {
+    let Some(f) = inflight.remove(&msg_id) else {
+        // Over UDP a late acknowledgement of a retransmitted message is expected, not a violation.
+        ctx.stats.borrow_mut().counters.unexpected += 1;
+        return;
+    };
+    ctx.shared.inflight.fetch_sub(1, Relaxed);
+    let mut st = ctx.stats.borrow_mut();
+    if code != rc::ACCEPTED {
+        st.error("publish_refused", &format!("{what} return code {code:#04x}"));
+        return;
+    }
+    if matches!(h, H::Pubcomp) && !f.released {
+        st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for message id {msg_id} before its PUBREC"));
+    }
+    WorkerShared::inc(&ctx.shared.acked);
+    st.counters.acked += 1;
+    if st.measured(f.intended_ns) {
+        st.record(h, now.saturating_sub(f.intended_ns) / 1000);
+    }
+    if let Some(row) = st.second(now) {
+        row.acked += 1;
+    }
+}
+
+/// How a subscriber asks for `filter`: by predefined id or short name when the plan's topic ids
+/// say so and the filter has one, else by name.
+fn subscribe_topic(o: &SnOptions, filter: &str) -> SnTopicFilter {
+    match o.topic_ids {
+        SnTopicIds::Predefined => {
+            if let Some((id, _)) = o.predefined.iter().find(|(_, n)| *n == filter) {
+                return SnTopicFilter::Predefined(*id);
+            }
+        }
+        SnTopicIds::Short => {
+            if let [a, b] = filter.as_bytes() {
+                if !filter.contains(['+', '#']) {
+                    return SnTopicFilter::Short([*a, *b]);
+                }
+            }
+        }
+        SnTopicIds::Normal => {}
+    }
+    SnTopicFilter::Name(filter.to_string())
+}
+
+pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
+    let plan = ctx.plan.clone();
+    let o = options(&ctx).clone();
+    let client_id = subscriber_client_id(&plan, index);
+    ctx.connect_slot().await;
+    let mut udp = match Udp::open(&ctx).await {
+        Ok(u) => u,
+        Err(e) => return fail(&ctx, "connect_udp", e, false),
+    };
+    if let Err(e) = connect(&ctx, &mut udp, &client_id).await {
+        return fail(&ctx, "connect_connack", format!("{client_id}: {e}"), false);
+    }
+    let retry = Duration::from_millis(o.retry_ms);
+    let requested = SnQoS::from_level(plan.subscribers.qos as i8).unwrap_or(SnQoS::AtMostOnce);
+    // Topic ids the gateway uses towards this client: from SUBACKs and its REGISTERs.
+    let mut names: HashMap<u16, String> = HashMap::new();
+    let t0 = now_ns();
+    for (i, filter) in subscriber_filters(&plan, index).into_iter().enumerate() {
+        let msg_id = i as u16 + 1;
+        let packet = SnPacket::Subscribe(SnSubscribe { dup: false, qos: requested, msg_id, topic: subscribe_topic(&o, &filter) });
+        let answer = udp
+            .request(&packet, retry, o.retries + 1, |a| match a {
+                SnPacket::SubAck { qos, topic_id, msg_id: m, return_code } if *m == msg_id => Some((*qos, *topic_id, *return_code)),
+                _ => None,
+            })
+            .await;
+        match answer {
+            Ok(((granted, topic_id, rc::ACCEPTED), _)) => {
+                if topic_id != 0 && !filter.contains(['+', '#']) {
+                    names.insert(topic_id, filter.clone());
+                }
+                if granted.mqtt_level() < requested.mqtt_level() {
+                    ctx.stats.borrow_mut().error("qos_downgraded", &format!("gateway granted QoS {} for requested {}", granted.mqtt_level(), requested.mqtt_level()));
+                }
+            }
+            Ok(((_, _, code), _)) => {
+                return fail(&ctx, "protocol", format!("{client_id}: the gateway refused the subscription to {filter:?} (return code {code})"), false)
+            }
+            Err(e) => return fail(&ctx, "protocol", format!("{client_id}: {e}"), false),
+        }
+    }
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.record(H::Suback, (now_ns() - t0) / 1000);
+        st.connections.subscribers_ok += 1;
+    }
+    WorkerShared::inc(&ctx.shared.subscribers_ready);
+
+    let effective_qos = plan.subscribers.qos.min(plan.publishers.qos);
+    let mut awaiting_release: HashSet<u16> = HashSet::new();
+    let mut ctl = ctx.ctl.clone();
+    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
+    keepalive.reset();
+    let mut lost: Option<String> = None;
+    loop {
+        tokio::select! {
+            biased;
+            r = ctl.changed() => {
+                if r.is_err() || ctl.borrow().phase == Phase::Close { break; }
+            }
+            r = udp.recv() => {
+                let now = now_ns();
+                let packet = match r {
+                    Err(e) => { lost = Some(e); break; }
+                    Ok(Err(e)) => { ctx.stats.borrow_mut().error("malformed_datagram", &format!("{client_id}: {e}")); continue; }
+                    Ok(Ok(p)) => p,
+                };
+                match packet {
+                    SnPacket::Publish(p) => {
+                        let deliver = match p.qos {
+                            SnQoS::AtLeastOnce => {
+                                udp.send(&SnPacket::PubAck { topic_id: p.topic.id(), msg_id: p.msg_id, return_code: rc::ACCEPTED });
+                                true
+                            }
+                            SnQoS::ExactlyOnce => {
+                                // A PUBLISH whose id still awaits PUBREL is the gateway's retransmission.
+                                let first = awaiting_release.insert(p.msg_id);
+                                udp.send(&SnPacket::PubRec { msg_id: p.msg_id });
+                                first
+                            }
+                            SnQoS::AtMostOnce | SnQoS::MinusOne => true,
+                        };
+                        if deliver {
+                            let topic = match p.topic {
+                                TopicRef::Normal(id) => names.get(&id).cloned(),
+                                TopicRef::Predefined(id) => o.predefined.get(&id).cloned(),
+                                TopicRef::Short(s) => String::from_utf8(s.to_vec()).ok(),
+                            };
+                            delivered(&ctx, index, topic.as_deref().unwrap_or(""), &p.data, p.retain, now, effective_qos);
+                        }
+                    }
+                    SnPacket::PubRel { msg_id } => {
+                        awaiting_release.remove(&msg_id);
+                        udp.send(&SnPacket::PubComp { msg_id });
+                    }
+                    SnPacket::Register { topic_id, msg_id, topic_name } => {
+                        names.insert(topic_id, topic_name);
+                        udp.send(&SnPacket::RegAck { topic_id, msg_id, return_code: rc::ACCEPTED });
+                    }
+                    SnPacket::Disconnect { .. } => { lost = Some("the gateway sent DISCONNECT".into()); break; }
+                    SnPacket::PingResp | SnPacket::SubAck { .. } | SnPacket::ConnAck { .. } => {}
+                    other => ctx.stats.borrow_mut().error("unexpected_packet", &format!("unexpected {} from the gateway", other.name())),
+                }
+            }
+            _ = keepalive.tick() => { udp.send(&SnPacket::PingReq { client_id: None }); }
+        }
+    }
+    if lost.is_none() {
+        udp.send(&SnPacket::Disconnect { duration: None });
+    }
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.mqtt_bytes_out += udp.bytes_out;
+    st.counters.mqtt_bytes_in += udp.bytes_in;
+    if let Some(msg) = lost {
+        if phase(&ctx) < Phase::Close {
+            st.counters.connections_lost += 1;
+            st.error("connection_lost", &format!("{client_id}: {msg}"));
+            drop(st);
+            ctx.shared.set_first_error(format!("MQTT-SN session with the gateway {} lost ({client_id}): {msg}", ctx.target.url));
+            WorkerShared::inc(&ctx.shared.connections_lost);
+        }
+    }
+}
+
+/// One delivery into the accounting: the same rules as `client::delivered`, from MQTT-SN's
+/// topic (resolved from its id) and data.
+fn delivered(ctx: &WorkerCtx, index: u32, topic: &str, payload: &[u8], retain: bool, now: u64, effective_qos: u8) {
+    WorkerShared::inc(&ctx.shared.received);
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.received += 1;
+    if let Some(row) = st.second(now) {
+        row.received += 1;
+    }
+    if retain {
+        st.counters.retained_received += 1;
+        return;
+    }
+    let header = Header::read(payload);
+    let unit = ctx.units.unit_for(index, topic);
+    let (Some(h), Some(unit)) = (header, unit) else {
+        st.counters.unexpected += 1;
+        return;
+    };
+    if h.publisher >= ctx.plan.publishers.count {
+        st.counters.unexpected += 1;
+        return;
+    }
+    let shared_group = ctx.units.is_shared(unit);
+    let pair = st.pairs.entry((h.publisher, unit)).or_default();
+    let ooo_before = pair.out_of_order;
+    let arrival = pair.record(h.seq, !shared_group);
+    let reordered = pair.out_of_order > ooo_before;
+    match arrival {
+        Arrival::New => {
+            WorkerShared::inc(&ctx.shared.unique_deliveries);
+            st.record_delivery_latency(now, h.intended_us * 1000, h.lag_us as u64 * 1000);
+            if reordered && effective_qos >= 1 {
+                st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
+            }
+        }
+        Arrival::Duplicate => {
+            if effective_qos == 2 {
+                st.violation("qos2_duplicate", &format!("publisher {} message {} delivered twice at QoS 2", h.publisher, h.seq));
+            }
+        }
+    }
+}

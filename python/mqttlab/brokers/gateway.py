@@ -1,0 +1,150 @@
+"""The MQTT-SN gateway in front of a broker: started as a child process on a free loopback UDP
+port, ready once it answers an MQTT-SN CONNECT with a CONNACK, stopped with its process group.
+
+    with GatewayLauncher().start(workdir, broker.url()) as gateway:
+        gateway.port   # MQTT-SN clients send here
+
+No registry offers an MQTT-SN gateway that installs here, so this is mqttlab's own transparent
+gateway (crate mqttlab-gateway): one broker connection per MQTT-SN client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mqttlab.brokers import process
+from mqttlab.brokers.base import LOOPBACK, BrokerError, BrokerStartError
+
+GATEWAY_NAME = "mqttlab-gateway"
+
+
+def free_udp_port() -> int:
+    """A UDP port the kernel picks on 127.0.0.1 (free when picked; the gateway binds it next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def _sn_connect(client_id: str) -> bytes:
+    # Length, CONNECT (0x04), flags CleanSession, protocol id 0x01, keep-alive 10 s, client id.
+    body = struct.pack("!BBBH", 0x04, 0x04, 0x01, 10) + client_id.encode()
+    return bytes([len(body) + 1]) + body
+
+
+_SN_DISCONNECT = bytes([0x02, 0x18])
+
+
+def probe(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when an MQTT-SN CONNECT to `host:port` is answered by an accepting CONNACK (the
+    gateway is up and reaches its broker); the probe session is closed again."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        s.connect((host, port))
+        s.send(_sn_connect(f"mqttlab-gw-probe-{time.monotonic_ns() % 1_000_000}"))
+        try:
+            answer = s.recv(64)
+        except (ConnectionRefusedError, socket.timeout):
+            return False
+        accepted = answer[:3] == bytes([0x03, 0x05, 0x00])
+        if accepted:
+            s.send(_SN_DISCONNECT)
+        return accepted
+
+
+@dataclass
+class RunningGateway:
+    host: str
+    port: int
+    broker_url: str
+    pid: int
+    log_file: Path
+    config: dict[str, object]
+    _process: subprocess.Popen | None = field(default=None, repr=False)
+
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def to_dict(self) -> dict[str, object]:
+        """The gateway as plain data, for a results manifest."""
+        return {"name": GATEWAY_NAME, "host": self.host, "port": self.port, "broker": self.broker_url, "pid": self.pid,
+                "predefined": self.config.get("predefined", {})}
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self) -> None:
+        if self._process is not None:
+            process.terminate(self._process)
+
+    def __enter__(self) -> RunningGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class GatewayLauncher:
+    """Starts mqttlab's MQTT-SN gateway in front of an MQTT broker."""
+
+    start_timeout: float = 20.0
+
+    def start(
+        self,
+        workdir: Path,
+        broker_url: str,
+        *,
+        predefined: dict[int, str] | None = None,
+        retry_ms: int = 1000,
+    ) -> RunningGateway:
+        """Starts the gateway on a free UDP port in front of `broker_url` (mqtt://HOST:PORT) and
+        returns once it answers a CONNECT."""
+        parts = urlsplit(broker_url)
+        if parts.scheme not in ("mqtt", "tcp") or not parts.hostname or not parts.port:
+            raise BrokerError(f"broker_url: the gateway needs a plain mqtt://HOST:PORT broker, got {broker_url!r}")
+        workdir = Path(workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        port = free_udp_port()
+        config: dict[str, object] = {
+            "listen": f"{LOOPBACK}:{port}",
+            "broker_host": parts.hostname,
+            "broker_port": parts.port,
+            "predefined": {str(k): v for k, v in (predefined or {}).items()},
+            "retry_ms": retry_ms,
+        }
+        config_file = workdir / "gateway.json"
+        config_file.write_text(json.dumps(config, indent=2))
+        log_file = workdir / "gateway.log"
+        log_file.write_bytes(b"")
+        command = [sys.executable, "-m", "mqttlab.brokers.gateway_main", str(config_file)]
+        try:
+            child = process.spawn(command, log_file=log_file, cwd=workdir)
+        except OSError as exc:
+            raise BrokerStartError(f"cannot run the MQTT-SN gateway: {exc}") from None
+        try:
+            self._wait_until_serving(LOOPBACK, port, child, log_file)
+        except BaseException:
+            process.terminate(child)
+            raise
+        return RunningGateway(LOOPBACK, port, broker_url, child.pid, log_file, config, _process=child)
+
+    def _wait_until_serving(self, host: str, port: int, child: subprocess.Popen, log_file: Path) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if child.poll() is not None:
+                raise BrokerStartError(
+                    f"the MQTT-SN gateway exited with code {child.returncode} during start-up:\n{process.log_tail(log_file)}"
+                )
+            if probe(host, port, timeout=0.5):
+                return
+            time.sleep(0.1)
+        raise BrokerStartError(
+            f"the MQTT-SN gateway did not answer CONNECT on udp://{host}:{port} within {self.start_timeout:.0f} s. "
+            f"Log tail:\n{process.log_tail(log_file)}"
+        )

@@ -1,0 +1,142 @@
+"""The Dask path against a real LocalCluster (worker processes) and a real Mosquitto on loopback:
+the same counts as one process, a lost worker reported as a missing shard, refusals before load."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+import mqttlab
+from mqttlab import engine
+from mqttlab.brokers import get_launcher
+from mqttlab.brokers.base import free_ports
+from mqttlab.cli.app import _register, app
+from mqttlab.distributed import VersionMismatch, connect, run_plan
+from mqttlab.distributed.runner import DistributedOutcome, judged_without_missing
+from mqttlab.scenario import load_scenario
+
+_register()
+
+
+@pytest.fixture(scope="module")
+def mosquitto(tmp_path_factory):
+    with get_launcher("mosquitto").start(tmp_path_factory.mktemp("mosquitto")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with connect("local:2") as client:
+        yield client
+
+
+def fan_in_plan(port: int, **fields) -> engine.Plan:
+    # Every subscriber is owed every publisher's messages, so pairs span the two shards.
+    overrides = {
+        "publishers.count": 4, "subscribers.count": 4, "publishers.topic": "dist/%i",
+        "subscribers.filters": ["dist/+"], "publishers.qos": 1, "subscribers.qos": 1,
+        "publishers.rate": 100, "publishers.messages": 60, "load.warmup": 0, "load.grace": "2s",
+        "load.seed": 11, **fields,
+    }  # fmt: skip
+    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://127.0.0.1:{port}")
+
+
+def test_two_workers_count_the_same_as_one_process(mosquitto, cluster):
+    plan = fan_in_plan(mosquitto.port)
+    single = engine.run(plan)
+    shown: list[dict] = []
+    spread = run_plan(plan, cluster, progress=shown.append)
+
+    for key in ("sent", "expected", "delivered", "lost", "duplicated"):
+        assert spread.summary["messages"][key] == single.summary["messages"][key], key
+    assert spread.summary["messages"]["delivered"] == 4 * 60 * 4
+    assert spread.summary["latency"]["e2e"]["count"] == single.summary["latency"]["e2e"]["count"] == 960
+    assert [s["state"] for s in spread.summary["distributed"]["shards"]] == ["completed", "completed"]
+    assert spread.summary["distributed"]["latency_clock"]["basis"] == "shared"
+    # The display was fed the sum of both shards' totals.
+    assert shown and shown[-1]["total"]["sent"] == 240 and shown[-1]["shards_reporting"] == 2
+    # Every worker is named with its share in the manifest section.
+    section = spread.manifest_section()
+    assert sorted(s for w in section["workers"] for s in w["shards"]) == [0, 1]
+    assert all(w["host"] and w["clock_offset"]["wall"]["bound_ms"] >= 0 for w in section["workers"])
+
+
+def test_workers_with_another_mqttlab_version_are_refused_by_name(mosquitto, cluster):
+    address = sorted(cluster.nthreads())[0]
+    real = mqttlab.__version__
+
+    def set_version(value: str) -> None:
+        mqttlab.__version__ = value
+
+    cluster.run(set_version, "0.0.0-other", workers=[address])
+    try:
+        with pytest.raises(VersionMismatch) as refused:
+            run_plan(fan_in_plan(mosquitto.port), cluster)
+    finally:
+        cluster.run(set_version, real, workers=[address])
+    assert address in str(refused.value) and "0.0.0-other" in str(refused.value) and real in str(refused.value)
+
+
+def test_unreachable_scheduler_fails_with_one_line(tmp_path):
+    (port,) = free_ports(1)
+    outcome = CliRunner().invoke(app, ["run", "--dask", f"tcp://127.0.0.1:{port}", "-o", str(tmp_path / "r")])
+    assert outcome.exit_code == 3
+    lines = outcome.output.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_killed_worker_leaves_its_shard_missing_and_the_run_failed(mosquitto, tmp_path):
+    with connect("local:2") as client:
+        pids = client.run(os.getpid)
+        scheduler = client.scheduler.address
+        # Shards are placed on workers in address order: shard 1 lives on the last one.
+        victim = pids[sorted(pids)[-1]]
+        handed_out = threading.Event()
+
+        def kill_mid_run() -> None:
+            # Both shards are running once both workers process a task; then the start margin
+            # (at least 2 s) passes and the kill lands about a second into the 4 s load.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not handed_out.is_set():
+                if sum(len(keys) for keys in client.processing().values()) == 2:
+                    time.sleep(3.0)
+                    if not handed_out.is_set():
+                        os.kill(victim, signal.SIGKILL)
+                    return
+                time.sleep(0.1)
+
+        killer = threading.Thread(target=kill_mid_run, daemon=True)
+        killer.start()
+        try:
+            outcome = CliRunner().invoke(app, [
+                "run", "--dask", scheduler, "--broker", f"mqtt://127.0.0.1:{mosquitto.port}",
+                "-P", "4", "-S", "4", "-t", "kill/%i", "-f", "kill/%i", "-q", "1", "-r", "50",
+                "-d", "4s", "--warmup", "0s", "-o", str(tmp_path / "run"),
+            ])  # fmt: skip
+        finally:
+            handed_out.set()
+            killer.join(10)
+    assert outcome.exit_code == 4, outcome.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    section = summary["distributed"]
+    assert summary["status"] == "incomplete" and "1 of 2 shards missing" in summary["error"]
+    assert section["missing_shards"] == [1]
+    assert [s["state"] for s in section["shards"]] == ["completed", "missing"]
+    # Shard 0 (publishers 0, 1 → subscribers 0, 1) kept its load (2 × 50/s × 4 s when unhurried).
+    assert 0 < summary["messages"]["sent"] <= 404
+    assert summary["messages"]["delivered"] == summary["messages"]["sent"]
+    assert section["owed_to_missing_subscribers"] == 0
+    assert {w["host"] for w in manifest["distributed"]["workers"]} == set(section["hosts"])
+
+    # Asked to accept missing shards, the same figures judge the run by what came back.
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    accepted = DistributedOutcome(plan={}, result=result, summary=summary)
+    assert judged_without_missing(accepted)["status"] == "completed"

@@ -1,0 +1,134 @@
+"""The parts of the distributed runner that need no cluster: who is owed what, where shards go,
+clock offsets from round trips, and the combined live display."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqttlab import engine
+from mqttlab.distributed.clock import Offset, Sample, WorkerClock, best_estimate
+from mqttlab.distributed.cluster import BadClusterSpec, parse_spec
+from mqttlab.distributed.pairs import expand, matches, receivers
+from mqttlab.distributed.planner import (
+    PlanningError,
+    WorkerInfo,
+    check_broker_reachable_from,
+    check_source_ports,
+    clock_basis,
+    place_shards,
+    source_addresses_needed,
+    start_margin_s,
+)
+from mqttlab.distributed.progress import ProgressCombiner
+from mqttlab.scenario import load_scenario
+
+
+def make_plan(pubs=4, subs=4, topic="b/%i", filters=("b/%i",), host="127.0.0.1") -> engine.Plan:
+    overrides = {"publishers.count": pubs, "subscribers.count": subs, "publishers.topic": topic,
+                 "subscribers.filters": list(filters), "mqtt.version": 5}  # fmt: skip
+    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://{host}:1883")
+
+
+def worker(address: str, host: str, cores: int = 4, nthreads: int = 1, ports: int = 28232) -> WorkerInfo:
+    return WorkerInfo(address=address, host=host, pid=1, cores=cores, nthreads=nthreads, ephemeral_ports=ports)
+
+
+def test_templates_and_wildcards_follow_the_engine():
+    assert expand("bench/%i", 7, "c") == "bench/7"
+    assert expand("t/%c/x", 1, "pub-1") == "t/pub-1/x"
+    assert expand("100%%/%i", 2, "") == "100%/2"
+    assert matches("a/+", "a/b") and not matches("a/+", "a/b/c")
+    assert matches("a/#", "a") and matches("#", "a/b") and matches("+/+", "/x")
+    assert not matches("#", "$SYS/x") and matches("$SYS/#", "$SYS/x")
+
+
+def test_receivers_of_point_to_point_fan_in_fan_out_and_shared_groups():
+    assert receivers(make_plan()).owed == [["sub:0"], ["sub:1"], ["sub:2"], ["sub:3"]]
+    assert receivers(make_plan(pubs=3, subs=1, filters=("b/+",))).owed == [["sub:0"]] * 3
+    assert receivers(make_plan(pubs=1, subs=3, topic="b/0", filters=("b/0",))).owed == [["sub:0", "sub:1", "sub:2"]]
+    shared = receivers(make_plan(pubs=2, subs=3, filters=("$share/g/b/+",)))
+    assert shared.owed == [["share:g:b/+"], ["share:g:b/+"]]
+    assert shared.members["share:g:b/+"] == [0, 1, 2]
+
+
+def test_shards_go_to_workers_in_host_order_with_threads_shared_per_host():
+    workers = [worker("tcp://b:1", "hostB"), worker("tcp://a:2", "hostA"), worker("tcp://a:1", "hostA")]
+    shards = place_shards(make_plan(pubs=6, subs=6), workers)
+    assert [s.worker.address for s in shards] == ["tcp://a:1", "tcp://a:2", "tcp://b:1"]
+    assert [s.publishers for s in shards] == [[0, 2], [2, 4], [4, 6]]
+    # Two engines on hostA split its 4 cores; the one on hostB has them all.
+    assert [s.plan["options"]["threads"] for s in shards] == [2, 2, 4]
+
+
+def test_more_shards_per_worker_than_threads_is_refused():
+    with pytest.raises(PlanningError, match="tcp://a:1 has 1"):
+        place_shards(make_plan(), [worker("tcp://a:1", "a")], shards_per_worker=2)
+
+
+def test_pairs_spanning_hosts_are_counted_and_point_to_point_stays_local():
+    two_hosts = [worker("tcp://a:1", "hostA"), worker("tcp://b:1", "hostB")]
+    local = place_shards(make_plan(), two_hosts)
+    assert clock_basis(local, receivers(make_plan()))["basis"] == "shared"
+    fan_in = make_plan(filters=("b/+",))
+    crossing = clock_basis(place_shards(fan_in, two_hosts), receivers(fan_in))
+    # Each subscriber is owed all 4 publishers, 2 of which run on the other host.
+    assert (crossing["basis"], crossing["pairs"], crossing["cross_host_pairs"]) == ("across_hosts", 16, 8)
+
+
+def test_loopback_broker_is_refused_for_workers_on_other_hosts():
+    check_broker_reachable_from(make_plan(), [worker("tcp://a:1", "here")], "here")
+    with pytest.raises(PlanningError, match="loopback, but workers run on there"):
+        check_broker_reachable_from(make_plan(), [worker("tcp://a:1", "here"), worker("tcp://b:1", "there")], "here")
+
+
+def test_a_host_with_more_connections_than_source_ports_is_refused():
+    plan = make_plan(pubs=300, subs=300)
+    check_source_ports(place_shards(plan, [worker("tcp://a:1", "a", ports=600)]))
+    with pytest.raises(PlanningError, match="host a would open 600 connections to the broker but has 500 source ports"):
+        check_source_ports(place_shards(plan, [worker("tcp://a:1", "a", ports=500)]))
+    assert source_addresses_needed(150_000, 28_232) == 6
+
+
+def test_start_margin_grows_with_the_busiest_shard():
+    small = start_margin_s(place_shards(make_plan(pubs=2, subs=2), [worker("tcp://a:1", "a")]), connect_rate=0)
+    big = start_margin_s(place_shards(make_plan(pubs=2, subs=2), [worker("tcp://a:1", "a")]), connect_rate=1)
+    assert small >= 2.0 and big == pytest.approx(small - 4 / 2000 + 4)
+
+
+def test_clock_offset_comes_from_the_shortest_round_trip():
+    samples = [Sample(0, 1_000_500, 1_000), Sample(10_000, 1_010_050, 10_100), Sample(20_000, 1_021_000, 22_000)]
+    assert best_estimate(samples) == Offset(offset_ns=1_000_000, bound_ns=50)
+    with pytest.raises(ValueError):
+        best_estimate([])
+    clock = WorkerClock(wall=Offset(5_000_000, 250_000), monotonic=Offset(0, 250_000))
+    assert clock.as_dict()["wall"] == {"offset_ms": 5.0, "bound_ms": 0.25}
+
+
+def test_combined_display_waits_for_a_round_and_sums_interval_growth():
+    combiner = ProgressCombiner(2, silence_s=60)
+
+    def snapshot(sent: int, p99: int, phase: str = "measuring") -> dict:
+        return {"t_s": 1.0, "phase": phase, "connected": {"publishers": 2, "subscribers": 2},
+                "total": {"sent": sent}, "interval": {"e2e_p50_us": 10, "e2e_p99_us": p99}}  # fmt: skip
+
+    combiner.add(0, snapshot(100, 500))
+    assert not combiner.due()  # shard 1 has not reported this round
+    combiner.add(1, snapshot(120, 900, phase="warmup"))
+    assert combiner.due()
+    first = combiner.combined()
+    assert first["total"]["sent"] == 220 and first["interval"]["sent"] == 220
+    assert first["interval"]["e2e_p99_us"] == 900 and first["phase"] == "warmup"
+    assert first["connected"] == {"publishers": 4, "subscribers": 4}
+    combiner.add(0, snapshot(200, 400))
+    combiner.finished(1)  # a shard that is done no longer holds the round back
+    assert combiner.due() and combiner.combined()["interval"]["sent"] == 100
+
+
+def test_cluster_specs_are_parsed_or_refused_clearly():
+    assert parse_spec("local:3") == ("local", 3)
+    assert parse_spec("local") == ("local", 2)
+    assert parse_spec("tcp://10.0.0.1:8786") == ("scheduler", "tcp://10.0.0.1:8786")
+    assert parse_spec("sched:8786") == ("scheduler", "tcp://sched:8786")
+    for bad in ("local:0", "nonsense", "http://x"):
+        with pytest.raises(BadClusterSpec, match="--dask"):
+            parse_spec(bad)

@@ -1,0 +1,161 @@
+"""Suite files: validation that names every problem, and expansion into runs (no broker needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mqttlab.cli import app as cli_app
+from mqttlab.suite import PlannedRun, SuiteConflict, SuiteError, builtin_suites, expand_suite, load_suite, prepare_directory, validate_suite
+
+cli_app._register()
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = {
+    "name": "small",
+    "brokers": ["mosquitto", "rumqttd"],
+    "repetitions": 2,
+    "base": {"publishers": {"count": 2, "topic": "t/%i"}, "subscribers": {"count": 2, "filters": ["t/%i"]},
+             "load": {"duration": "2s", "warmup": "0.5s"}},
+    "scenarios": {"p2p": {}, "one": {"only": {"qos": ["qos1"]}, "repetitions": 1,
+                                     "publishers": {"count": 1}, "subscribers": {"count": 1}}},
+    "variants": {"qos": {"qos0": {"publishers.qos": 0, "subscribers.qos": 0},
+                         "qos1": {"publishers.qos": 1, "subscribers.qos": 1}},
+                 "transport": {"plain": {}, "tls": {"transport": "tls"}}},
+    "quick": {"repetitions": 1, "set": {"load.duration": "1s", "load.warmup": "0.2s"}},
+}
+
+
+def small(**changes) -> dict:
+    data = json.loads(json.dumps(SMALL))
+    data.update(changes)
+    return data
+
+
+def test_every_combination_of_cases_variants_brokers_and_repetitions_is_planned():
+    runs = expand_suite(validate_suite(small()))
+    # p2p: 2 qos × 2 transports × 2 brokers × 2 repetitions; one: 1 qos × 2 transports × 2 brokers × 1
+    assert len(runs) == 16 + 4
+    assert len({run.id for run in runs}) == len(runs)
+    names = {run.scenario_name for run in runs}
+    assert names == {"p2p-qos0-plain", "p2p-qos0-tls", "p2p-qos1-plain", "p2p-qos1-tls", "one-qos1-plain", "one-qos1-tls"}
+
+
+def test_runs_interleave_brokers_and_finish_a_repetition_before_the_next():
+    runs = expand_suite(validate_suite(small()))
+    assert [run.broker for run in runs[:2]] == ["mosquitto", "rumqttd"]
+    repetitions = [run.repetition for run in runs]
+    assert repetitions == sorted(repetitions)
+
+
+def test_variant_settings_and_quick_settings_reach_the_scenario():
+    runs = expand_suite(validate_suite(small()), quick=True)
+    assert all(run.repetition == 1 for run in runs)
+    qos0 = next(run for run in runs if run.scenario_name == "p2p-qos0-tls")
+    assert qos0.scenario["publishers"]["qos"] == 0 and qos0.scenario["subscribers"]["qos"] == 0
+    assert qos0.scenario["load"]["duration"] == "1s"
+    assert qos0.transport == "tls" and "transport" not in qos0.scenario
+    # base keys survive a case that overrides only some of the same section
+    one = next(run for run in runs if run.case == "one")
+    assert one.scenario["publishers"] == {"count": 1, "topic": "t/%i", "qos": 1}
+
+
+def test_command_line_assignments_and_repetitions_apply_last():
+    runs = expand_suite(validate_suite(small()), quick=True, assignments=["load.duration=3s"], repetitions=3, brokers=["rumqttd"])
+    assert {run.scenario["load"]["duration"] for run in runs} == {"3s"}
+    assert {run.broker for run in runs} == {"rumqttd"}
+    assert max(run.repetition for run in runs) == 3
+
+
+def test_structure_problems_are_all_listed_with_their_field():
+    data = small(brokers=["mosquitto", "nosuchbroker"], repetitions=0, colour="blue")
+    data["scenarios"]["p2p"] = {"only": {"speed": ["fast"]}}
+    with pytest.raises(SuiteError) as caught:
+        validate_suite(data, "bad.yaml")
+    listing = caught.value.listing()
+    assert "repetitions: must be 1 or more" in listing
+    assert "colour: unknown key" in listing
+    # the pydantic problems come first and stop there; the broker check needs a valid structure
+    data = small(brokers=["mosquitto", "nosuchbroker"])
+    data["scenarios"]["p2p"] = {"only": {"speed": ["fast"]}, "broker": "mosquitto"}
+    data["variants"]["transport"]["tls"] = {"transport": "quic"}
+    with pytest.raises(SuiteError) as caught:
+        validate_suite(data, "bad.yaml")
+    paths = [problem.path for problem in caught.value.problems]
+    assert paths == ["brokers[1]", "variants.transport.tls.transport", "scenarios.p2p.broker", "scenarios.p2p.only.speed"]
+
+
+def test_scenario_problems_name_the_run_and_the_field_before_anything_runs():
+    data = small()
+    data["variants"]["qos"]["qos3"] = {"publishers.qos": 3}
+    data["scenarios"]["p2p"]["load"] = {"warmup": "5s"}
+    with pytest.raises(SuiteError) as caught:
+        expand_suite(validate_suite(data, "bad.yaml"))
+    text = caught.value.listing()
+    assert "[p2p-qos3-plain] publishers.qos: must be 0, 1 or 2" in text
+    assert "[p2p-qos0-plain] load.warmup: must be shorter than load.duration" in text
+
+
+@pytest.mark.parametrize("name", ["seed001", "seed003"])
+def test_builtin_suites_are_valid_in_full_and_quick(name):
+    assert name in builtin_suites()
+    suite = load_suite(name)
+    assert expand_suite(suite) and expand_suite(suite, quick=True)
+
+
+def test_seed003_has_the_seed_topologies_qos_levels_and_repetitions():
+    runs = expand_suite(load_suite("seed003"))
+    names = {run.scenario_name for run in runs}
+    assert names == {"p2p-qos0", "p2p-qos1", "p2p-qos2", "fan-in-qos1", "fan-out-qos1"}
+    p2p = next(run for run in runs if run.scenario_name == "p2p-qos1").scenario
+    assert (p2p["publishers"]["count"], p2p["subscribers"]["count"], p2p["publishers"]["rate"], p2p["publishers"]["payload"]) == (100, 100, 20, 64)
+    assert p2p["load"]["duration"] == "5m"
+    assert max(run.repetition for run in runs) == 5
+
+
+def test_seed001_says_its_one_byte_payload_runs_with_sixteen_bytes():
+    text = (ROOT / "suites" / "seed001.yaml").read_text()
+    assert "16-byte" in text and "1 B" in text
+    runs = expand_suite(load_suite("seed001"))
+    sizes = {run.scenario["publishers"]["payload"] for run in runs}
+    assert sizes == {16, 1000}
+    diffusion = {run.scenario["subscribers"]["count"] for run in runs if run.case.startswith("diffusion")}
+    assert diffusion == {10, 50, 100, 200}
+    assert {run.transport for run in runs} == {"plain", "tls"}
+
+
+def test_a_finished_run_is_not_mixed_with_a_changed_definition(tmp_path):
+    suite = validate_suite(small())
+    runs = expand_suite(suite, brokers=["mosquitto"], quick=True)
+    prepare_directory(tmp_path, "x", runs)
+    finished = runs[0].directory(tmp_path)
+    finished.mkdir(parents=True)
+    (finished / "manifest.json").write_text(json.dumps({"status": "completed"}))
+    prepare_directory(tmp_path, "x", runs)  # same definition: fine
+    changed = expand_suite(suite, brokers=["mosquitto"], quick=True, assignments=["publishers.rate=7"])
+    with pytest.raises(SuiteConflict, match=runs[0].id):
+        prepare_directory(tmp_path, "x", changed)
+
+
+def test_cli_show_lists_runs_and_bad_suites_exit_2(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli_app.app, ["suite", "show", "seed003", "--quick", "--brokers", "mosquitto"])
+    assert result.exit_code == 0, result.output
+    assert "10 runs" in result.output and "fan-out-qos1" in result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"scenarios": {"a": {"publishers": {"qos": 9}}}}))
+    result = runner.invoke(cli_app.app, ["suite", "run", str(bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "publishers.qos" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+    result = runner.invoke(cli_app.app, ["suite", "show", "no-such-suite"])
+    assert result.exit_code == 2 and "built-in" in result.output
+
+
+def test_planned_run_directories_are_distinct_per_broker_and_repetition(tmp_path):
+    run = PlannedRun("p2p", (("qos", "qos1"),), "p2p-qos1", "mosquitto", 2, "plain", {})
+    assert run.directory(tmp_path) == tmp_path / "runs" / "p2p-qos1" / "mosquitto" / "rep-2"

@@ -1,0 +1,123 @@
+"""`mqttlab suite run` against real brokers on loopback: a quick suite across mosquitto and
+rumqttd yields a results directory per run, the comparison and the report; an interrupted suite
+resumes without repeating finished runs."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+TWO_BROKERS = {
+    "name": "two-brokers",
+    "brokers": ["mosquitto", "rumqttd"],
+    "repetitions": 2,
+    "base": {
+        "publishers": {"count": 2, "topic": "quick/%i", "rate": 50, "payload": 64},
+        "subscribers": {"count": 2, "filters": ["quick/%i"]},
+        "load": {"duration": "2.5s", "warmup": "0.5s", "grace": "1s"},
+    },
+    "scenarios": {"p2p": {}},
+    "variants": {"qos": {"qos1": {"publishers.qos": 1, "subscribers.qos": 1}}},
+}
+
+
+def suite_command(suite_file: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mqttlab", "suite", "run", str(suite_file), "--out", str(out), *extra]
+
+
+@functools.lru_cache(maxsize=1)
+def quick_suite_dir() -> Path:
+    """One quick two-broker suite, run once per test session and shared by the tests that read
+    it (here, test_compare_results.py and test_report_browser.py)."""
+    root = Path(tempfile.mkdtemp(prefix="mqttlab-quick-suite-"))
+    atexit.register(shutil.rmtree, root, True)
+    suite_file = root / "two-brokers.yaml"
+    suite_file.write_text(yaml.safe_dump(TWO_BROKERS))
+    out = root / "out"
+    done = subprocess.run(suite_command(suite_file, out, "--baseline", "mosquitto"), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def manifests(out: Path) -> dict[str, dict]:
+    return {str(path.parent.relative_to(out / "runs")): json.loads(path.read_text()) for path in sorted((out / "runs").rglob("manifest.json"))}
+
+
+def test_quick_suite_across_two_brokers_writes_every_run_and_the_report():
+    out = quick_suite_dir()
+    runs = manifests(out)
+    assert sorted(runs) == ["p2p-qos1/mosquitto/rep-1", "p2p-qos1/mosquitto/rep-2", "p2p-qos1/rumqttd/rep-1", "p2p-qos1/rumqttd/rep-2"]
+    assert {m["status"] for m in runs.values()} == {"completed"}
+    assert {m["broker"]["name"] for m in runs.values()} == {"mosquitto", "rumqttd"}
+    # a fresh broker process per run
+    assert len({m["broker"]["pid"] for m in runs.values()}) == 4
+    planned = json.loads((out / "runs.json").read_text())["runs"]
+    assert [entry["status"] for entry in planned] == ["completed"] * 4
+    for name in ("report.html", "summary.csv", "comparison.csv", "latency.csv", "runs.csv", "figures/throughput.png"):
+        assert (out / "report" / name).is_file(), name
+
+
+def test_each_suite_run_records_broker_and_generator_resources_on_the_run_clock():
+    out = quick_suite_dir()
+    run = out / "runs" / "p2p-qos1" / "mosquitto" / "rep-1"
+    summary = json.loads((run / "summary.json").read_text())
+    broker = summary["resources"]["broker"]
+    assert broker["peak_rss_bytes"] > 1_000_000  # a real mosquitto holds at least a megabyte
+    assert 0 <= broker["mean_cpu_share"] < 2.0
+    assert summary["resources"]["generator"]["mean_cpu_share"] > 0
+    rows = (run / "resources.csv").read_text().splitlines()
+    assert rows[0] == "t_s,process,cpu_share,cpu_seconds,rss_bytes"
+    assert any(row.startswith("0,broker,") for row in rows) and any(row.startswith("0,generator,") for row in rows)
+
+
+def test_an_interrupted_suite_resumes_without_repeating_finished_runs(tmp_path):
+    suite = dict(TWO_BROKERS, name="resume", brokers=["mosquitto"], repetitions=3)
+    suite_file = tmp_path / "resume.yaml"
+    suite_file.write_text(yaml.safe_dump(suite))
+    out = tmp_path / "out"
+    first_manifest = out / "runs" / "p2p-qos1" / "mosquitto" / "rep-1" / "manifest.json"
+
+    child = subprocess.Popen(suite_command(suite_file, out, "--no-report"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not first_manifest.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.1)
+    assert first_manifest.exists(), "the first run never finished"
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 130, stderr
+    assert "resume" in stderr
+    kept = first_manifest.read_text()
+    statuses = [entry["status"] for entry in json.loads((out / "runs.json").read_text())["runs"]]
+    assert statuses[0] == "completed" and "completed" in statuses and statuses != ["completed"] * 3
+
+    resumed = subprocess.run(suite_command(suite_file, out, "--no-report"), capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "rep-1: completed earlier, kept" in resumed.stderr
+    assert first_manifest.read_text() == kept  # not run again
+    runs = manifests(out)
+    assert sorted(runs) == ["p2p-qos1/mosquitto/rep-1", "p2p-qos1/mosquitto/rep-2", "p2p-qos1/mosquitto/rep-3"]
+    assert {m["status"] for m in runs.values()} == {"completed"}
+
+
+def test_an_unknown_broker_in_the_option_is_refused_before_anything_runs(tmp_path):
+    suite_file = tmp_path / "s.yaml"
+    suite_file.write_text(yaml.safe_dump(dict(TWO_BROKERS, repetitions=1)))
+    result = subprocess.run(
+        suite_command(suite_file, tmp_path / "out", "--brokers", "mosquitto,nosuch"), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "--brokers[1]: unknown broker 'nosuch'" in result.stderr
+    assert not (tmp_path / "out").exists()
