@@ -315,3 +315,61 @@ def test_with_reconnect_the_run_survives_a_broker_restart(tmp_path):
     assert m["delivered"] > 300 and m["dropped"] + m["lost"] > 0
     assert m["delivered"] + m["lost"] == m["expected"]
     assert any(e["kind"] == "connection_lost" for e in s["errors"])
+
+
+class MisbehavingBroker:
+    """A TCP listener that answers MQTT clients with bytes chosen by the test: the only way to
+    make a broker send malformed, oversized or unexpected packets on purpose."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(10)
+        try:
+            while True:
+                conn, _ = self.sock.accept()
+                conn.recv(4096)  # the CONNECT
+                conn.sendall(self.reply)
+                time.sleep(0.2)
+                conn.close()
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+CONNACK_OK = bytes([0x20, 0x02, 0x00, 0x00])
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (bytes([0x20, 0x03, 0x00, 0x00, 0x00]), "malformed CONNACK"),              # one byte too many
+    (bytes([0x90, 0x03, 0x00, 0x01, 0x00]), "broker sent SUBACK before CONNACK"),
+    (bytes([0x20]), "closed the connection before CONNACK"),
+    # A valid CONNACK, then a PUBLISH header announcing 200 MB: refused before any body is read.
+    (CONNACK_OK + bytes([0x30, 0x80, 0x80, 0x80, 0x64]), "exceeds the maximum"),
+    # A valid CONNACK, then a packet type that does not exist.
+    (CONNACK_OK + bytes([0xF0, 0x00]), "malformed packet from broker"),
+])
+def test_a_misbehaving_broker_ends_the_connection_with_a_reason(reply, reason):
+    broker = MisbehavingBroker(reply)
+    try:
+        rss_before = psutil_rss()
+        with pytest.raises(ConnectionError, match=reason):
+            _engine.run_shard(json.dumps(plan(broker.port, pubs=0, subs=1)))
+        assert psutil_rss() - rss_before < 50 * 1024 * 1024, "an announced size must not be allocated"
+    finally:
+        broker.close()
+
+
+def psutil_rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss

@@ -121,3 +121,25 @@ def test_an_unknown_broker_in_the_option_is_refused_before_anything_runs(tmp_pat
     assert result.returncode == 2
     assert "--brokers[1]: unknown broker 'nosuch'" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tls_variant_starts_the_broker_with_tls_and_connects_over_mqtts(tmp_path):
+    suite = {
+        "name": "tls",
+        "brokers": ["mosquitto"],
+        "base": {"publishers": {"count": 1, "topic": "w/0", "messages": 20, "rate": 50, "qos": 1},
+                 "subscribers": {"count": 0}, "load": {"duration": "5s", "warmup": "0s", "grace": "1s"}},
+        "scenarios": {"write": {}},
+        "variants": {"transport": {"tls": {"transport": "tls"}}},
+    }
+    suite_file = tmp_path / "tls.yaml"
+    suite_file.write_text(yaml.safe_dump(suite))
+    out = tmp_path / "out"
+    done = subprocess.run(suite_command(suite_file, out, "--no-report"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    run = out / "runs" / "write-tls" / "mosquitto" / "rep-1"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["broker"]["url"].startswith("mqtts://127.0.0.1:")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["latency"]["tls"]["count"] == 1  # one verified TLS handshake
+    assert summary["messages"]["acked"] == 20

@@ -119,6 +119,22 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "reconnect": scenario.options.reconnect,
             "progress_interval_ms": progress_interval_ms,
         },
+        "transport": _transport(scenario),
+    }
+
+
+def _transport(scenario: Scenario) -> dict[str, Any]:
+    """The plan's transport; for MQTT-SN the broker host/port are the gateway's UDP address."""
+    t = scenario.transport
+    if t.kind == "mqtt":
+        return {"kind": "mqtt"}
+    return {
+        "kind": "mqtt-sn",
+        "topic_ids": t.topic_ids,
+        "predefined": {str(k): v for k, v in t.predefined.items()},
+        "retry_ms": _ms(t.retry),
+        "retries": t.retries,
+        "qos_minus_one": t.qos_minus_one,
     }
 
 

@@ -121,6 +121,15 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
 
     // If the run started while we were connecting, pick it up without waiting for a change.
     ctl.mark_changed();
+    // Bytes that came in behind the CONNACK are handled before waiting for more.
+    if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now_ns()) {
+        let msg = format!("{client_id}: {msg}");
+        ctx.stats.borrow_mut().error("protocol", &msg);
+        ctx.shared.set_first_error(msg);
+        WorkerShared::inc(&ctx.shared.connect_failed);
+        conn.close().await;
+        return;
+    }
     loop {
         tokio::select! {
             biased;
@@ -528,8 +537,24 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let mut ctl = ctx.ctl.clone();
     let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
     keepalive.reset();
+    // Bytes that came in behind the CONNACK are handled before waiting for more.
+    let mut pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
     let mut lost = false;
     loop {
+        if let Some(msg) = pending.take() {
+            let msg = format!("{client_id}: {msg}");
+            ctx.stats.borrow_mut().error("protocol", &msg);
+            if !sub.ready {
+                // A refused subscription or a broken broker: the run cannot measure what was asked.
+                ctx.shared.set_first_error(msg);
+                ctx.stats.borrow_mut().connections.subscribers_failed += 1;
+                WorkerShared::inc(&ctx.shared.connect_failed);
+                conn.close().await;
+                return;
+            }
+            lost = true;
+            break;
+        }
         tokio::select! {
             biased;
             r = ctl.changed() => {
@@ -543,22 +568,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                         conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
                         sub.awaiting_release.clear();
                     }
-                    Ok(IoEvent::Read(_)) => {
-                        if let Err(msg) = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()) {
-                            let msg = format!("{client_id}: {msg}");
-                            ctx.stats.borrow_mut().error("protocol", &msg);
-                            if !sub.ready {
-                                // A refused subscription: the run cannot measure what was asked.
-                                ctx.shared.set_first_error(msg);
-                                ctx.stats.borrow_mut().connections.subscribers_failed += 1;
-                                WorkerShared::inc(&ctx.shared.connect_failed);
-                                conn.close().await;
-                                return;
-                            }
-                            lost = true;
-                            break;
-                        }
-                    }
+                    Ok(IoEvent::Read(_)) => pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err(),
                     Ok(IoEvent::Wrote) => {}
                 }
             }

@@ -38,7 +38,7 @@ pub struct SnOptions {
     #[serde(default)]
     pub topic_ids: SnTopicIds,
     /// Predefined topic ids (id → topic name), known to the gateway by the same configuration.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "topic_id_map")]
     pub predefined: std::collections::BTreeMap<u16, String>,
     /// Tretry: a QoS 1/2 PUBLISH, PUBREL or a handshake packet unanswered this long is sent again.
     #[serde(default = "default_retry_ms")]
@@ -66,6 +66,18 @@ fn default_retry_ms() -> u64 {
 }
 fn default_retries() -> u32 {
     5
+}
+
+/// JSON object keys are strings; inside the tagged `transport` enum serde cannot turn them into
+/// numbers by itself, so the ids are parsed here (with the key named when one is not an id).
+fn topic_id_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::collections::BTreeMap<u16, String>, D::Error> {
+    let raw = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| match k.parse::<u16>() {
+            Ok(id) => Ok((id, v)),
+            Err(_) => Err(serde::de::Error::custom(format!("transport.predefined: key {k:?} is not a topic id (1..65534)"))),
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

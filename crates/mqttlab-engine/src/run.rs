@@ -246,7 +246,8 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let mut connect_failure = None;
     loop {
         co.emit_progress(false);
-        if co.sum(|s| &s.connect_failed) > 0 {
+        // A connection lost before the load starts is a failure to set up, like a refused one.
+        if co.sum(|s| &s.connect_failed) + co.sum(|s| &s.connections_lost) > 0 {
             connect_failure = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
             break;
         }

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mqttlab.brokers import process
-from mqttlab.brokers.base import LOOPBACK, BrokerError, BrokerStartError
+from mqttlab.brokers.base import LOOPBACK, BrokerError, BrokerStartError, Placement
 
 GATEWAY_NAME = "mqttlab-gateway"
 
@@ -94,6 +94,9 @@ class GatewayLauncher:
     """Starts mqttlab's MQTT-SN gateway in front of an MQTT broker."""
 
     start_timeout: float = 20.0
+    #: where the gateway runs: beside the broker (mqttlab.netem sets it to the broker's namespace,
+    #: so MQTT-SN datagrams cross the emulated link as MQTT's segments do)
+    placement: Placement = Placement()
 
     def start(
         self,
@@ -112,7 +115,7 @@ class GatewayLauncher:
         workdir.mkdir(parents=True, exist_ok=True)
         port = free_udp_port()
         config: dict[str, object] = {
-            "listen": f"{LOOPBACK}:{port}",
+            "listen": f"{self.placement.listen_host}:{port}",
             "broker_host": parts.hostname,
             "broker_port": parts.port,
             "predefined": {str(k): v for k, v in (predefined or {}).items()},
@@ -122,17 +125,18 @@ class GatewayLauncher:
         config_file.write_text(json.dumps(config, indent=2))
         log_file = workdir / "gateway.log"
         log_file.write_bytes(b"")
-        command = [sys.executable, "-m", "mqttlab.brokers.gateway_main", str(config_file)]
+        command = [*self.placement.command_prefix, sys.executable, "-m", "mqttlab.brokers.gateway_main", str(config_file)]
         try:
             child = process.spawn(command, log_file=log_file, cwd=workdir)
         except OSError as exc:
             raise BrokerStartError(f"cannot run the MQTT-SN gateway: {exc}") from None
+        host = self.placement.reach_host
         try:
-            self._wait_until_serving(LOOPBACK, port, child, log_file)
+            self._wait_until_serving(host, port, child, log_file)
         except BaseException:
             process.terminate(child)
             raise
-        return RunningGateway(LOOPBACK, port, broker_url, child.pid, log_file, config, _process=child)
+        return RunningGateway(host, port, broker_url, child.pid, log_file, config, _process=child)
 
     def _wait_until_serving(self, host: str, port: int, child: subprocess.Popen, log_file: Path) -> None:
         deadline = time.monotonic() + self.start_timeout

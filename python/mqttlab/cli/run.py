@@ -183,6 +183,9 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
         network = _open_network(scenario, directory, stack)
         broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
         url = _engine_url(scenario, broker)
+        gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None)
+        if gateway is not None:
+            url = f"mqtt://{gateway.host}:{gateway.port}"  # the engine's MQTT-SN clients send here (UDP)
         if network is not None:
             from mqttlab.netem import session
 
@@ -217,6 +220,8 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
         manifest["distributed"] = outcome.manifest_section()
     if "network" in outcome.summary:
         manifest["network"] = outcome.summary["network"]
+    if gateway is not None:
+        manifest["gateway"] = gateway.to_dict()
     try:
         results.write_results(
             directory,
@@ -306,6 +311,26 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
         return stack.enter_context(launcher.start(directory / "broker"))
     except BrokerError as error:
         raise _fail(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
+
+
+def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any = None) -> Any:
+    """For `transport: mqtt-sn`, mqttlab's MQTT-SN gateway in front of the broker (stopped on
+    exit), placed beside a broker that runs in an emulated network; else None."""
+    if scenario.transport.kind != "mqtt-sn":
+        return None
+    from mqttlab.brokers import BrokerError
+    from mqttlab.brokers.gateway import GatewayLauncher
+
+    launcher = GatewayLauncher()
+    if placement is not None:
+        launcher.placement = placement
+    t = scenario.transport
+    try:
+        return stack.enter_context(
+            launcher.start(directory / "gateway", broker_url, predefined=dict(t.predefined), retry_ms=max(1, int(t.retry * 1000)))
+        )
+    except BrokerError as error:
+        raise _fail(f"error: MQTT-SN gateway: {error}", Exit.UNREACHABLE) from None
 
 
 def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:

@@ -200,3 +200,228 @@ def predict(
         )
     _console.print(table)
     _console.print(f"written: {out / 'predict.csv'}, {out / 'predict.html'}, {out / 'predict.png'}")
+
+
+# explore, verify, validate: the steps that talk to a real broker ------------------------------
+
+_BROKER_HELP = "A launcher name (a fresh broker per replication unless --reuse-broker) or mqtt://HOST:PORT."
+
+
+def _timeout_ms(text: str) -> int:
+    try:
+        values = parse_thresholds(text)
+    except ValueError:
+        values = []
+    if len(values) != 1:
+        raise ValueError(f"--timeout: {text!r} must be one positive duration like 5s or 500ms")
+    return max(1, round(values[0]))
+
+
+def _fmt_min_s(seconds: float) -> str:
+    if seconds != seconds:  # NaN
+        return "-"
+    return f"{int(seconds // 60)}:{seconds % 60:05.2f}"
+
+
+@app.command()
+def explore(
+    broker: Annotated[str, typer.Option(help=_BROKER_HELP)] = "mosquitto",
+    clients: Annotated[str, typer.Option(help="Clients per case: 5, a uniform range 3..100, or a list 5,10,20.")] = "3..100",
+    cases: Annotated[int, typer.Option(help="Test cases (workloads), one log each.", min=1)] = 100,
+    length: Annotated[int, typer.Option(help="Messages per client and case.", min=1)] = 50,
+    think: Annotated[str, typer.Option(help="Wait before each message, MIN..MAX ms (0..0: none, as the paper).")] = "0..0",
+    weights: Annotated[str, typer.Option(help="Message weights over uniform 1, e.g. publish=5,subscribe=3.")] = "",
+    topics: Annotated[int, typer.Option(help="Distinct topics the clients use.", min=1, max=64)] = 10,
+    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all cases instead of a fresh one each.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of client counts and walks.")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for case-NNN.csv and their sidecars.")] = Path("results/smc/explore"),
+) -> None:
+    """Model-based tests that log every message's latency (the input of `smc learn`)."""
+    from mqttlab.brokers import BrokerError, UnknownBroker
+    from mqttlab.smc.broker import split_brokers
+    from mqttlab.smc.explore import WalkSettings, explore as run_explore, parse_client_range, parse_think, parse_weights
+
+    try:
+        names = split_brokers(broker)
+        if len(names) != 1:
+            raise ValueError("--broker: explore runs one broker at a time")
+        name = names[0]
+        walk = WalkSettings(weights=parse_weights(weights), think_ms=parse_think(think), topics=topics, timeout_ms=_timeout_ms(timeout))
+        counts = parse_client_range(clients)
+    except ValueError as error:
+        raise _fail(str(error)) from None
+
+    def on_case(index: int, count: int, result) -> None:
+        failed = len(result.failures)
+        note = f"[red]{failed} functional failures[/red]" if failed else "all checks passed"
+        _console.print(f"case {index:3d}: {count:3d} clients, {len(result.rows):6d} messages, {result.elapsed_s:6.2f} s, {note}")
+
+    try:
+        summary = run_explore(name, out, cases=cases, clients=counts, length=length, seed=seed, walk=walk,
+                              fresh_broker=not reuse_broker, on_case=on_case)
+    except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
+        raise _fail(str(error)) from None
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())) or "none"
+    _console.print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}")
+
+
+@app.command()
+def verify(
+    broker: Annotated[str, typer.Option(help=_BROKER_HELP + " Several, comma-separated, are compared side by side.")] = "mosquitto",
+    profile: Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")] = "UP1",
+    clients: Annotated[str, typer.Option(help="Client counts: 90, 50,70 or 50..150:20.")] = "50",
+    threshold: Annotated[str, typer.Option(help="Latency thresholds, e.g. 30ms or 30ms,50ms.")] = "30ms",
+    h1: Annotated[str, typer.Option(help="Probability of H1, or 'predicted' (with --prediction).")] = "predicted",
+    prediction: Annotated[Optional[Path], typer.Option(help="predict.json (or its folder) from `smc predict`.")] = None,
+    indifference: Annotated[float, typer.Option(help="H0 = H1 - indifference.")] = 0.1,
+    alpha: Annotated[float, typer.Option(help="Type I error.")] = 0.01,
+    beta: Annotated[float, typer.Option(help="Type II error.")] = 0.01,
+    length: Annotated[int, typer.Option(help="Messages per sequence (one sample).", min=1)] = 10,
+    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="Keep one broker for all client counts.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the clients' walks.")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for verify.csv and verify.json.")] = Path("results/smc/verify"),
+) -> None:
+    """Wald's SPRT on the real broker: per-client decisions (the paper's Tables 3/4) and one system decision."""
+    from mqttlab.brokers import BrokerError, UnknownBroker
+    from mqttlab.smc.broker import split_brokers
+    from mqttlab.smc.profiles import ProfileError, load_profile
+    from mqttlab.smc.verify import VerifySettings, hypotheses_for, verify as run_verify
+
+    try:
+        names = split_brokers(broker)
+        counts = parse_clients(clients)
+        thresholds = parse_thresholds(threshold)
+        usage = load_profile(profile)
+        if h1.strip().lower() == "predicted":
+            if prediction is None:
+                raise ValueError("--h1 predicted needs --prediction FILE (predict.json from `smc predict`)")
+            fixed = None
+        else:
+            try:
+                fixed = float(h1)
+            except ValueError:
+                raise ValueError(f"--h1 must be a probability or 'predicted', got {h1!r}") from None
+            prediction = None
+        hypotheses = hypotheses_for(counts, thresholds, fixed, prediction, indifference)
+        settings = VerifySettings(length=length, indifference=indifference, alpha=alpha, beta=beta, seed=seed,
+                                  timeout_ms=_timeout_ms(timeout), fresh_broker=not reuse_broker)
+        for h in hypotheses:
+            h.test(alpha, beta)
+    except (ValueError, ProfileError) as error:
+        raise _fail(str(error)) from None
+
+    def on_run(label: str, count: int, run) -> None:
+        _console.print(f"{label}: {count} clients, stopped ({run.stopped}) after {_fmt_min_s(run.elapsed_s)}, "
+                       f"{len(run.failures)} functional failures")
+
+    try:
+        table = run_verify(names, usage, hypotheses, out, settings, on_run)
+    except (UnknownBroker, BrokerError, ConnectionError) as error:
+        raise _fail(str(error)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "verify.csv", index=False)
+    about = {"profile": usage.name, "length": length, "alpha": alpha, "beta": beta, "indifference": indifference,
+             "h1": h1, "prediction": str(prediction) if prediction else None, "seed": seed, "rows": table.to_dict("records")}
+    (out / "verify.json").write_text(json.dumps(about, indent=2) + "\n")
+
+    view = Table(title=f"SPRT on the real broker — {usage.name}, sequences of {length}, α = {alpha:g}, β = {beta:g}")
+    # Every broker is tested under the same hypotheses, so H0 and H1 are shown once per point.
+    for column in ("t (ms)", "#Clients", "H0", "H1"):
+        view.add_column(column, justify="right")
+    labels = list(dict.fromkeys(table["broker"]))
+    for label in labels:
+        for column in ("Result", "#Samples", "Time", "System"):
+            view.add_column(f"{escape(label)}: {column}" if column == "Result" else column, justify="right")
+    for (t, n), group in table.groupby(["threshold_ms", "clients"], sort=True):
+        first = group.iloc[0]
+        cells = [f"{t:g}", str(n), f"{first.p0:.2f}", f"{first.p1:.2f}"]
+        for label in labels:
+            row = group[group["broker"] == label]
+            if row.empty:
+                cells += ["-"] * 4
+                continue
+            r = row.iloc[0]
+            cells += [r.result, f"{r.mean_samples:.2f}", _fmt_min_s(r.time_s), f"{r.system} ({r.system_samples})"]
+        view.add_row(*cells)
+    view.caption = ("Result: H1/H0 when every client accepted it, else the share accepting H1. #Samples: mean sequences per "
+                    "client. Time: until the last client decided. System: one SPRT on all clients' sequences pooled "
+                    "in completion order (samples).")
+    _console.print(view)
+    _console.print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}")
+
+
+@app.command()
+def validate(
+    model_path: Annotated[Path, typer.Argument(metavar="MODEL", help="A folder written by `smc learn` (both models) or one model file.")],
+    broker: Annotated[str, typer.Option(help=_BROKER_HELP)] = "mosquitto",
+    profile: Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")] = "UP1",
+    clients: Annotated[str, typer.Option(help="Client counts: 50,70 or 50..150 (step 20).")] = "50..150",
+    threshold: Annotated[str, typer.Option(help="Latency thresholds, e.g. 30ms,50ms,70ms.")] = "30ms,50ms,70ms",
+    length: Annotated[int, typer.Option(help="Messages per client sequence.", min=1)] = 10,
+    replications: Annotated[int, typer.Option(help="Independent replications per client count.", min=2)] = 30,
+    confidence: Annotated[float, typer.Option(help="Level of the measured intervals.")] = 0.95,
+    samples: Annotated[int, typer.Option(help="Simulated replications per predicted point.", min=1)] = 1060,
+    many_clients: Annotated[int, typer.Option(help="Client counts from here on are flagged (the paper: 130).", min=1)] = 130,
+    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all replications (not independent in state).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of walks and simulation.")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for validate.csv and validate.json.")] = Path("results/smc/validate"),
+) -> None:
+    """Predicted vs measured P(all messages of a client's sequence < t), point by point, with errors."""
+    from mqttlab.brokers import BrokerError, UnknownBroker
+    from mqttlab.smc.broker import split_brokers
+    from mqttlab.smc.profiles import ProfileError, load_profile
+    from mqttlab.smc.validate import ValidateSettings, models_from, region_errors, save, validate as run_validate
+
+    try:
+        names = split_brokers(broker)
+        if len(names) != 1:
+            raise ValueError("--broker: validate measures one broker at a time")
+        counts = parse_clients(clients)
+        thresholds = parse_thresholds(threshold)
+        usage = load_profile(profile)
+        models = models_from(model_path)
+        settings = ValidateSettings(length=length, replications=replications, confidence=confidence,
+                                    prediction_samples=samples, seed=seed, timeout_ms=_timeout_ms(timeout),
+                                    fresh_broker=not reuse_broker, many_clients=many_clients)
+    except (ValueError, ProfileError) as error:
+        raise _fail(str(error)) from None
+
+    def on_replication(count: int, r: int) -> None:
+        if r + 1 == replications:
+            _console.print(f"{count} clients: {replications} replications measured")
+
+    try:
+        table = run_validate(names[0], models, usage, counts, thresholds, out, settings, on_replication)
+    except (UnknownBroker, BrokerError, ConnectionError) as error:
+        raise _fail(str(error)) from None
+    except ValueError as error:
+        raise _fail(str(error)) from None
+    save(table, out, {"model": str(model_path), "profile": usage.name, "length": length, "replications": replications,
+                      "confidence": confidence, "prediction_samples": samples, "seed": seed})
+    names_m = list(models)
+    view = Table(title=f"Predicted vs measured P(all {length} messages of a client < t) — {usage.name}, "
+                       f"{replications} replications per count, {confidence:.0%} intervals")
+    for column in ("clients", "t (ms)", "measured p", "interval", "all clients", *[f"{m}: p (error)" for m in names_m]):
+        view.add_column(column, justify="right")
+    for r in table.itertuples():
+        flags = ("*" if r.small_threshold else "") + ("†" if r.many_clients else "")
+        cells = [str(r.clients), f"{r.threshold_ms:g}{flags}", f"{r.p:.3f}", f"[{r.low:.3f}, {r.high:.3f}]", f"{r.p_all_clients:.3f}"]
+        for m in names_m:
+            inside = getattr(r, f"inside_{m}")
+            cells.append(f"{getattr(r, f'predicted_{m}'):.3f} ({getattr(r, f'error_{m}'):+.3f}){'' if inside else ' ✗'}")
+        view.add_row(*cells)
+    view.caption = "* smallest threshold, † many clients; ✗ prediction outside the measured interval"
+    _console.print(view)
+    regions = region_errors(table, names_m)
+    summary = Table(title="Mean absolute error by region (share of predictions inside the interval)")
+    summary.add_column("region")
+    summary.add_column("points", justify="right")
+    for m in names_m:
+        summary.add_column(m, justify="right")
+    for r in regions.to_dict("records"):
+        summary.add_row(r["region"], str(r["points"]), *[f"{r[f'mae_{m}']:.3f} ({r[f'inside_{m}']:.0%})" for m in names_m])
+    _console.print(summary)
+    _console.print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}")

@@ -145,7 +145,7 @@ def run_command(
     console.print(f"[bold]{suite.name}[/bold]: {len(runs)} runs into {suite_dir}")
     try:
         records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record))
-    except SuiteInterrupted:
+    except (SuiteInterrupted, KeyboardInterrupt):
         raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
     failed = [record for record in records if record.status == "failed"]
     console.print(f"{len(records) - len(failed)} of {len(records)} runs finished; results in {suite_dir}")

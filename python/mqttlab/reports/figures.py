@@ -10,7 +10,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mqttlab.analysis import METRICS, BrokerGroup, Comparison, ScenarioComparison
+from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 
 BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
@@ -44,19 +44,19 @@ def metric_bars(comparison: Comparison, key: str) -> go.Figure:
         if not x:
             continue
         figure.add_bar(
-            name=broker, x=x, y=means, marker_color=colors[broker], legendgroup=broker,
+            name=broker, x=x, y=means, marker_color=colors[broker], legendgroup=broker, offsetgroup=broker,
             error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "visible": True},
             hovertemplate=f"{broker}<br>%{{x}}<br>mean %{{y:.4g}} {metric.unit}<extra></extra>",
         )
         figure.add_scatter(
-            name=f"{broker} best-of-N", x=x, y=best, mode="markers", legendgroup=broker, showlegend=False,
+            name=f"{broker} best-of-N", x=x, y=best, mode="markers", legendgroup=broker, showlegend=False, offsetgroup=broker,
             marker={"symbol": "diamond", "color": "black", "size": 7},
             hovertemplate=f"{broker}<br>%{{x}}<br>best %{{y:.4g}} {metric.unit}<extra></extra>",
         )
     direction = "higher is better" if metric.higher_is_better else "lower is better"
     figure.update_layout(
         title=f"{metric.title} ({metric.unit}, {direction}); bars: mean, whiskers: {comparison.confidence:.0%} CI, ◆ best-of-N",
-        barmode="group", yaxis_title=metric.unit, height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
+        barmode="group", scattermode="group", yaxis_title=metric.unit, height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
     )
     return figure
 
@@ -141,5 +141,3 @@ def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
         figures.append((f"Scenario {scenario.scenario}", f"time-{index}", over_time(comparison, scenario)))
     return figures
 
-
-__all__ = ["METRICS", "all_figures", "broker_colors", "latency_distribution", "metric_bars", "over_time", "percentile_curve"]

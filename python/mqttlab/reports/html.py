@@ -23,7 +23,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 .note { color: #555; font-size: 0.9em; max-width: 80em; } .better { color: #1a7f37; } .worse { color: #b42318; }
-.csv { font-size: 0.8em; }
+.csv { font-size: 0.8em; } .wide { overflow-x: auto; }
 """
 
 
@@ -106,7 +106,7 @@ def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
             cells.append(f"<td>{_number(row[f'{key}_best'])}</td>")
             cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'])}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class=\"wide\"><table><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
 def _plain_html(rows: list[dict[str, Any]]) -> str:
@@ -119,7 +119,7 @@ def _plain_html(rows: list[dict[str, Any]]) -> str:
                          else f"<td>{_number(row.get(c))}</td>" for c in columns) + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class=\"wide\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _is_text(rows: list[dict[str, Any]], column: str) -> bool:

@@ -151,6 +151,23 @@ class Options(_Section):
     reconnect: bool = False
 
 
+def _transport_shorthand(value: object) -> object:
+    # `transport: mqtt-sn` is short for {kind: mqtt-sn}.
+    return {"kind": value} if isinstance(value, str) else value
+
+
+class Transport(_Section):
+    """How clients reach the broker: MQTT over TCP, or MQTT-SN v1.2 over UDP through mqttlab's
+    gateway (docs/mqtt-sn.md)."""
+
+    kind: Literal["mqtt", "mqtt-sn"] = "mqtt"
+    topic_ids: Literal["normal", "short", "predefined"] = Field("normal", description="MQTT-SN: how publishers name their topic")
+    predefined: dict[Annotated[int, Field(ge=1, le=65534)], str] = Field(default_factory=dict, description="MQTT-SN: topic id -> topic name")
+    retry: Duration = Field(1.0, gt=0, description="MQTT-SN Tretry: resend an unacknowledged packet after this long")
+    retries: int = Field(5, ge=0, le=100, description="MQTT-SN Nretry")
+    qos_minus_one: bool = Field(False, description="MQTT-SN: publishers send at QoS -1 (publishers.qos must be 0)")
+
+
 class Scenario(_Section):
     """One load test: who connects, what they publish and subscribe, for how long."""
 
@@ -164,6 +181,9 @@ class Scenario(_Section):
     load: Load = Field(default_factory=Load)
     options: Options = Field(default_factory=Options)
     network: Optional[NetworkConditions] = Field(None, description="Link conditions between clients and broker (docs/network.md); absent = loopback")
+    transport: Annotated[Transport, BeforeValidator(_transport_shorthand)] = Field(
+        default_factory=Transport, description="mqtt (default) or mqtt-sn (docs/mqtt-sn.md)"
+    )
 
 
 def payload_size_bounds(payload: FixedPayload | UniformPayload | NormalPayload | ExponentialPayload) -> tuple[float, float]:

@@ -17,6 +17,7 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _payload_problems(scenario)
     problems += _timing_problems(scenario)
     problems += _protocol_problems(scenario)
+    problems += _mqtt_sn_problems(scenario)
     return problems
 
 
@@ -86,4 +87,20 @@ def _protocol_problems(s: Scenario) -> list[Problem]:
         )
     if s.mqtt.version == 3 and s.mqtt.password is not None and s.mqtt.username is None:
         problems.append(Problem("mqtt.password", "MQTT 3.1.1 allows a password only with a username", ("mqtt.version", "mqtt.username")))
+    return problems
+
+
+def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
+    t = s.transport
+    problems: list[Problem] = []
+    if t.kind != "mqtt-sn":
+        if t.qos_minus_one or t.predefined or t.topic_ids != "normal":
+            problems.append(Problem("transport.kind", "the MQTT-SN settings need transport.kind: mqtt-sn"))
+        return problems
+    if is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts":
+        problems.append(Problem("broker", "MQTT-SN runs over plain UDP: the gateway needs an mqtt:// broker", ("transport.kind",)))
+    if t.qos_minus_one and s.publishers.qos != 0:
+        problems.append(Problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", ("transport.qos_minus_one",)))
+    if t.qos_minus_one and t.topic_ids == "normal":
+        problems.append(Problem("transport.topic_ids", "QoS -1 needs short or predefined topic ids", ("transport.qos_minus_one",)))
     return problems

@@ -90,8 +90,9 @@ pub struct World {
     active: u32,
     topic_subs: Vec<BTreeSet<usize>>,
     total_subs: u32,
-    /// The topic each client is (un)subscribing right now, if any.
-    changing: Vec<Option<usize>>,
+    /// Per client, the topics whose subscription is changing right now (SUBSCRIBE,
+    /// UNSUBSCRIBE or DISCONNECT sent, not yet answered): deliveries on them are optional.
+    changing: Vec<u64>,
     publishes: HashMap<(u32, u32), Pub>,
     open_publishes: HashSet<(u32, u32)>,
     pub rows: Vec<Row>,
@@ -141,7 +142,6 @@ impl World {
                 self.total_subs -= 1;
             }
         }
-        self.changing[client] = None;
         self.release(client, None);
     }
 
@@ -383,7 +383,8 @@ impl Client {
                     protocol: Protocol::V311,
                     client_id: format!("{}-{}", cfg.client_prefix, self.id),
                     clean_start: true,
-                    keep_alive: 0, // the test never idles long enough to need pings
+                    // Every connected client sends well within this; the walk never sends PINGREQ.
+                    keep_alive: 600,
                     username: None,
                     password: None,
                     will: None,
@@ -404,7 +405,12 @@ impl Client {
             }
             Msg::Disconnect => {
                 let row = self.open_row(k, msg, 0);
-                self.world.borrow_mut().leave(self.id);
+                {
+                    // Until the broker has closed the connection it may still route to us.
+                    let mut w = self.world.borrow_mut();
+                    w.changing[self.id] = self.held;
+                    w.leave(self.id);
+                }
                 self.held = 0;
                 self.conn.as_mut().expect("guard: connected").send(&Packet::Disconnect(mqttlab_codec::Disconnect {
                     reason: 0,
@@ -428,6 +434,7 @@ impl Client {
                     }
                 }
                 self.conn = None;
+                self.world.borrow_mut().changing[self.id] = 0;
                 row
             }
             Msg::Subscribe | Msg::Unsubscribe => {
@@ -438,7 +445,7 @@ impl Client {
                 let pkid = self.next_pkid();
                 {
                     let mut w = self.world.borrow_mut();
-                    w.changing[self.id] = Some(t);
+                    w.changing[self.id] = 1 << t;
                     if subscribe {
                         w.allow(self.id, t);
                     } else {
@@ -457,7 +464,7 @@ impl Client {
                 self.conn.as_mut().expect("guard: connected").send(&packet);
                 let sent = self.world.borrow().rows[row].sent_ns;
                 let event = self.pump(deadline(sent), None).await;
-                self.world.borrow_mut().changing[self.id] = None;
+                self.world.borrow_mut().changing[self.id] = 0;
                 let verdict: Result<u64, (&'static str, String)> = match (event, subscribe) {
                     (Event::Packet(Packet::SubAck(a), at), true) if a.pkid == pkid => match a.return_codes.first() {
                         Some(code) if *code < 0x80 => Ok(at),
@@ -520,7 +527,7 @@ impl Client {
         {
             let mut w = self.world.borrow_mut();
             let owed = w.topic_subs[t].clone();
-            let optional: BTreeSet<usize> = (0..cfg.clients).filter(|c| w.changing[*c] == Some(t) && !owed.contains(c)).collect();
+            let optional: BTreeSet<usize> = (0..cfg.clients).filter(|c| w.changing[*c] >> t & 1 == 1 && !owed.contains(c)).collect();
             w.rows[row].msg_size = size;
             w.rows[row].subs = owed.len();
             w.publishes.insert(id, Pub { topic: t, owed, optional, got: BTreeSet::new(), last_delivery_ns: 0, row, done: done.clone() });
@@ -655,7 +662,7 @@ pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU6
         active: 0,
         topic_subs: vec![BTreeSet::new(); cfg.topics],
         total_subs: 0,
-        changing: vec![None; cfg.clients],
+        changing: vec![0; cfg.clients],
         publishes: HashMap::new(),
         open_publishes: HashSet::new(),
         rows: Vec::new(),

@@ -1,0 +1,74 @@
+"""The broker an SMC step talks to: a launcher name (a fresh broker per replication unless told
+otherwise) or a URL (an external broker, never started or stopped by us).
+
+Fresh state per replication is what makes replications independent: retained sessions,
+subscriptions and the allocator of a broker that ran the previous replication cannot leak into
+the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+from mqttlab.brokers import get_launcher
+from mqttlab.brokers.base import RunningBroker
+
+_URL_SCHEMES = ("mqtt://", "tcp://")
+
+
+def split_brokers(text: str) -> list[str]:
+    """``mosquitto,rumqttd`` → two brokers; every name must be non-empty."""
+    names = [part.strip() for part in text.split(",")]
+    if not names or any(not n for n in names):
+        raise ValueError(f"--broker: {text!r} must be one broker or a comma-separated list like mosquitto,rumqttd")
+    for name in names:
+        if name.startswith(("mqtts://", "ssl://")):
+            raise ValueError(f"--broker: {name!r}: the SMC clients speak plain MQTT only (mqtt://HOST:PORT)")
+    return names
+
+
+class BrokerSource:
+    """Hands out a broker per replication; `fresh=False` starts one and keeps it."""
+
+    def __init__(self, spec: str, workdir: Path, fresh: bool = True) -> None:
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.is_url = spec.startswith(_URL_SCHEMES)
+        self.fresh = fresh and not self.is_url
+        self.launcher = get_launcher(spec)  # UnknownBroker names the known ones
+        self._kept: RunningBroker | None = None
+        self._count = itertools.count()
+        self.version: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.spec if self.is_url else self.launcher.name
+
+    def _start(self) -> RunningBroker:
+        broker = self.launcher.start(self.workdir / f"{self.label.replace('/', '_').replace(':', '_')}-{next(self._count)}")
+        self.version = broker.version
+        return broker
+
+    @contextlib.contextmanager
+    def replication(self) -> Iterator[RunningBroker]:
+        if self.fresh:
+            with self._start() as broker:
+                yield broker
+            return
+        if self._kept is None or not self._kept.is_running():
+            self._kept = self._start()
+        yield self._kept
+
+    def close(self) -> None:
+        if self._kept is not None:
+            self._kept.stop()
+            self._kept = None
+
+    def __enter__(self) -> BrokerSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
