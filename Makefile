@@ -8,6 +8,7 @@ run: setup
 # Sets up what is missing (test brokers included) and runs every test: Rust, then Python.
 test: setup
 	bash scripts/install-brokers.sh
+	bash scripts/install-test-tools.sh
 	cargo test --workspace --quiet
 	.venv/bin/pytest -q
 

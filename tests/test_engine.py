@@ -85,10 +85,12 @@ def test_point_to_point_delivers_every_message_once(request, broker_name, qos):
 
 
 def test_mqtt5_fan_out_and_fan_in_are_accounted_per_receiver(mosquitto):
-    # 1 publisher -> 4 subscribers: each message is owed 4 times.
+    # 1 publisher -> 4 subscribers: each message is owed 4 times. Two engine threads, so one of
+    # them holds subscribers only, and must measure as well as the one with the publisher.
     _, s = run(plan(mosquitto.port, pubs=1, subs=4, topic="fo/0", filters=("fo/0",), messages=50,
-                    duration_ms=0, version=5))
+                    duration_ms=0, version=5, threads=2))
     assert (s["messages"]["expected"], s["messages"]["delivered"]) == (200, 200)
+    assert s["latency"]["e2e"]["count"] == 200
     # 4 publishers -> 1 subscriber on a wildcard.
     _, s = run(plan(mosquitto.port, pubs=4, subs=1, topic="fi/%i", filters=("fi/+",), messages=50,
                     duration_ms=0, version=5))

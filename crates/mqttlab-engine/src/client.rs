@@ -40,9 +40,19 @@ fn connect_packet(ctx: &WorkerCtx, client_id: String) -> Connect {
 }
 
 /// Connects with the worker's ramp; records the steps' durations, or the failure.
-async fn open(ctx: &WorkerCtx, client_id: String, is_publisher: bool) -> Option<Conn> {
+/// The local address client `index` of its role connects from, if the shard names any.
+fn source_address(ctx: &WorkerCtx, index: u32, is_publisher: bool) -> Option<std::net::IpAddr> {
+    let list = &ctx.plan.shard.source_addresses;
+    if list.is_empty() {
+        return None;
+    }
+    let k = if is_publisher { index } else { ctx.plan.publishers.count + index };
+    Some(list[k as usize % list.len()])
+}
+
+async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool) -> Option<Conn> {
     ctx.connect_slot().await;
-    match Conn::open(&ctx.target, connect_packet(ctx, client_id)).await {
+    match Conn::open_from(&ctx.target, connect_packet(ctx, client_id), source_address(ctx, index, is_publisher)).await {
         Ok((conn, _ack, t)) => {
             let mut st = ctx.stats.borrow_mut();
             st.record(H::Connect, t.tcp_us);
@@ -90,7 +100,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let p = &plan.publishers;
     let client_id = publisher_client_id(&plan, index);
-    let Some(mut conn) = open(&ctx, client_id.clone(), true).await else { return };
+    let Some(mut conn) = open(&ctx, client_id.clone(), index, true).await else { return };
     let topic = publisher_topic(&plan, index).into_bytes();
     let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
     let mut replies = p.reply_filter.as_ref().map(|f| {
@@ -157,7 +167,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn).await else { lost = true; break };
+                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true)).await else { lost = true; break };
                         conn = new_conn;
                         // Unacknowledged messages died with the session; sends that fell due while
                         // disconnected were not made, and are counted as dropped, not sent late.
@@ -272,7 +282,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
 
 /// With `options.reconnect`, a lost connection is opened again (with backoff) until the load
 /// is over; None when reconnecting is not asked for or the run is past its load phase.
-async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn) -> Option<Conn> {
+async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Option<std::net::IpAddr>) -> Option<Conn> {
     if !ctx.plan.options.reconnect || phase(ctx) >= Phase::Drain {
         return None;
     }
@@ -288,7 +298,8 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn) -> Option<C
     while phase(ctx) < Phase::Drain {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
-        if let Ok((conn, _, _)) = Conn::open(&ctx.target, connect_packet(ctx, client_id.to_string())).await {
+        let connect = connect_packet(ctx, client_id.to_string());
+        if let Ok((conn, _, _)) = Conn::open_from(&ctx.target, connect, source).await {
             ctx.stats.borrow_mut().counters.reconnects += 1;
             return Some(conn);
         }
@@ -516,7 +527,7 @@ struct Subscriber {
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let client_id = subscriber_client_id(&plan, index);
-    let Some(mut conn) = open(&ctx, client_id.clone(), false).await else { return };
+    let Some(mut conn) = open(&ctx, client_id.clone(), index, false).await else { return };
     let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
     conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
     let mut sub = Subscriber {
@@ -563,7 +574,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn).await else { lost = true; break };
+                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false)).await else { lost = true; break };
                         conn = new_conn;
                         conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
                         sub.awaiting_release.clear();
@@ -673,8 +684,13 @@ fn delivered(ctx: &WorkerCtx, sub: &mut Subscriber, p: &mqttlab_codec::Publish, 
     match arrival {
         Arrival::New => {
             WorkerShared::inc(&ctx.shared.unique_deliveries);
-            let intended_ns = h.intended_us * 1000;
-            st.record_delivery_latency(now, intended_ns, h.lag_us as u64 * 1000);
+            let same_clock = match ctx.plan.options.latency_publishers {
+                Some([a, b]) => (a..b).contains(&h.publisher),
+                None => true,
+            };
+            if same_clock {
+                st.record_delivery_latency(now, h.intended_us * 1000, h.lag_us as u64 * 1000);
+            }
             if reordered && effective_qos >= 1 {
                 st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
             }

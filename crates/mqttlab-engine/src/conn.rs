@@ -9,13 +9,13 @@ use bytes::{Buf, BufMut, BytesMut};
 use mqttlab_codec::{decode, encode, ConnAck, Connect, DecodeError, Packet, Properties, Protocol};
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::{client::TlsStream, TlsConnector};
 
@@ -170,8 +170,18 @@ pub fn connack_reason(protocol: Protocol, code: u8) -> &'static str {
 impl Conn {
     /// TCP (+ TLS) connect and the CONNECT/CONNACK exchange, all within the connect timeout.
     pub async fn open(target: &Target, connect: Connect) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+        Self::open_from(target, connect, None).await
+    }
+
+    /// As `open`, from a chosen local address: one address offers ~60k source ports, so more
+    /// connections than that from one host need several.
+    pub async fn open_from(
+        target: &Target,
+        connect: Connect,
+        source: Option<IpAddr>,
+    ) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
         let url = target.url.clone();
-        match tokio::time::timeout(target.connect_timeout, Self::open_inner(target, connect)).await {
+        match tokio::time::timeout(target.connect_timeout, Self::open_inner(target, connect, source)).await {
             Ok(r) => r,
             Err(_) => Err(ConnectError::new(
                 "timeout",
@@ -180,13 +190,17 @@ impl Conn {
         }
     }
 
-    async fn open_inner(target: &Target, connect: Connect) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+    async fn open_inner(
+        target: &Target,
+        connect: Connect,
+        source: Option<IpAddr>,
+    ) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
         let url = &target.url;
         let t0 = now_ns();
         let mut last_err = None;
         let mut tcp = None;
         for addr in &target.addrs {
-            match TcpStream::connect(addr).await {
+            match connect_tcp(*addr, source).await {
                 Ok(s) => {
                     tcp = Some(s);
                     break;
@@ -338,6 +352,13 @@ impl Conn {
         })
         .await;
     }
+}
+
+async fn connect_tcp(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let Some(ip) = source else { return TcpStream::connect(addr).await };
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(addr).await
 }
 
 pub fn packet_name(p: &Packet) -> &'static str {

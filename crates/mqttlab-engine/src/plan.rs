@@ -196,6 +196,10 @@ pub struct Shard {
     /// publishers begin together once all shards are connected. None = as soon as connected.
     #[serde(default)]
     pub start_at_unix_ns: Option<u64>,
+    /// Local addresses to connect from, client k (publishers first, then subscribers) using
+    /// address k mod n. Empty = the kernel's choice.
+    #[serde(default)]
+    pub source_addresses: Vec<std::net::IpAddr>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -210,6 +214,10 @@ pub struct Options {
     /// Worker threads; 0 = one per available core.
     #[serde(default)]
     pub threads: u32,
+    /// Record end-to-end latency only for messages of publishers in `[start, end)`: the ones
+    /// that share this shard's clock. None = all.
+    #[serde(default)]
+    pub latency_publishers: Option<[u32; 2]>,
 }
 
 fn yes() -> bool {
@@ -221,7 +229,7 @@ fn default_progress_ms() -> u64 {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0 }
+        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0, latency_publishers: None }
     }
 }
 

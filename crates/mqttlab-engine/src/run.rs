@@ -128,6 +128,7 @@ impl Coordinator {
         let c = *self.ctl.borrow();
         match c.phase {
             Phase::Connect => "connecting",
+            Phase::Run if now_ns() < c.start_ns => "waiting",
             Phase::Run if now_ns() < c.start_ns + self.plan.load.warmup_ms * 1_000_000 => "warmup",
             Phase::Run => "measuring",
             Phase::Drain => "draining",

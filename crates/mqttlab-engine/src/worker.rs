@@ -164,6 +164,9 @@ async fn report_progress(ctx: Rc<WorkerCtx>) -> f64 {
                 }
                 if phase == Phase::Run && load_start.is_none() {
                     load_start = Some((now_ns(), thread_cpu_s()));
+                    // Every worker needs the measured window, also one with subscribers only.
+                    let start_ns = ctl.borrow().start_ns;
+                    ctx.stats.borrow_mut().set_window(start_ns, ctx.plan.load.warmup_ms);
                 }
                 if phase == Phase::Drain {
                     if let Some((t0, c0)) = load_start {
