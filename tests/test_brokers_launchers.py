@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from mqttlab.brokers import BrokerError, Launcher, RunningBroker, get_launcher
+from mqttlab.brokers.base import Placement
 from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_context, round_trip
 
 LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette"]
@@ -138,6 +139,23 @@ def test_backlog_beyond_default_queue_limits_is_delivered(started: RunningBroker
             raise
         received = _deliver_backlog(started, count)
     assert sorted(set(received)) == list(range(count))
+
+
+@pytest.mark.parametrize("name", LAUNCHED)
+def test_listeners_bind_the_placements_address(tmp_path: Path, name: str) -> None:
+    # A network namespace hands the launcher another listen address (tests/test_netem.py runs
+    # that path for mosquitto); 127.0.0.2 is the same check without root: every listener must
+    # bind the placement's address, none may stay on 127.0.0.1.
+    launcher = get_launcher(name)
+    ensure_installed(launcher)
+    launcher.placement = Placement(listen_host="127.0.0.2", reach_host="127.0.0.2")
+    with launcher.start(tmp_path) as broker:
+        assert broker.host == "127.0.0.2"
+        assert served_round_trip(broker, broker.port).payload
+        # (RMQTT's internal cluster endpoint stays on the namespace's own loopback: not a listener for clients.)
+        mqtt = {c.laddr.ip for c in psutil.Process(broker.pid).net_connections(kind="tcp")
+                if c.status == psutil.CONN_LISTEN and c.laddr.port == broker.port}  # fmt: skip
+        assert mqtt and mqtt <= {"127.0.0.2", "::ffff:127.0.0.2"}, mqtt
 
 
 def test_rumqttd_serves_mqtt5_on_its_own_port(tmp_path: Path) -> None:

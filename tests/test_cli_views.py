@@ -89,3 +89,25 @@ def test_nothing_is_shown_before_a_client_connects():
         live(SNAPSHOT)
     lines = buffer.getvalue().splitlines()
     assert lines[0] == "mqttlab: default at mqtt://x" and "measuring" in lines[1] and len(lines) == 2
+
+
+def test_round_trips_get_a_line_with_losses_marked():
+    text = rendered(realistic_summary(round_trip={"sent": 100, "replies": 97, "lost": 3, "duplicated": 0}))
+    assert "round trips: 100 sent, 97 replies, 3 lost, 0 duplicated" in text
+    assert "round trips" not in rendered(realistic_summary())
+
+
+def test_a_distributed_run_shows_hosts_shares_clock_basis_and_missing_shards():
+    shard = {"publishers": [0, 2], "subscribers": [0, 2]}
+    section = {
+        "shards": [{**shard, "host": "load1"}, {"publishers": [2, 4], "subscribers": [2, 4], "host": "load1"},
+                   {"publishers": [4, 5], "subscribers": [4, 5], "host": "load2"}],
+        "hosts": ["load1", "load2"],
+        "missing_shards": [2],
+        "latency_clock": {"basis": "across_hosts", "note": "4 of 25 measured pairs span hosts"},
+    }  # fmt: skip
+    text = rendered(realistic_summary(distributed=section))
+    assert "distributed: 3 shards on 2 hosts" in text
+    assert "load1: 2 shards, 4 publishers, 4 subscribers" in text and "load2: 1 shards, 1 publishers" in text
+    assert "latency clock: across_hosts (4 of 25 measured pairs span hosts)" in text
+    assert "missing shards: 2" in text

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
+import psutil
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import mqttlab
@@ -65,6 +70,42 @@ def test_two_workers_count_the_same_as_one_process(mosquitto, cluster):
     section = spread.manifest_section()
     assert sorted(s for w in section["workers"] for s in w["shards"]) == [0, 1]
     assert all(w["host"] and w["clock_offset"]["wall"]["bound_ms"] >= 0 for w in section["workers"])
+
+
+def test_shards_connect_from_the_given_source_addresses(mosquitto, cluster):
+    # Both local workers run on this host; giving it two loopback addresses, the broker must see
+    # clients from both and from no other.
+    host = socket.gethostname()
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch_peers() -> None:
+        broker = psutil.Process(mosquitto.pid)
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            seen.update(c.raddr.ip for c in broker.net_connections(kind="tcp") if c.raddr and c.status == psutil.CONN_ESTABLISHED)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch_peers, daemon=True)
+    watcher.start()
+    try:
+        spread = run_plan(fan_in_plan(mosquitto.port), cluster, source_addresses={host: ["127.0.0.2", "127.0.0.3"]})
+    finally:
+        done.set()
+        watcher.join(10)
+    assert spread.summary["messages"]["delivered"] == 4 * 60 * 4
+    assert seen == {"127.0.0.2", "127.0.0.3"}
+    assert [s["source_addresses"] for s in spread.summary["distributed"]["shards"]] == [["127.0.0.2", "127.0.0.3"]] * 2
+
+
+def test_latency_is_recorded_only_for_the_publishers_sharing_the_clock(mosquitto):
+    # What a shard on a host with publishers 0 and 1 does: deliveries of 2 and 3 count, their
+    # latencies (another host's clock) do not.
+    plan = fan_in_plan(mosquitto.port)
+    plan["options"]["latency_publishers"] = [0, 2]
+    outcome = engine.run(plan)
+    assert outcome.summary["messages"]["delivered"] == 4 * 60 * 4
+    assert outcome.summary["latency"]["e2e"]["count"] == 2 * 60 * 4
 
 
 def test_workers_with_another_mqttlab_version_are_refused_by_name(mosquitto, cluster):
@@ -140,3 +181,32 @@ def test_killed_worker_leaves_its_shard_missing_and_the_run_failed(mosquitto, tm
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     accepted = DistributedOutcome(plan={}, result=result, summary=summary)
     assert judged_without_missing(accepted)["status"] == "completed"
+
+
+def test_a_suite_with_dask_local_runs_every_run_on_one_shared_cluster(tmp_path):
+    suite = {
+        "name": "dask-suite", "brokers": ["mosquitto"], "repetitions": 2,
+        "base": {"publishers": {"count": 2, "topic": "ds/%i", "rate": 50, "messages": 40},
+                 "subscribers": {"count": 2, "filters": ["ds/%i"]}, "load": {"warmup": "0s", "grace": "1s"}},
+        "scenarios": {"p2p": {}},
+    }  # fmt: skip
+    suite_file = tmp_path / "dask-suite.yaml"
+    suite_file.write_text(yaml.safe_dump(suite))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "mqttlab", "suite", "run", str(suite_file), "--out", str(out), "--dask", "local:2", "--no-report"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs = sorted((out / "runs").rglob("manifest.json"))
+    assert len(runs) == 2
+    schedulers = set()
+    for path in runs:
+        manifest = json.loads(path.read_text())
+        summary = json.loads((path.parent / "summary.json").read_text())
+        assert summary["messages"]["delivered"] == 2 * 40
+        assert [s["state"] for s in manifest["distributed"]["shards"]] == ["completed", "completed"]
+        schedulers.add(manifest["distributed"]["scheduler"])
+    # One local cluster served both runs: both name the same scheduler address.
+    (scheduler,) = schedulers
+    assert scheduler.startswith("tcp://127.0.0.1:")

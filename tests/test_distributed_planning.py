@@ -12,9 +12,11 @@ from mqttlab.distributed.pairs import expand, matches, receivers
 from mqttlab.distributed.planner import (
     PlanningError,
     WorkerInfo,
+    assign_source_addresses,
     check_broker_reachable_from,
-    check_source_ports,
     clock_basis,
+    limit_latency_to_same_host,
+    parse_source_addresses,
     place_shards,
     source_addresses_needed,
     start_margin_s,
@@ -81,12 +83,52 @@ def test_loopback_broker_is_refused_for_workers_on_other_hosts():
         check_broker_reachable_from(make_plan(), [worker("tcp://a:1", "here"), worker("tcp://b:1", "there")], "here")
 
 
-def test_a_host_with_more_connections_than_source_ports_is_refused():
+def test_a_crowded_host_connects_from_several_loopback_addresses_to_a_loopback_broker():
     plan = make_plan(pubs=300, subs=300)
-    check_source_ports(place_shards(plan, [worker("tcp://a:1", "a", ports=600)]))
-    with pytest.raises(PlanningError, match="host a would open 600 connections to the broker but has 500 source ports"):
-        check_source_ports(place_shards(plan, [worker("tcp://a:1", "a", ports=500)]))
+    roomy = place_shards(plan, [worker("tcp://a:1", "a", ports=600)])
+    assert assign_source_addresses(roomy) == {} and "source_addresses" not in roomy[0].plan["shard"]
+    crowded = place_shards(plan, [worker("tcp://a:1", "a", ports=250), worker("tcp://a:2", "a", ports=250)])
+    # 600 connections, 250 ports per address: three addresses, the same list for both shards
+    # (the engine picks by the client's index in the whole plan).
+    assert assign_source_addresses(crowded) == {"a": ["127.0.0.1", "127.0.0.2", "127.0.0.3"]}
+    assert [s.plan["shard"]["source_addresses"] for s in crowded] == [["127.0.0.1", "127.0.0.2", "127.0.0.3"]] * 2
+    assert crowded[0].as_dict()["source_addresses"] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
     assert source_addresses_needed(150_000, 28_232) == 6
+
+
+def test_a_crowded_host_of_a_remote_broker_needs_addresses_given_per_host():
+    plan = make_plan(pubs=300, subs=300, host="10.0.0.9")
+    with pytest.raises(PlanningError, match=r"host a would open 600 connections.*--source-addresses a=ADDR"):
+        assign_source_addresses(place_shards(plan, [worker("tcp://a:1", "a", ports=500)]))
+    with pytest.raises(PlanningError, match="its 1 source addresses are not enough, it needs 2"):
+        assign_source_addresses(place_shards(plan, [worker("tcp://a:1", "a", ports=500)]), {"a": ["10.0.0.21"]})
+    with pytest.raises(PlanningError, match="names host elsewhere, but no worker runs there"):
+        assign_source_addresses(place_shards(plan, [worker("tcp://a:1", "a")]), {"elsewhere": ["10.0.0.21"]})
+    shards = place_shards(plan, [worker("tcp://a:1", "a", ports=500)])
+    assert assign_source_addresses(shards, {"a": ["10.0.0.21", "10.0.0.22"]}) == {"a": ["10.0.0.21", "10.0.0.22"]}
+    assert shards[0].plan["shard"]["source_addresses"] == ["10.0.0.21", "10.0.0.22"]
+
+
+def test_source_addresses_option_is_parsed_or_refused_naming_it():
+    assert parse_source_addresses(["a=10.0.0.1, 10.0.0.2", "b=::1", "a=10.0.0.3"]) == {
+        "a": ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "b": ["::1"]}  # fmt: skip
+    for bad, reason in (("10.0.0.1", "expected HOST=ADDR"), ("a=", "expected HOST=ADDR"), ("a=10.0.0.300", "'10.0.0.300' is not an IP address")):
+        with pytest.raises(PlanningError, match=f"--source-addresses '{bad}': {reason}"):
+            parse_source_addresses([bad])
+
+
+def test_each_shard_records_latency_only_of_publishers_on_its_own_host():
+    fan_in = make_plan(pubs=6, subs=6, filters=("b/+",))
+    three = [worker("tcp://a:1", "hostA"), worker("tcp://a:2", "hostA"), worker("tcp://b:1", "hostB")]
+    shards = place_shards(fan_in, three)
+    limit_latency_to_same_host(shards)
+    assert [s.plan["options"]["latency_publishers"] for s in shards] == [[0, 4], [0, 4], [4, 6]]
+    basis = clock_basis(shards, receivers(fan_in))
+    assert basis["basis"] == "across_hosts" and "left out of the end-to-end latencies" in basis["note"]
+    # On one host every publisher shares the clock: no limit.
+    alone = place_shards(fan_in, three[:2])
+    limit_latency_to_same_host(alone)
+    assert all("latency_publishers" not in s.plan["options"] for s in alone)
 
 
 def test_start_margin_grows_with_the_busiest_shard():

@@ -274,3 +274,41 @@ def test_a_file_without_a_name_is_named_after_the_file(tmp_path: Path):
     path = tmp_path / "my test.yaml"
     path.write_text("publishers: {count: 1}\n")
     assert load_scenario(path).name == "my-test"
+
+
+# --- round-trip mode -----------------------------------------------------------------------
+
+
+def test_round_trip_mode_compiles_into_the_plan_only_when_asked():
+    from mqttlab import engine
+
+    data = {"broker": "mqtt://127.0.0.1:1883", "publishers": {"topic": "req/%i", "reply_filter": "rep/%i"},
+            "subscribers": {"filters": ["req/%i"], "echo_topic": "rep/%i"}}  # fmt: skip
+    plan = engine.compile_plan(validate_scenario(data), "mqtt://127.0.0.1:1883")
+    assert plan["publishers"]["reply_filter"] == "rep/%i" and plan["subscribers"]["echo_topic"] == "rep/%i"
+    plain = engine.compile_plan(validate_scenario({"broker": "mqtt://127.0.0.1:1883"}), "mqtt://127.0.0.1:1883")
+    assert "reply_filter" not in plain["publishers"] and "echo_topic" not in plain["subscribers"]
+
+
+@pytest.mark.parametrize(
+    "publishers, subscribers, expected",
+    [
+        ({"reply_filter": "rep/%i"}, {}, "subscribers.echo_topic: round-trip mode needs subscribers.echo_topic together with publishers.reply_filter"),
+        ({}, {"echo_topic": "rep/%i"}, "publishers.reply_filter: round-trip mode needs publishers.reply_filter together"),
+        ({"topic": "x/%i", "reply_filter": "x/+"}, {"echo_topic": "rep/%i"}, "publishers.reply_filter: 'x/+' matches the publisher's own topic 'x/0'"),
+        ({"reply_filter": "rep/%i"}, {"filters": ["#"], "echo_topic": "rep/%i"}, "subscribers.echo_topic: 'rep/0' is matched by subscribers.filters[0] '#'"),
+        ({"reply_filter": "rep/%x"}, {"echo_topic": "rep/%i"}, "publishers.reply_filter: unknown template variable '%x'"),
+        ({"reply_filter": "rep/%i"}, {"echo_topic": "rep/+"}, "subscribers.echo_topic: a publish topic cannot contain the wildcards"),
+    ],
+)
+def test_round_trip_settings_are_checked_with_the_field_named(publishers, subscribers, expected):
+    data = {"broker": "mqtt://127.0.0.1:1883", "publishers": publishers, "subscribers": subscribers}
+    found = problems_of(data)
+    assert any(problem.startswith(expected) for problem in found), found
+
+
+def test_unknown_keys_under_the_optional_network_directions_get_suggestions():
+    found = problems_of({"broker": "mosquitto", "network": {"up": {"delya": "10ms"}, "down": {"los": "1%", "xyz": 1}}})
+    assert "network.up.delya: unknown key (did you mean 'delay'?)" in found
+    assert "network.down.los: unknown key (did you mean 'loss'?)" in found
+    assert "network.down.xyz: unknown key (allowed: delay, jitter, loss, rate, queue)" in found

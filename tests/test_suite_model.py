@@ -159,3 +159,23 @@ def test_cli_show_lists_runs_and_bad_suites_exit_2(tmp_path):
 def test_planned_run_directories_are_distinct_per_broker_and_repetition(tmp_path):
     run = PlannedRun("p2p", (("qos", "qos1"),), "p2p-qos1", "mosquitto", 2, "plain", {})
     assert run.directory(tmp_path) == tmp_path / "runs" / "p2p-qos1" / "mosquitto" / "rep-2"
+
+
+def test_quick_can_pick_cases_and_axis_values_while_a_case_keeps_its_own_choice():
+    data = small(quick={"scenarios": ["one", "p2p"], "only": {"qos": ["qos0"], "transport": ["plain"]}})
+    runs = expand_suite(validate_suite(data), quick=True)
+    # `one` chose qos1 itself; p2p takes the quick choice qos0; both plain only; cases in quick order.
+    assert sorted({run.scenario_name for run in runs}) == ["one-qos1-plain", "p2p-qos0-plain"]
+    assert len(expand_suite(validate_suite(data))) == 2 * 2 * 2 * 2 + 1 * 2 * 2  # the full suite is unchanged
+    bad = small(quick={"scenarios": ["p2q"], "only": {"qos": ["qos3"]}})
+    with pytest.raises(SuiteError) as caught:
+        validate_suite(bad, "bad.yaml")
+    listing = caught.value.listing()
+    assert "quick.scenarios[0]: no case 'p2q'" in listing and "quick.only.qos: no value 'qos3'" in listing
+
+
+def test_network_conditions_cannot_be_combined_with_a_tls_variant():
+    data = small()
+    data["scenarios"]["p2p"]["network"] = {"delay": "5ms"}
+    with pytest.raises(SuiteError, match=r"\[p2p-qos0-tls\] network: network conditions run over the plain listener"):
+        expand_suite(validate_suite(data))

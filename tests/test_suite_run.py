@@ -143,3 +143,38 @@ def test_a_tls_variant_starts_the_broker_with_tls_and_connects_over_mqtts(tmp_pa
     summary = json.loads((run / "summary.json").read_text())
     assert summary["latency"]["tls"]["count"] == 1  # one verified TLS handshake
     assert summary["messages"]["acked"] == 20
+
+
+NETWORK_SUITE = {
+    "name": "network-rtt",
+    "brokers": ["mosquitto"],
+    "base": {
+        "publishers": {"count": 1, "topic": "nrtt/%i", "reply_filter": "nrtt-reply/%i", "rate": 20, "payload": "1KB", "qos": 1},
+        "subscribers": {"count": 1, "filters": ["nrtt/%i"], "echo_topic": "nrtt-reply/%i", "qos": 1},
+        "load": {"duration": "2s", "warmup": "0.5s", "grace": "2s"},
+    },
+    "scenarios": {"fast": {}, "delayed": {"network": {"delay": "20ms"}}},
+}
+
+
+def test_a_suite_with_network_conditions_launches_each_broker_in_its_namespace_and_compares_rtt(tmp_path):
+    from mqttlab.netem import capability
+
+    missing = capability.detect().missing()
+    if missing is not None:
+        pytest.skip(f"network conditions need root / CAP_NET_ADMIN: {missing}")
+    suite_file = tmp_path / "network-rtt.yaml"
+    suite_file.write_text(yaml.safe_dump(NETWORK_SUITE))
+    out = tmp_path / "out"
+    done = subprocess.run(suite_command(suite_file, out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summaries = {name: json.loads((out / "runs" / name / "mosquitto" / "rep-1" / "summary.json").read_text()) for name in ("fast", "delayed")}
+    for summary in summaries.values():
+        assert summary["round_trip"]["sent"] > 0 and summary["round_trip"]["replies"] == summary["round_trip"]["sent"]
+    # 20 ms each way on the link, crossed four times per round trip (there, to the echo, back).
+    assert summaries["delayed"]["latency"]["rtt"]["p50_us"] > 60_000 > summaries["fast"]["latency"]["rtt"]["p50_us"]
+    assert "network" in summaries["delayed"] and "network" not in summaries["fast"]
+    manifest = json.loads((out / "runs" / "delayed" / "mosquitto" / "rep-1" / "manifest.json").read_text())
+    assert manifest["broker"]["name"] == "mosquitto" and manifest["broker"]["pid"]
+    latency = (out / "report" / "latency.csv").read_text().splitlines()
+    assert latency[0].startswith("scenario,broker,measure") and all(",rtt," in line for line in latency[1:])

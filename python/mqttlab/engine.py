@@ -77,7 +77,7 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "insecure": scenario.tls.insecure,
             "server_name": scenario.tls.server_name,
         }
-    return {
+    plan: Plan = {
         "broker": {"host": host, "port": port, "tls": tls},
         "mqtt": {
             "version": PROTOCOL_LEVEL[scenario.mqtt.version],
@@ -119,15 +119,20 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "reconnect": scenario.options.reconnect,
             "progress_interval_ms": progress_interval_ms,
         },
-        "transport": _transport(scenario),
     }
+    if pubs.reply_filter is not None:
+        # Round-trip mode (rules.py has both set together); absent keeps plans as they were.
+        plan["publishers"]["reply_filter"] = pubs.reply_filter
+        plan["subscribers"]["echo_topic"] = subs.echo_topic
+    if scenario.transport.kind == "mqtt-sn":
+        # Absent means MQTT, so plans of MQTT runs stay as they were.
+        plan["transport"] = _sn_transport(scenario)
+    return plan
 
 
-def _transport(scenario: Scenario) -> dict[str, Any]:
-    """The plan's transport; for MQTT-SN the broker host/port are the gateway's UDP address."""
+def _sn_transport(scenario: Scenario) -> dict[str, Any]:
+    """The plan's MQTT-SN transport; the plan's broker host/port are then the gateway's UDP address."""
     t = scenario.transport
-    if t.kind == "mqtt":
-        return {"kind": "mqtt"}
     return {
         "kind": "mqtt-sn",
         "topic_ids": t.topic_ids,

@@ -39,7 +39,11 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         issues = summary.get(key) or []
         if issues:
             parts.append(_issues_table(title, issues, "detail" if key == "violations" else "example"))
+    if summary.get("round_trip"):
+        parts.append(_round_trip_line(summary["round_trip"]))
     parts.append(_generator_line(summary))
+    if summary.get("distributed"):
+        parts.append(_distributed_lines(summary["distributed"]))
     if results_path:
         parts.append(Text.assemble(("results: ", "dim"), (str(results_path), "bold")))
     return Group(*parts)
@@ -136,4 +140,37 @@ def _generator_line(summary: Mapping[str, Any]) -> Text:
         text.append(f", schedule lag p99 {ms(generator['schedule_lag_p99_us'])} ms")
     if generator.get("late_sends"):
         text.append(f", {generator['late_sends']:,} late sends", style="yellow")
+    return text
+
+
+def _round_trip_line(counts: Mapping[str, Any]) -> Text:
+    text = Text("round trips: ", style="dim")
+    text.append(f"{counts.get('sent', 0):,} sent, {counts.get('replies', 0):,} replies")
+    for key in ("lost", "duplicated"):
+        value = counts.get(key, 0)
+        text.append(f", {value:,} {key}", style="bold red" if value else "")
+    return text
+
+
+def _distributed_lines(section: Mapping[str, Any]) -> Text:
+    """Where the shards ran, each host's share of clients, and which clock the latencies rest on."""
+    shards = section.get("shards") or []
+    share: dict[str, list[int]] = {}
+    for shard in shards:
+        (a, b), (c, d) = shard.get("publishers", (0, 0)), shard.get("subscribers", (0, 0))
+        counts = share.setdefault(str(shard.get("host")), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += b - a
+        counts[2] += d - c
+    text = Text(f"distributed: {len(shards)} shards on {len(share)} hosts", style="dim")
+    for host, (n, pubs, subs) in share.items():
+        text.append(f"\n  {host}: {n} shards, {pubs:,} publishers, {subs:,} subscribers", style="dim")
+    clock = section.get("latency_clock") or {}
+    if clock:
+        text.append(f"\n  latency clock: {clock.get('basis')}", style="dim")
+        if clock.get("note"):
+            text.append(f" ({clock['note']})", style="dim" if clock.get("basis") == "shared" else "yellow")
+    missing = section.get("missing_shards") or []
+    if missing:
+        text.append(f"\n  missing shards: {', '.join(str(i) for i in missing)}", style="bold red")
     return text

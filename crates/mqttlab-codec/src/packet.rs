@@ -1,4 +1,7 @@
 //! Packet types shared by MQTT 3.1.1 and 5.0.
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
 use bytes::Bytes;
 
 /// Protocol level of a connection (the CONNECT "protocol level" byte).
@@ -39,7 +42,7 @@ impl QoS {
 /// rejects the others as a protocol error, the encoder writes whatever is set.
 /// Under 3.1.1 properties are neither read nor written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Properties {
+pub struct PropertyValues {
     pub payload_format_indicator: Option<u8>,          // 0x01
     pub message_expiry_interval: Option<u32>,          // 0x02
     pub content_type: Option<String>,                  // 0x03
@@ -69,9 +72,119 @@ pub struct Properties {
     pub shared_subscription_available: Option<u8>,     // 0x2A
 }
 
+
+impl PropertyValues {
+    /// No property set (what `Default` gives, usable in a `static`).
+    pub const EMPTY: PropertyValues = PropertyValues {
+        payload_format_indicator: None,
+        message_expiry_interval: None,
+        content_type: None,
+        response_topic: None,
+        correlation_data: None,
+        subscription_identifiers: Vec::new(),
+        session_expiry_interval: None,
+        assigned_client_identifier: None,
+        server_keep_alive: None,
+        authentication_method: None,
+        authentication_data: None,
+        request_problem_information: None,
+        will_delay_interval: None,
+        request_response_information: None,
+        response_information: None,
+        server_reference: None,
+        reason_string: None,
+        receive_maximum: None,
+        topic_alias_maximum: None,
+        topic_alias: None,
+        maximum_qos: None,
+        retain_available: None,
+        user_properties: Vec::new(),
+        maximum_packet_size: None,
+        wildcard_subscription_available: None,
+        subscription_identifier_available: None,
+        shared_subscription_available: None,
+    };
+}
+
+static NO_PROPERTIES: PropertyValues = PropertyValues::EMPTY;
+
+/// The 5.0 properties of one packet, read and written as a `PropertyValues` (through `Deref`).
+///
+/// Every packet has properties but almost none carry any (all of 3.1.1, and most 5.0 PUBLISH and
+/// acks), while `PropertyValues` is a few hundred bytes. Keeping it inline made every `Packet` as
+/// large as that, built and moved on each decode; boxed and allocated on first write, the common
+/// case is one null pointer and no allocation. Equality and `Debug` go by value, so an allocated
+/// but empty box equals none.
+#[derive(Clone, Default)]
+pub struct Properties(Option<Box<PropertyValues>>);
+
+impl Properties {
+    /// No properties; no allocation.
+    pub const NONE: Properties = Properties(None);
+
+    /// Boxes `values`, unless none is set.
+    pub fn new(values: PropertyValues) -> Properties {
+        if values == PropertyValues::EMPTY {
+            Properties(None)
+        } else {
+            Properties(Some(Box::new(values)))
+        }
+    }
+
+    /// The values, or None when no property was ever written (a cheap test for the hot path).
+    pub fn values(&self) -> Option<&PropertyValues> {
+        self.0.as_deref()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.as_deref().map_or(true, |v| *v == PropertyValues::EMPTY)
+    }
+
+    pub fn into_values(self) -> PropertyValues {
+        self.0.map_or_else(PropertyValues::default, |b| *b)
+    }
+}
+
+impl From<PropertyValues> for Properties {
+    fn from(values: PropertyValues) -> Properties {
+        Properties::new(values)
+    }
+}
+
+impl Deref for Properties {
+    type Target = PropertyValues;
+
+    fn deref(&self) -> &PropertyValues {
+        self.0.as_deref().unwrap_or(&NO_PROPERTIES)
+    }
+}
+
+impl DerefMut for Properties {
+    /// Allocates on the first write.
+    fn deref_mut(&mut self) -> &mut PropertyValues {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Properties {
+    fn eq(&self, other: &Properties) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Properties {}
+
+impl fmt::Debug for Properties {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Packet {
-    Connect(Connect),
+    /// Boxed: the largest packet and the rarest (once per connection), it would otherwise set the
+    /// size of every `Packet`, PUBLISH and PUBACK included.
+    Connect(Box<Connect>),
     ConnAck(ConnAck),
     Publish(Publish),
     PubAck(Ack),

@@ -96,7 +96,7 @@ fn parse_var_int(bytes: &[u8]) -> Result<Option<(u32, usize)>> {
 fn read_body(first: u8, r: &mut Reader, protocol: Protocol) -> Result<Packet> {
     let packet_type = first >> 4;
     Ok(match packet_type {
-        1 => Packet::Connect(read_connect(r)?),
+        1 => Packet::Connect(Box::new(read_connect(r)?)),
         2 => Packet::ConnAck(read_connack(r, protocol)?),
         3 => Packet::Publish(read_publish(r, first & 0x0F, protocol)?),
         4 => Packet::PubAck(read_ack(r, packet_type, protocol)?),
@@ -403,6 +403,12 @@ fn read_properties(r: &mut Reader, place: Places, packet_type: u8) -> Result<Pro
         rest: r.take(length)?,
     };
     let mut props = Properties::default();
+    if p.is_empty() {
+        // The usual case: nothing to allocate.
+        return Ok(props);
+    }
+    // A non-empty list sets at least one value, so the box is allocated once, here.
+    let values: &mut PropertyValues = &mut props;
     let mut seen = 0u64;
     while !p.is_empty() {
         let id = p.u8()?;
@@ -421,12 +427,12 @@ fn read_properties(r: &mut Reader, place: Places, packet_type: u8) -> Result<Pro
             return Err(DecodeError::DuplicateProperty(id));
         }
         seen |= bit;
-        read_property(&mut p, id, &mut props)?;
+        read_property(&mut p, id, values)?;
     }
     Ok(props)
 }
 
-fn read_property(p: &mut Reader, id: u8, props: &mut Properties) -> Result<()> {
+fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<()> {
     use prop::*;
     match id {
         PAYLOAD_FORMAT_INDICATOR => {

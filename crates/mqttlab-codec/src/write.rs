@@ -125,10 +125,7 @@ pub fn encode_publish(
     if has_pkid {
         out.put_u16(pkid);
     }
-    match properties {
-        Some(p) => props.put(out, p),
-        None => props.put(out, &Properties::default()),
-    }
+    props.put(out, properties.unwrap_or(&Properties::NONE));
     out.put_slice(payload);
     Ok(size)
 }
@@ -373,7 +370,10 @@ fn props_len_if(v5: bool, p: &Properties) -> Result<PropsLen> {
     if !v5 {
         return Ok(PropsLen(None));
     }
-    let len = properties_len(p)?;
+    let Some(values) = p.values() else {
+        return Ok(PropsLen(Some(0)));
+    };
+    let len = properties_len(values)?;
     if len > MAX_VAR_INT {
         return Err(EncodeError::TooLarge(len));
     }
@@ -381,7 +381,7 @@ fn props_len_if(v5: bool, p: &Properties) -> Result<PropsLen> {
 }
 
 /// Size of the properties without their length prefix; each is an id byte and a value.
-fn properties_len(p: &Properties) -> Result<usize> {
+fn properties_len(p: &PropertyValues) -> Result<usize> {
     let byte = |v: &Option<u8>| if v.is_some() { 2 } else { 0 };
     let two = |v: &Option<u16>| if v.is_some() { 3 } else { 0 };
     let four = |v: &Option<u32>| if v.is_some() { 5 } else { 0 };
@@ -432,7 +432,7 @@ fn properties_len(p: &Properties) -> Result<usize> {
 }
 
 /// Writes the properties in id order (the order the spec lists them; any order is valid).
-fn put_properties(out: &mut BytesMut, p: &Properties) {
+fn put_properties(out: &mut BytesMut, p: &PropertyValues) {
     fn s(v: &Option<String>) -> Option<&[u8]> {
         v.as_deref().map(str::as_bytes)
     }

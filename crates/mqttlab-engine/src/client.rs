@@ -3,6 +3,7 @@
 use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival, PairState};
 use crate::clock::now_ns;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
+use crate::delivery::{delivered, Receiver};
 use crate::pacer::Schedule;
 use crate::payload::{Header, SizeSampler, HEADER_LEN};
 use crate::stats::{WorkerShared, H};
@@ -263,21 +264,8 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     finish_sending(&ctx, &mut done);
     // Whatever was never acknowledged is no longer in flight once we leave.
     ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
-    {
-        let mut st = ctx.stats.borrow_mut();
-        st.sent_per_publisher.insert(index, seq as u64);
-        st.counters.mqtt_bytes_out += conn.bytes_out;
-        st.counters.mqtt_bytes_in += conn.bytes_in;
-        if lost && phase(&ctx) < Phase::Close {
-            st.counters.connections_lost += 1;
-            st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
-        }
-    }
-    if lost && phase(&ctx) < Phase::Close {
-        connection_lost(&ctx, &client_id);
-    } else {
-        conn.close().await;
-    }
+    ctx.stats.borrow_mut().sent_per_publisher.insert(index, seq as u64);
+    finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
 /// With `options.reconnect`, a lost connection is opened again (with backoff) until the load
@@ -307,9 +295,25 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
     None
 }
 
-fn connection_lost(ctx: &WorkerCtx, client_id: &str) {
-    ctx.shared.set_first_error(format!("connection to {} lost ({client_id}): the broker closed the connection", ctx.target.url));
-    WorkerShared::inc(&ctx.shared.connections_lost);
+/// Counts the connection's traffic; a connection the broker ended before the run was over is
+/// reported (and, without reconnecting, ends the run), any other is closed politely.
+async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: bool) {
+    let lost = lost && phase(ctx) < Phase::Close;
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.counters.mqtt_bytes_out += conn.bytes_out;
+        st.counters.mqtt_bytes_in += conn.bytes_in;
+        if lost {
+            st.counters.connections_lost += 1;
+            st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
+        }
+    }
+    if lost {
+        ctx.shared.set_first_error(format!("connection to {} lost ({client_id}): the broker closed the connection", ctx.target.url));
+        WorkerShared::inc(&ctx.shared.connections_lost);
+    } else {
+        conn.close().await;
+    }
 }
 
 fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
@@ -513,15 +517,12 @@ impl Echo {
 }
 
 struct Subscriber {
-    index: u32,
     requested: QoS,
-    effective_qos: u8,
     subscribe_sent: u64,
     ready: bool,
     awaiting_release: HashSet<u16>,
     echo: Option<Echo>,
-    /// The receiving unit for messages on each publisher's own topic, looked up once.
-    unit_by_publisher: HashMap<u32, Option<u32>>,
+    receiver: Receiver,
 }
 
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
@@ -531,13 +532,11 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
     conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
     let mut sub = Subscriber {
-        index,
         requested,
-        effective_qos: plan.subscribers.qos.min(plan.publishers.qos),
         subscribe_sent: now_ns(),
         ready: false,
         awaiting_release: HashSet::new(),
-        unit_by_publisher: HashMap::new(),
+        receiver: Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos)),
         echo: plan.subscribers.echo_topic.as_ref().map(|t| Echo {
             topic: crate::template::expand(t, index, &client_id).into_bytes(),
             qos: QoS::from_u8(plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
@@ -586,20 +585,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             _ = keepalive.tick() => conn.send(&Packet::PingReq),
         }
     }
-    {
-        let mut st = ctx.stats.borrow_mut();
-        st.counters.mqtt_bytes_out += conn.bytes_out;
-        st.counters.mqtt_bytes_in += conn.bytes_in;
-        if lost && phase(&ctx) < Phase::Close {
-            st.counters.connections_lost += 1;
-            st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
-        }
-    }
-    if lost && phase(&ctx) < Phase::Close {
-        connection_lost(&ctx, &client_id);
-    } else {
-        conn.close().await;
-    }
+    finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
 fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {
@@ -613,7 +599,7 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
         match packet {
             Packet::Publish(p) => {
                 if acknowledge(conn, &p, &mut sub.awaiting_release) {
-                    delivered(ctx, sub, &p, now);
+                    delivered(ctx, &mut sub.receiver, &p.topic, &p.payload, p.retain, now);
                     if let Some(echo) = sub.echo.as_mut() {
                         echo.send(conn, &p.payload);
                     }
@@ -644,61 +630,3 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
     }
 }
 
-fn delivered(ctx: &WorkerCtx, sub: &mut Subscriber, p: &mqttlab_codec::Publish, now: u64) {
-    let (index, effective_qos) = (sub.index, sub.effective_qos);
-    WorkerShared::inc(&ctx.shared.received);
-    let mut st = ctx.stats.borrow_mut();
-    st.counters.received += 1;
-    if let Some(row) = st.second(now) {
-        row.received += 1;
-    }
-    if p.retain {
-        // A retained message replayed on subscribe, possibly from an earlier run: not a delivery
-        // of this run's schedule.
-        st.counters.retained_received += 1;
-        return;
-    }
-    let Some(h) = Header::read(&p.payload).filter(|h| h.publisher < ctx.plan.publishers.count) else {
-        st.counters.unexpected += 1;
-        return;
-    };
-    // Matching the topic against the filters for every delivery would cost more than the rest of
-    // the accounting: a message on its publisher's own topic reuses that publisher's unit.
-    let own_topic = ctx.units.publisher_topics[h.publisher as usize].as_bytes() == &p.topic[..];
-    let unit = if own_topic {
-        *sub.unit_by_publisher
-            .entry(h.publisher)
-            .or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[h.publisher as usize]))
-    } else {
-        ctx.units.unit_for(index, std::str::from_utf8(&p.topic).unwrap_or(""))
-    };
-    let Some(unit) = unit else {
-        st.counters.unexpected += 1;
-        return;
-    };
-    let shared_group = ctx.units.is_shared(unit);
-    let pair = st.pairs.entry((h.publisher, unit)).or_default();
-    let ooo_before = pair.out_of_order;
-    let arrival = pair.record(h.seq, !shared_group);
-    let reordered = pair.out_of_order > ooo_before;
-    match arrival {
-        Arrival::New => {
-            WorkerShared::inc(&ctx.shared.unique_deliveries);
-            let same_clock = match ctx.plan.options.latency_publishers {
-                Some([a, b]) => (a..b).contains(&h.publisher),
-                None => true,
-            };
-            if same_clock {
-                st.record_delivery_latency(now, h.intended_us * 1000, h.lag_us as u64 * 1000);
-            }
-            if reordered && effective_qos >= 1 {
-                st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
-            }
-        }
-        Arrival::Duplicate => {
-            if effective_qos == 2 {
-                st.violation("qos2_duplicate", &format!("publisher {} message {} delivered twice at QoS 2", h.publisher, h.seq));
-            }
-        }
-    }
-}

@@ -8,6 +8,7 @@ pub mod accounting;
 pub mod client;
 pub mod clock;
 pub mod conn;
+pub mod delivery;
 pub mod histogram;
 pub mod pacer;
 pub mod payload;

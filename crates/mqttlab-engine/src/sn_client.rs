@@ -6,8 +6,9 @@
 //! unacknowledged packets after Tretry (`retry_ms`, with DUP on PUBLISH) up to Nretry times, and
 //! names topics by id (REGISTER, short or predefined) instead of by string. At QoS 0 and −1 a lost
 //! datagram is simply lost: the accounting shows it as such.
-use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival};
+use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters};
 use crate::clock::now_ns;
+use crate::delivery::{delivered, Receiver};
 use crate::pacer::Schedule;
 use crate::payload::{Header, SizeSampler, HEADER_LEN};
 use crate::plan::{PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
@@ -569,7 +570,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     }
     WorkerShared::inc(&ctx.shared.subscribers_ready);
 
-    let effective_qos = plan.subscribers.qos.min(plan.publishers.qos);
+    let mut receiver = Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos));
     let mut awaiting_release: HashSet<u16> = HashSet::new();
     let mut ctl = ctx.ctl.clone();
     let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
@@ -609,7 +610,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                                 TopicRef::Predefined(id) => o.predefined.get(&id).cloned(),
                                 TopicRef::Short(s) => String::from_utf8(s.to_vec()).ok(),
                             };
-                            delivered(&ctx, index, topic.as_deref().unwrap_or(""), &p.data, p.retain, now, effective_qos);
+                            delivered(&ctx, &mut receiver, topic.as_deref().unwrap_or("").as_bytes(), &p.data, p.retain, now);
                         }
                     }
                     SnPacket::PubRel { msg_id } => {
@@ -645,46 +646,3 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     }
 }
 
-/// One delivery into the accounting: the same rules as `client::delivered`, from MQTT-SN's
-/// topic (resolved from its id) and data.
-fn delivered(ctx: &WorkerCtx, index: u32, topic: &str, payload: &[u8], retain: bool, now: u64, effective_qos: u8) {
-    WorkerShared::inc(&ctx.shared.received);
-    let mut st = ctx.stats.borrow_mut();
-    st.counters.received += 1;
-    if let Some(row) = st.second(now) {
-        row.received += 1;
-    }
-    if retain {
-        st.counters.retained_received += 1;
-        return;
-    }
-    let header = Header::read(payload);
-    let unit = ctx.units.unit_for(index, topic);
-    let (Some(h), Some(unit)) = (header, unit) else {
-        st.counters.unexpected += 1;
-        return;
-    };
-    if h.publisher >= ctx.plan.publishers.count {
-        st.counters.unexpected += 1;
-        return;
-    }
-    let shared_group = ctx.units.is_shared(unit);
-    let pair = st.pairs.entry((h.publisher, unit)).or_default();
-    let ooo_before = pair.out_of_order;
-    let arrival = pair.record(h.seq, !shared_group);
-    let reordered = pair.out_of_order > ooo_before;
-    match arrival {
-        Arrival::New => {
-            WorkerShared::inc(&ctx.shared.unique_deliveries);
-            st.record_delivery_latency(now, h.intended_us * 1000, h.lag_us as u64 * 1000);
-            if reordered && effective_qos >= 1 {
-                st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
-            }
-        }
-        Arrival::Duplicate => {
-            if effective_qos == 2 {
-                st.violation("qos2_duplicate", &format!("publisher {} message {} delivered twice at QoS 2", h.publisher, h.seq));
-            }
-        }
-    }
-}

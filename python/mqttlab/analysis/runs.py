@@ -35,8 +35,9 @@ METRICS = (
     Metric("generator_cpu", "generator CPU", "cores", False),
 )
 METRIC_BY_KEY = {metric.key: metric for metric in METRICS}
-# Which latency a run is judged by: end-to-end when anyone subscribed, else the acknowledgement.
-LATENCY_MEASURES = ("e2e", "pubcomp", "puback")
+# Which latency a run is judged by: the round trip when the scenario asked for one (its purpose,
+# and measured on one clock), else end-to-end when anyone subscribed, else the acknowledgement.
+LATENCY_MEASURES = ("rtt", "e2e", "pubcomp", "puback")
 
 
 @dataclass

@@ -49,7 +49,7 @@ class AedesLauncher(Launcher):
         script = self.home / SERVER_SCRIPT.name
         if not script.exists() or script.read_bytes() != SERVER_SCRIPT.read_bytes():
             shutil.copyfile(SERVER_SCRIPT, script)
-        config: dict[str, object] = {"host": "127.0.0.1", "port": ports.plain}
+        config: dict[str, object] = {"host": self.placement.listen_host, "port": ports.plain}
         if tls is not None and ports.tls is not None:
             config.update(tls_port=ports.tls, cert_file=str(tls.cert_file), key_file=str(tls.key_file))
         config_file = workdir / "aedes.json"

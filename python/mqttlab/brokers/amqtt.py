@@ -57,12 +57,12 @@ class AmqttLauncher(Launcher):
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         listeners: dict[str, dict[str, object]] = {
-            "default": {"type": "tcp", "bind": f"127.0.0.1:{ports.plain}", "max_connections": 0},
+            "default": {"type": "tcp", "bind": f"{self.placement.listen_host}:{ports.plain}", "max_connections": 0},
         }
         if tls is not None and ports.tls is not None:
             listeners["tls"] = {
                 "type": "tcp",
-                "bind": f"127.0.0.1:{ports.tls}",
+                "bind": f"{self.placement.listen_host}:{ports.tls}",
                 "ssl": True,
                 "certfile": str(tls.cert_file),
                 "keyfile": str(tls.key_file),

@@ -77,7 +77,7 @@ class MoquetteLauncher(Launcher):
         config_dir.mkdir(exist_ok=True)
         lines = [
             f"port {ports.plain}",
-            "host 127.0.0.1",
+            f"host {self.placement.listen_host}",
             "websocket_port disabled",
             "allow_anonymous true",
             "persistence_enabled false",

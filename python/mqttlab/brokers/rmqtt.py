@@ -102,11 +102,11 @@ class RmqttLauncher(Launcher):
             # rules we do not want in a benchmark.
             f'[plugins]\ndir = {_quote(plugins_dir)}\n'
             'disabled_default_startups = ["rmqtt-http-api", "rmqtt-acl"]\n',
-            f'[listener.tcp.external]\naddr = "127.0.0.1:{ports.plain}"\n{LISTENER_LIMITS}',
+            f'[listener.tcp.external]\naddr = "{self.placement.listen_host}:{ports.plain}"\n{LISTENER_LIMITS}',
         ]
         if tls is not None and ports.tls is not None:
             sections.append(
-                f'[listener.tls.external]\naddr = "127.0.0.1:{ports.tls}"\n{LISTENER_LIMITS}'
+                f'[listener.tls.external]\naddr = "{self.placement.listen_host}:{ports.tls}"\n{LISTENER_LIMITS}'
                 f"cross_certificate = false\ncert = {_quote(tls.cert_file)}\nkey = {_quote(tls.key_file)}\n"
             )
         config = workdir / "rmqtt.toml"

@@ -61,7 +61,9 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
     rows = summary_table(comparison)
     for scenario in comparison.scenarios:
         mine = [row for row in rows if row["scenario"] == scenario.scenario]
-        means = _table(f"{scenario.scenario}: mean ± {comparison.confidence:.0%} CI half-width", "runs")
+        measures = {g.latency_measure for g in scenario.groups.values() if g.latency_measure}
+        what = " (latency = round trip)" if measures == {"rtt"} else ""
+        means = _table(f"{scenario.scenario}: mean ± {comparison.confidence:.0%} CI half-width{what}", "runs")
         for row in mine:
             means.add_row(row["broker"], str(row["runs"]), *(_mean_cell(row, key) for key in SUMMARY_METRICS))
         console.print(means)
@@ -73,7 +75,7 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
             console.print(differences)
     console.print(
         "n/a: one repetition, so no interval; * the difference's interval excludes 0. "
-        "Latency: end-to-end (PUBACK/PUBCOMP when nobody subscribed).",
+        "Latency: the round trip in round-trip mode, else end-to-end (PUBACK/PUBCOMP when nobody subscribed).",
         style="dim",
     )
     for path, reason in comparison.excluded:

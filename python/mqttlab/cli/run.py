@@ -136,6 +136,7 @@ def run_command(
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
     dask: Annotated[Text, typer.Option("--dask", help="Run across a Dask cluster: tcp://SCHEDULER:8786, or local:N for N worker processes here.")] = None,
     allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
+    source_addresses: Annotated[Optional[list[str]], typer.Option("--source-addresses", help="With --dask: HOST=ADDR,ADDR local addresses a worker host connects from, for more connections than its source ports (repeatable).")] = None,
 ) -> None:
     """Run a load test against a broker and write a results directory."""
     overrides = flag_overrides(
@@ -153,12 +154,16 @@ def run_command(
     except ScenarioError as error:
         raise _fail(error.listing(), Exit.BAD_INPUT) from None
 
+    addresses: dict[str, list[str]] = {}
+    if source_addresses and dask is None:
+        raise _fail("error: --source-addresses: only with --dask (it names worker hosts)", Exit.BAD_INPUT)
     if dask is not None:
-        from mqttlab.distributed import BadClusterSpec, SchedulerUnreachable, check_reachable
+        from mqttlab.distributed import BadClusterSpec, PlanningError, SchedulerUnreachable, check_reachable, parse_source_addresses
 
         try:
+            addresses = parse_source_addresses(source_addresses or [])
             check_reachable(dask)
-        except BadClusterSpec as error:
+        except (BadClusterSpec, PlanningError) as error:
             raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
         except SchedulerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
@@ -170,13 +175,23 @@ def run_command(
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
 
     try:
-        code = _run_and_record(scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards)
+        code = _run_and_record(
+            scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses
+        )
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
 
 
-def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask: Optional[str] = None, allow_missing_shards: bool = False) -> Exit:
+def _run_and_record(
+    scenario: Scenario,
+    directory: Path,
+    as_json: bool,
+    *,
+    dask: Optional[str] = None,
+    allow_missing_shards: bool = False,
+    source_addresses: Optional[dict[str, list[str]]] = None,
+) -> Exit:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
     with ExitStack() as stack:
@@ -196,7 +211,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
         sampler = _resource_sampler(getattr(broker, "pid", None))
         try:
             with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
-                outcome = _execute(plan, live, url, dask)
+                outcome = _execute(plan, live, url, dask, source_addresses)
         except engine.BrokerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
@@ -243,14 +258,16 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, *, dask:
     return _exit_code(outcome, allow_missing_shards)
 
 
-def _execute(plan: engine.Plan, live: LiveProgress, url: str, dask: Optional[str]) -> engine.RunOutcome:
+def _execute(
+    plan: engine.Plan, live: LiveProgress, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
+) -> engine.RunOutcome:
     """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
     if dask is None:
         return engine.run(plan, progress=live, broker_url=url)
     from mqttlab import distributed
 
     try:
-        return distributed.run_on_dask(plan, dask, progress=live, broker_url=url)
+        return distributed.run_on_dask(plan, dask, progress=live, broker_url=url, source_addresses=source_addresses)
     except distributed.SchedulerUnreachable as error:
         raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
     except distributed.ClusterRefused as error:

@@ -223,6 +223,21 @@ def _fmt_min_s(seconds: float) -> str:
     return f"{int(seconds // 60)}:{seconds % 60:05.2f}"
 
 
+def _every(seconds: float):
+    """A progress callback for the engine that prints at most once per `seconds`."""
+    import time
+
+    last = [time.monotonic()]
+
+    def report(snapshot: str) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            data = json.loads(snapshot)
+            _console.print(f"  … {data['messages']} messages after {_fmt_min_s(data['elapsed_s'])}")
+
+    return report
+
+
 @app.command()
 def explore(
     broker: Annotated[str, typer.Option(help=_BROKER_HELP)] = "mosquitto",
@@ -317,7 +332,7 @@ def verify(
                        f"{len(run.failures)} functional failures")
 
     try:
-        table = run_verify(names, usage, hypotheses, out, settings, on_run)
+        table = run_verify(names, usage, hypotheses, out, settings, on_run, _every(15.0))
     except (UnknownBroker, BrokerError, ConnectionError) as error:
         raise _fail(str(error)) from None
     out.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,7 +30,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-BAD_INPUT, INTERRUPTED, SOME_FAILED = 2, 130, 1
+BAD_INPUT, UNREACHABLE, INTERRUPTED, SOME_FAILED = 2, 3, 130, 1
 
 SuiteArgument = Annotated[str, typer.Argument(help="A suite file, or the name of a built-in suite (see `mqttlab suite list`).", show_default=False)]
 BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="Comma-separated brokers, replacing the suite's list: mosquitto,rumqttd")]
@@ -130,9 +131,17 @@ def run_command(
     repetitions: RepetitionsOption = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="Broker the comparison measures the others against. Default: the first broker.")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the comparison report at the end.")] = False,
+    dask: Annotated[Optional[str], typer.Option("--dask", help="Run each run across a Dask cluster: tcp://SCHEDULER:8786, or local:N (one local cluster for the whole suite).")] = None,
 ) -> None:
     """Run every combination of a suite (fresh broker per run); running it again resumes."""
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    if dask is not None:
+        from mqttlab.distributed import BadClusterSpec, parse_spec
+
+        try:
+            parse_spec(dask)
+        except BadClusterSpec as error:
+            raise _fail(f"error: {error}", BAD_INPUT) from None
     suite_dir = out if out is not None else Path("results") / (f"{suite.name}-quick" if quick else suite.name)
     suite_text = resolve_suite_path(suite_name).read_text(encoding="utf-8")
     console = Console(stderr=True)
@@ -143,10 +152,12 @@ def run_command(
     except OSError as error:
         raise _fail(f"error: {suite_dir}: cannot write: {error}", BAD_INPUT) from None
     console.print(f"[bold]{suite.name}[/bold]: {len(runs)} runs into {suite_dir}")
-    try:
-        records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record))
-    except (SuiteInterrupted, KeyboardInterrupt):
-        raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
+    with ExitStack() as stack:
+        scheduler = _open_cluster(dask, stack) if dask is not None else None
+        try:
+            records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record), dask=scheduler)
+        except (SuiteInterrupted, KeyboardInterrupt):
+            raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
     failed = [record for record in records if record.status == "failed"]
     console.print(f"{len(records) - len(failed)} of {len(records)} runs finished; results in {suite_dir}")
     for record in failed:
@@ -155,6 +166,17 @@ def run_command(
         _write_report(console, suite_dir, baseline or (brokers.split(",")[0].strip() if brokers else suite.brokers[0]))
     if failed:
         raise typer.Exit(SOME_FAILED)
+
+
+def _open_cluster(spec: str, stack: ExitStack) -> str:
+    """The scheduler address every run gets; for local:N one local cluster kept up (and stopped
+    on exit) for the whole suite instead of N workers started per run."""
+    from mqttlab.distributed import SchedulerUnreachable, shared_scheduler
+
+    try:
+        return stack.enter_context(shared_scheduler(spec))
+    except SchedulerUnreachable as error:
+        raise _fail(f"error: {error}", UNREACHABLE) from None
 
 
 def _print_progress(console: Console, index: int, total: int, record: RunRecord) -> None:

@@ -8,6 +8,7 @@ same host and share its clock."""
 from __future__ import annotations
 
 import bisect
+import ipaddress
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ class Shard:
             "host": self.worker.host,
             "publishers": self.publishers,
             "subscribers": self.subscribers,
+            "source_addresses": list(self.plan["shard"].get("source_addresses") or []),
         }
 
 
@@ -91,26 +93,97 @@ def place_shards(plan: Plan, workers: list[WorkerInfo], shards_per_worker: int =
     return shards
 
 
-def check_source_ports(shards: list[Shard]) -> None:
-    """Refuses a placement that would exhaust a host's source ports towards the one broker
-    address: the kernel gives each (source address, destination) pair only the ephemeral range."""
-    per_host = Counter()
+def parse_source_addresses(texts: list[str]) -> dict[str, list[str]]:
+    """`HOST=ADDR,ADDR,...` (one per host, as the workers name their host) into a mapping;
+    raises PlanningError naming --source-addresses and the bad part."""
+    by_host: dict[str, list[str]] = {}
+    for text in texts:
+        host, sign, listing = text.partition("=")
+        addresses = [part.strip() for part in listing.split(",") if part.strip()]
+        if not sign or not host.strip() or not addresses:
+            raise PlanningError(f"--source-addresses {text!r}: expected HOST=ADDR[,ADDR...], e.g. load1=10.0.0.21,10.0.0.22")
+        for address in addresses:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise PlanningError(f"--source-addresses {text!r}: {address!r} is not an IP address") from None
+        by_host.setdefault(host.strip(), []).extend(addresses)
+    return by_host
+
+
+def assign_source_addresses(shards: list[Shard], given: Optional[dict[str, list[str]]] = None) -> dict[str, list[str]]:
+    """Gives every shard the local addresses its host connects from, and refuses a host that
+    would run out of source ports.
+
+    The kernel gives each (source address, broker address) pair only the ephemeral port range, so
+    a host with more connections than that needs several source addresses. A host named in
+    `given` uses those; otherwise, towards a loopback broker, 127.0.0.1, 127.0.0.2, ... (all of
+    127/8 is this machine's). The engine spreads a shard's clients over the list by index, so each
+    address carries about connections / addresses of them. Returns host -> addresses used."""
+    given = given or {}
+    connections: Counter[str] = Counter()
     ports: dict[str, int] = {}
     for shard in shards:
-        per_host[shard.worker.host] += shard.connections
+        connections[shard.worker.host] += shard.connections
         if shard.worker.ephemeral_ports:
             ports[shard.worker.host] = shard.worker.ephemeral_ports
-    crowded = [(host, n, ports[host]) for host, n in per_host.items() if host in ports and n > ports[host]]
-    if crowded:
-        raise PlanningError(
-            "; ".join(f"host {h} would open {n} connections to the broker but has {p} source ports" for h, n, p in crowded)
-            + ": add workers on other hosts (several source addresses per host need an engine option not yet there)"
-        )
+    broker_host = str(shards[0].plan["broker"]["host"]) if shards else ""
+    chosen: dict[str, list[str]] = {}
+    problems = [
+        f"--source-addresses names host {host}, but no worker runs there (hosts: {', '.join(sorted(connections))})"
+        for host in sorted(given) if host not in connections
+    ]  # fmt: skip
+    for host, count in sorted(connections.items()):
+        addresses = list(given.get(host, []))
+        needed = source_addresses_needed(count, ports[host]) if host in ports else 1
+        if not addresses and needed > 1:
+            if _is_loopback(broker_host):
+                addresses = [f"127.0.0.{k}" for k in range(1, needed + 1)]
+            else:
+                problems.append(
+                    f"host {host} would open {count} connections to the broker but has {ports[host]} source ports "
+                    f"per local address: give it {needed} addresses (--source-addresses {host}=ADDR,ADDR,...) "
+                    "or add workers on other hosts"
+                )
+                continue
+        if addresses and len(addresses) < needed:
+            problems.append(
+                f"host {host} would open {count} connections to the broker, {ports[host]} per local address: "
+                f"its {len(addresses)} source addresses are not enough, it needs {needed}"
+            )
+            continue
+        if addresses:
+            chosen[host] = addresses
+    if problems:
+        raise PlanningError("; ".join(problems))
+    for shard in shards:
+        if shard.worker.host in chosen:
+            shard.plan["shard"]["source_addresses"] = chosen[shard.worker.host]
+    return chosen
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def source_addresses_needed(connections: int, ephemeral_ports: int) -> int:
     """How many local source addresses a host needs for `connections` to one broker address."""
     return max(1, math.ceil(connections / max(1, ephemeral_ports)))
+
+
+def limit_latency_to_same_host(shards: list[Shard]) -> None:
+    """Each shard records end-to-end latency only for the publishers on its own host: the others'
+    send times are on another machine's monotonic clock. Shards are placed in host order, so the
+    publishers of one host form one contiguous range."""
+    hosts = {s.worker.host for s in shards}
+    if len(hosts) < 2:
+        return
+    for host in hosts:
+        ranges = [s.publishers for s in shards if s.worker.host == host]
+        span = [min(low for low, _ in ranges), max(high for _, high in ranges)]
+        for shard in shards:
+            if shard.worker.host == host:
+                shard.plan["options"]["latency_publishers"] = span
 
 
 def start_margin_s(shards: list[Shard], connect_rate: float) -> float:
@@ -125,7 +198,7 @@ def start_margin_s(shards: list[Shard], connect_rate: float) -> float:
 def check_broker_reachable_from(plan: Plan, workers: list[WorkerInfo], client_host: str) -> None:
     """A loopback broker address means this machine's broker only to workers on this machine."""
     host = str(plan["broker"]["host"])
-    if host in ("localhost", "::1") or host.startswith("127."):
+    if _is_loopback(host):
         elsewhere = sorted({w.host for w in workers if w.host != client_host})
         if elsewhere:
             raise PlanningError(
@@ -135,15 +208,17 @@ def check_broker_reachable_from(plan: Plan, workers: list[WorkerInfo], client_ho
 
 
 def clock_basis(shards: list[Shard], owed: Optional[Receivers]) -> dict[str, Any]:
-    """Whether end-to-end latencies compare clocks of one host ("shared") or of several, with
-    how many measured (publisher, receiver) pairs span hosts."""
+    """Whether end-to-end latencies compare clocks of one host ("shared") or whether some
+    measured (publisher, receiver) pairs span hosts, and how many. Those pairs are not in the
+    latencies: each shard records only its own host's publishers (limit_latency_to_same_host)."""
     hosts = {s.worker.host for s in shards}
     if len(hosts) == 1:
         return {"basis": "shared", "hosts": sorted(hosts), "pairs": None, "cross_host_pairs": 0,
                 "note": "every shard ran on one host: publishers and subscribers share its monotonic clock"}  # fmt: skip
     if owed is None:
         return {"basis": "unknown", "hosts": sorted(hosts), "pairs": None, "cross_host_pairs": None,
-                "note": "too many wildcard filters to tell which pairs span hosts"}  # fmt: skip
+                "note": "too many wildcard filters to tell which pairs span hosts; end-to-end latencies "
+                        "cover only deliveries whose publisher ran on the subscriber's host"}  # fmt: skip
     host_of_pub = _host_lookup(shards, "publishers")
     host_of_sub = _host_lookup(shards, "subscribers")
     pairs = crossing = 0
@@ -158,7 +233,8 @@ def clock_basis(shards: list[Shard], owed: Optional[Receivers]) -> dict[str, Any
                 "note": "every measured pair has its publisher and subscriber on one host"}  # fmt: skip
     return {"basis": "across_hosts", "hosts": sorted(hosts), "pairs": pairs, "cross_host_pairs": crossing,
             "note": f"{crossing} of {pairs} measured pairs have publisher and subscriber on different hosts, "
-                    "whose monotonic clocks are unrelated: end-to-end latencies are not reported"}  # fmt: skip
+                    "whose monotonic clocks are unrelated: their deliveries are counted but left out of the "
+                    "end-to-end latencies, which cover deliveries between clients of one host only"}  # fmt: skip
 
 
 def _host_lookup(shards: list[Shard], role: str) -> Any:

@@ -22,9 +22,10 @@ from mqttlab.distributed.planner import (
     PlanningError,
     Shard,
     WorkerInfo,
+    assign_source_addresses,
     check_broker_reachable_from,
-    check_source_ports,
     clock_basis,
+    limit_latency_to_same_host,
     place_shards,
     start_margin_s,
 )
@@ -137,20 +138,23 @@ def run_plan(
     shards_per_worker: int = 1,
     scheduler: str = "",
     broker_url: Optional[str] = None,
+    source_addresses: Optional[dict[str, list[str]]] = None,
 ) -> DistributedOutcome:
     """Runs `plan` (the whole plan) across the cluster behind `client` and merges the shards.
 
     Raises ClusterRefused (VersionMismatch) before any load, engine.BrokerUnreachable when no
     shard reached the broker, NoShardReturned when every shard was lost. Shards lost mid-run are
-    listed in the outcome; the rest are merged."""
+    listed in the outcome; the rest are merged. `source_addresses` (host -> local addresses)
+    is for hosts with more connections than source ports (planner.assign_source_addresses)."""
     workers = survey(client)
     client_host = socket.gethostname()
     try:
         check_broker_reachable_from(plan, workers, client_host)
         shards = place_shards(plan, workers, shards_per_worker)
-        check_source_ports(shards)
+        assign_source_addresses(shards, source_addresses)
     except PlanningError as error:
         raise ClusterRefused(str(error)) from None
+    limit_latency_to_same_host(shards)
     receivers = pairs.receivers(plan)
 
     run_id = uuid.uuid4().hex[:12]
@@ -275,11 +279,6 @@ def annotate(
         "missing_shards": [o.shard.index for o in missing],
         "latency_clock": latency_clock,
     }
-    if latency_clock["basis"] != "shared":
-        latency = dict(summary.get("latency") or {})
-        for name in ("e2e", "e2e_uncorrected"):
-            latency[name] = None
-        summary["latency"] = latency
     if missing:
         section["owed_to_missing_subscribers"] = _owed_to_missing(result, receivers, missing)
         section["received_from_missing_publishers"] = _received_from_missing(result, missing)

@@ -151,6 +151,10 @@ def _section_type(annotation: Any, key: Any) -> Any:
             if found is not None:
                 return found
         return None
+    if len(members) == 1:
+        # An optional section (Optional[Model]): walk on into it, so keys nested below it
+        # (network.up.delay) get suggestions too.
+        return members[0]
     return _KeysOf(list(dict.fromkeys(name for member in members for name in member.model_fields)))
 
 

@@ -127,6 +127,9 @@ class Publishers(_Section):
         json_schema_extra=_payload_schema_with_shorthand,
     )
     inflight: int = Field(100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
+    reply_filter: Optional[FilterTemplate] = Field(
+        None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
+    )
 
 
 class Subscribers(_Section):
@@ -136,6 +139,9 @@ class Subscribers(_Section):
         default_factory=lambda: ["bench/%i"], min_length=1, description="+, # and $share/GROUP/... allowed"
     )
     qos: Literal[0, 1, 2] = 1
+    echo_topic: Optional[TopicTemplate] = Field(
+        None, description="Round-trip mode: each subscriber republishes what it receives to this topic (%i = subscriber index); needs publishers.reply_filter"
+    )
 
 
 class Load(_Section):

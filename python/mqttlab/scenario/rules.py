@@ -18,6 +18,7 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _timing_problems(scenario)
     problems += _protocol_problems(scenario)
     problems += _mqtt_sn_problems(scenario)
+    problems += _round_trip_problems(scenario)
     return problems
 
 
@@ -103,4 +104,32 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", ("transport.qos_minus_one",)))
     if t.qos_minus_one and t.topic_ids == "normal":
         problems.append(Problem("transport.topic_ids", "QoS -1 needs short or predefined topic ids", ("transport.qos_minus_one",)))
+    return problems
+
+
+def _round_trip_problems(s: Scenario) -> list[Problem]:
+    """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
+    the publisher's own messages, or a subscription that caught the echoes, would feed itself."""
+    from mqttlab.distributed.pairs import expand, matches
+
+    reply, echo = s.publishers.reply_filter, s.subscribers.echo_topic
+    if reply is None and echo is None:
+        return []
+    if reply is None or echo is None:
+        missing, given = ("publishers.reply_filter", "subscribers.echo_topic") if reply is None else ("subscribers.echo_topic", "publishers.reply_filter")
+        return [Problem(missing, f"round-trip mode needs {missing} together with {given}", (given,))]
+    problems = []
+    if s.transport.kind == "mqtt-sn":
+        problems.append(Problem("publishers.reply_filter", "round-trip mode is not available over MQTT-SN", ("transport.kind",)))
+    # Index 0 stands for every client: the templates differ between clients only by %i and %c.
+    own_topic = expand(s.publishers.topic, 0, expand(s.publishers.client_id, 0, ""))
+    reply_0 = expand(reply, 0, expand(s.publishers.client_id, 0, ""))
+    if matches(reply_0, own_topic):
+        problems.append(Problem("publishers.reply_filter", f"{reply_0!r} matches the publisher's own topic {own_topic!r}; replies must come back on another topic", ("publishers.topic",)))
+    echo_0 = expand(echo, 0, expand(s.subscribers.client_id, 0, ""))
+    for k, template in enumerate(s.subscribers.filters):
+        topic_filter = expand(template, 0, expand(s.subscribers.client_id, 0, ""))
+        topic_filter = topic_filter.split("/", 2)[2] if topic_filter.startswith("$share/") else topic_filter
+        if matches(topic_filter, echo_0):
+            problems.append(Problem("subscribers.echo_topic", f"{echo_0!r} is matched by subscribers.filters[{k}] {topic_filter!r}: the echoes would be echoed again", (f"subscribers.filters[{k}]",)))
     return problems

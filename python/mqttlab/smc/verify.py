@@ -73,8 +73,13 @@ def sample_cap(test: SPRT, factor: float = CAP_FACTOR, minimum: int = MIN_CAP) -
     if test.p1 >= 1.0:
         # Every failure decides H0 at once; a run of successes decides H1 after exactly this many.
         return math.ceil(test.upper / test.success_step)
+    # The expected sample number peaks where the log-likelihood ratio has no drift; Wald gives it
+    # in closed form there (numerical root finding is unreliable that close to zero drift).
+    s, f = test.success_step, test.failure_step
+    p_flat = -f / (s - f)
+    at_flat = -test.lower * test.upper / (p_flat * s**2 + (1 - p_flat) * f**2)
     grid = np.linspace(min(test.p0, test.p1), max(test.p0, test.p1), 21)
-    worst = max(test.wald_expected_samples(float(p)) for p in grid)
+    worst = max(at_flat, *(test.wald_expected_samples(float(p)) for p in grid))
     return max(minimum, math.ceil(factor * worst))
 
 
@@ -108,7 +113,7 @@ def profile_walk(profile: UsageProfile, timeout_ms: int) -> WalkSettings:
 
 @dataclass(frozen=True)
 class ProfileRun:
-    """Per client, its sequences in order: ``end_ms``, ``latencies_us``, ``outcomes``, ``active``."""
+    """Per client, its sequences in order: ``end_ms``, ``latencies_us``, ``outcomes``, ``active``, ``msgs``."""
 
     clients: list[list[dict[str, Any]]]
     stopped: str  # decided, cap or interrupted
@@ -266,8 +271,11 @@ def verify(
     workdir: Path,
     settings: VerifySettings = VerifySettings(),
     on_run: Callable[[str, int, ProfileRun], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """One real-time run per broker and client count answers every threshold of that count."""
+    """One real-time run per broker and client count answers every threshold of that count.
+
+    `progress` is handed to the engine: ``{"messages": n, "elapsed_s": s}`` about every 100 ms."""
     tests = {h: h.test(settings.alpha, settings.beta) for h in hypotheses}  # validates all first
     rows = []
     for broker in brokers:
@@ -279,7 +287,7 @@ def verify(
                     run = run_profile(
                         running.host, running.port, profile, count, settings.length, cap,
                         [(h.threshold_ms, tests[h]) for h in mine],
-                        seed=settings.seed, timeout_ms=settings.timeout_ms,
+                        seed=settings.seed, timeout_ms=settings.timeout_ms, progress=progress,
                     )
                 if on_run is not None:
                     on_run(source.label, count, run)

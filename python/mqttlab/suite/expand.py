@@ -62,8 +62,9 @@ def expand_suite(
     overrides = _parse_assignments(assignments, suite.source or suite.name)
     problems: list[Problem] = []
     combinations: list[tuple[str, tuple[tuple[str, str], ...], str, dict[str, Any]]] = []
-    for case in suite.scenarios:
-        for chosen in _combinations(suite, case):
+    cases = suite.quick.scenarios if quick and suite.quick.scenarios else list(suite.scenarios)
+    for case in cases:
+        for chosen in _combinations(suite, case, quick):
             name = "-".join([case, *(value for _, value in chosen)])
             data, transport = _scenario_keys(suite, case, chosen, quick, overrides)
             data["name"] = name
@@ -72,7 +73,7 @@ def expand_suite(
     if problems:
         raise SuiteError(problems, suite.source or suite.name)
 
-    most = max((repetitions or suite.case_repetitions(case, quick)) for case in suite.scenarios)
+    most = max((repetitions or suite.case_repetitions(case, quick)) for case in cases)
     runs = []
     for repetition in range(1, most + 1):
         for case, chosen, transport, data in combinations:
@@ -90,8 +91,10 @@ def _parse_assignments(assignments: Iterable[str], source: str) -> list[tuple[st
         raise SuiteError(error.problems, source) from None
 
 
-def _combinations(suite: Suite, case: str) -> list[tuple[tuple[str, str], ...]]:
+def _combinations(suite: Suite, case: str, quick: bool = False) -> list[tuple[tuple[str, str], ...]]:
     only = suite.scenarios[case].get("only", {})
+    if quick:
+        only = {**suite.quick.only, **only}  # the case's own choice of an axis wins
     axes = []
     for axis, values in suite.variants.items():
         allowed = only.get(axis, list(values))
@@ -133,6 +136,9 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario_problems(name: str, data: dict[str, Any], transport: str) -> list[Problem]:
+    if transport == "tls" and "network" in data:
+        # `mqttlab run` launches the broker inside the emulated network with its plain listener only.
+        return [Problem(f"[{name}] network", "network conditions run over the plain listener; drop the tls variant for this case (only:)")]
     trial = copy.deepcopy(data)
     trial["broker"] = PLACEHOLDER_URL[transport]
     if transport == "tls":

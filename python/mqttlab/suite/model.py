@@ -28,6 +28,9 @@ class QuickSettings(BaseModel):
 
     repetitions: Optional[int] = Field(None, ge=1)
     set: dict[str, Any] = Field(default_factory=dict)
+    # A short version of a large suite needs fewer combinations, not only shorter runs.
+    scenarios: Optional[list[str]] = Field(None, min_length=1, description="the cases to run; default all")
+    only: dict[str, Any] = Field(default_factory=dict, description="axis -> values, for cases whose own `only` leaves the axis open")
 
 
 class Suite(BaseModel):
@@ -127,6 +130,10 @@ def _structure_problems(suite: Suite) -> list[Problem]:
         if not isinstance(repetitions, int) or isinstance(repetitions, bool) or repetitions < 1:
             problems.append(Problem(f"{where}.repetitions", f"must be a whole number of 1 or more (got {repetitions!r})"))
         problems += _only_problems(where, keys.get("only", {}), suite.variants)
+    for index, case in enumerate(suite.quick.scenarios or []):
+        if case not in suite.scenarios:
+            problems.append(Problem(f"quick.scenarios[{index}]", f"no case {case!r} (cases: {', '.join(suite.scenarios)})"))
+    problems += _only_problems("quick", suite.quick.only, suite.variants)
     return problems
 
 

@@ -83,9 +83,11 @@ def run_suite(
     *,
     report: Optional[Report] = None,
     python: str = sys.executable,
+    dask: Optional[str] = None,
 ) -> list[RunRecord]:
-    """Runs every planned run that is not finished yet. Raises SuiteInterrupted on Ctrl-C
-    (after stopping the current run and broker and recording what is done)."""
+    """Runs every planned run that is not finished yet; with `dask` (a scheduler address) each
+    `mqttlab run` spreads its load over that cluster. Raises SuiteInterrupted on Ctrl-C (after
+    stopping the current run and broker and recording what is done)."""
     records: dict[str, RunRecord] = {}
     for index, run in enumerate(runs, start=1):
         directory = run.directory(suite_dir)
@@ -96,7 +98,7 @@ def run_suite(
             if directory.exists():
                 shutil.rmtree(directory)  # an interrupted or unfinished run of ours: start it afresh
             try:
-                record = _run_one(run, directory, python)
+                record = _run_one(run, directory, python, dask)
             except SuiteInterrupted:
                 _write_runs_file(suite_dir, runs, records)
                 raise
@@ -107,24 +109,25 @@ def run_suite(
     return list(records.values())
 
 
-def _run_one(run: PlannedRun, directory: Path, python: str) -> RunRecord:
-    from mqttlab.brokers import BrokerError, get_launcher
-
+def _run_one(run: PlannedRun, directory: Path, python: str, dask: Optional[str] = None) -> RunRecord:
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
-    try:
-        broker = get_launcher(run.broker).start(directory / "broker", tls=run.transport == "tls")
-    except BrokerError as error:
-        return RunRecord(run, "failed", time.monotonic() - started, f"broker did not start: {error}")
-    except KeyboardInterrupt:
-        raise SuiteInterrupted() from None
-    with broker:
-        scenario = _scenario_for(run, broker)
-        with tempfile.TemporaryDirectory(prefix="mqttlab-suite-") as scratch:
-            scenario_file = Path(scratch) / f"{run.scenario_name}.yaml"
-            scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
-            command = [python, "-m", "mqttlab", "run", str(scenario_file), "--out", str(directory), "--json"]
-            code = _run_child(command, directory, _time_limit(run))
+    options = ["--dask", dask] if dask else []
+    if "network" in run.scenario:
+        # The broker must run inside the emulated network, which only `mqttlab run` builds: it
+        # gets the broker's name and launches a fresh one there (and stops it) itself.
+        code = _run_scenario(dict(run.scenario, broker=run.broker), run, directory, python, options)
+    else:
+        from mqttlab.brokers import BrokerError, get_launcher
+
+        try:
+            broker = get_launcher(run.broker).start(directory / "broker", tls=run.transport == "tls")
+        except BrokerError as error:
+            return RunRecord(run, "failed", time.monotonic() - started, f"broker did not start: {error}")
+        except KeyboardInterrupt:
+            raise SuiteInterrupted() from None
+        with broker:
+            code = _run_scenario(_scenario_for(run, broker), run, directory, python, options)
     seconds = time.monotonic() - started
     if code == INTERRUPTED_CODE:
         raise SuiteInterrupted()
@@ -132,6 +135,15 @@ def _run_one(run: PlannedRun, directory: Path, python: str) -> RunRecord:
     if code in FINISHED_CODES and status is not None:
         return RunRecord(run, status, seconds)
     return RunRecord(run, "failed", seconds, f"mqttlab run exited with code {code}; see {directory / 'run.log'}")
+
+
+def _run_scenario(scenario: dict[str, Any], run: PlannedRun, directory: Path, python: str, options: list[str]) -> int:
+    """`mqttlab run` of `scenario` in a child process writing into `directory`; its exit code."""
+    with tempfile.TemporaryDirectory(prefix="mqttlab-suite-") as scratch:
+        scenario_file = Path(scratch) / f"{run.scenario_name}.yaml"
+        scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
+        command = [python, "-m", "mqttlab", "run", str(scenario_file), "--out", str(directory), "--json", *options]
+        return _run_child(command, directory, _time_limit(run))
 
 
 def _scenario_for(run: PlannedRun, broker: Any) -> dict[str, Any]:

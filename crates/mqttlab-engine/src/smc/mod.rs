@@ -219,3 +219,34 @@ pub fn start_profile(config: Config) -> Result<Handle, String> {
     }
     Ok(start(config, true))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    #[test]
+    fn a_valid_config_gets_the_papers_defaults() {
+        let cfg = Config::from_json(r#"{"host": "127.0.0.1", "port": 1883, "clients": 3, "messages": 50}"#).unwrap();
+        assert_eq!(cfg.weights, [1.0; 5]);
+        assert_eq!(cfg.think_ms, [0.0, 0.0]);
+        assert!(cfg.sequence_length.is_none() && cfg.sprt.is_empty());
+    }
+
+    #[test]
+    fn every_bad_field_is_named_at_once() {
+        let err = Config::from_json(
+            r#"{"host": "h", "port": 1, "clients": 0, "messages": 1, "weights": [0, 1, 1, 1, 1],
+                "think_ms": [5, 1], "topics": 65, "payload_bytes": [2, 10], "kill_subscriber": 3}"#,
+        )
+        .unwrap_err();
+        for field in ["clients", "connect", "think_ms", "topics", "payload_bytes", "kill_subscriber"] {
+            assert!(err.contains(field), "{field} missing from: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = Config::from_json(r#"{"host": "h", "port": 1, "clients": 1, "messages": 1, "clinets": 2}"#).unwrap_err();
+        assert!(err.contains("clinets"), "{err}");
+    }
+}

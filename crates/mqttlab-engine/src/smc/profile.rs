@@ -115,7 +115,8 @@ pub fn output(o: &Outcome) -> Value {
                         "end_ms": s.end_ns.saturating_sub(w.start_ns) as f64 / 1e6,
                         "latencies_us": rows.clone().map(|r| r.latency_us).collect::<Vec<_>>(),
                         "outcomes": rows.clone().map(|r| r.outcome).collect::<Vec<_>>(),
-                        "active": rows.map(|r| r.active).collect::<Vec<_>>(),
+                        "active": rows.clone().map(|r| r.active).collect::<Vec<_>>(),
+                        "msgs": rows.map(|r| r.msg.name()).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
