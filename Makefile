@@ -10,7 +10,7 @@ test: setup
 	bash scripts/install-brokers.sh
 	bash scripts/install-test-tools.sh
 	cargo test --workspace --quiet
-	.venv/bin/pytest -q
+	.venv/bin/pytest -q -rs
 
 setup:
 	bash scripts/setup.sh

@@ -57,6 +57,14 @@ def test_the_same_seed_walks_the_same_messages(mosquitto):
     assert walks(10) != first
 
 
+def test_a_broker_given_by_url_is_used_as_it_is_and_never_restarted(mosquitto, tmp_path):
+    url = mosquitto.url()
+    summary = explore(url, tmp_path, cases=2, clients=ClientRange(choices=(3,)), length=10, seed=1)
+    metas = [read_log(path).meta for path in summary.cases]
+    assert [m.broker for m in metas] == [url, url] and not any(m.extra["fresh_broker"] for m in metas)
+    assert summary.failures == {} and mosquitto.is_running()
+
+
 def test_a_killed_subscriber_is_reported_as_missing_delivery(mosquitto, tmp_path):
     # One topic, so every publish after client 0's subscription owes client 0 a delivery that,
     # with its connection cut behind the model's back, never comes.

@@ -121,3 +121,38 @@ def test_cli_verify_names_bad_input(tmp_path, args, named):
 def test_the_cap_is_never_below_what_an_undecided_stream_needs():
     test = SPRT(0.8, 0.9)
     assert math.isfinite(test.wald_expected_samples(0.85)) and sample_cap(test) > test.wald_expected_samples(0.85)
+
+
+def test_ctrl_c_stops_a_profile_run_and_returns_what_was_measured(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mqttlab.brokers import get_launcher
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import json, sys\n"
+        "from mqttlab import _engine\n"
+        "config = {'host': '127.0.0.1', 'port': int(sys.argv[1]), 'clients': 3, 'messages': 100000,\n"
+        "          'think_ms': [1, 3], 'sequence_length': 2}\n"
+        "print('started', flush=True)\n"
+        "out = json.loads(_engine.smc_profile_run(json.dumps(config)))\n"
+        "print(json.dumps({'status': out['status'], 'stopped': out['stopped'],\n"
+        "                  'sequences': sum(len(c['sequences']) for c in out['clients'])}))\n"
+    )
+    with get_launcher("mosquitto").start(tmp_path / "broker") as broker:
+        child = subprocess.Popen([sys.executable, str(script), str(broker.port)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "started"
+            time.sleep(1.0)
+            child.send_signal(signal.SIGINT)
+            output, _ = child.communicate(timeout=15)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert child.returncode == 0
+    result = json.loads(output.strip().splitlines()[-1])
+    assert result["status"] == "interrupted" and result["stopped"] == "interrupted"
+    assert result["sequences"] > 10

@@ -72,7 +72,6 @@ pub struct PropertyValues {
     pub shared_subscription_available: Option<u8>,     // 0x2A
 }
 
-
 impl PropertyValues {
     /// No property set (what `Default` gives, usable in a `static`).
     pub const EMPTY: PropertyValues = PropertyValues {
@@ -137,7 +136,9 @@ impl Properties {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.as_deref().map_or(true, |v| *v == PropertyValues::EMPTY)
+        self.0
+            .as_deref()
+            .map_or(true, |v| *v == PropertyValues::EMPTY)
     }
 
     pub fn into_values(self) -> PropertyValues {

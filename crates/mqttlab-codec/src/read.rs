@@ -3,6 +3,12 @@
 //! Nothing is read from a packet until all of its bytes are in the buffer, so a field that runs
 //! past the end of its packet is `UnexpectedEof`, never "need more bytes". No buffer is sized
 //! from a length field: every allocation is bounded by the bytes of the packet itself.
+//!
+//! Only PUBLISH keeps slices of the read buffer (topic, payload, correlation data). Every other
+//! packet is read in place and copies the little binary data it keeps (CONNECT's password and
+//! will payload, authentication data): splitting a packet off as `Bytes` costs a reference count
+//! taken and dropped, which for a PUBACK is most of the work, and a CONNECT's will would
+//! otherwise pin the whole read buffer for the life of the connection.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -39,12 +45,18 @@ pub fn decode(
     if buf.len() < size {
         return Ok(None);
     }
-    let mut body = buf.split_to(size).freeze();
-    body.advance(1 + length_bytes);
-    let mut r = Reader { rest: body };
-    let packet = read_body(first, &mut r, protocol)?;
-    r.finish()?;
-    Ok(Some(packet))
+    let header = 1 + length_bytes;
+    if first >> 4 == 3 {
+        let packet = buf.split_to(size).freeze();
+        return Ok(Some(Packet::Publish(read_publish(
+            packet, header, first, protocol,
+        )?)));
+    }
+    let mut r = Reader::new(&buf[header..size], None);
+    let packet = read_body(first, &mut r, protocol).and_then(|p| r.finish().map(|()| p));
+    // Consumed even when invalid, as a split-off packet would be.
+    buf.advance(size);
+    packet.map(Some)
 }
 
 /// Validates the packet type and its fixed-header flags (MQTT 3.1.1 / 5.0 section 2.1.3).
@@ -98,7 +110,6 @@ fn read_body(first: u8, r: &mut Reader, protocol: Protocol) -> Result<Packet> {
     Ok(match packet_type {
         1 => Packet::Connect(Box::new(read_connect(r)?)),
         2 => Packet::ConnAck(read_connack(r, protocol)?),
-        3 => Packet::Publish(read_publish(r, first & 0x0F, protocol)?),
         4 => Packet::PubAck(read_ack(r, packet_type, protocol)?),
         5 => Packet::PubRec(read_ack(r, packet_type, protocol)?),
         6 => Packet::PubRel(read_ack(r, packet_type, protocol)?),
@@ -119,19 +130,20 @@ fn read_body(first: u8, r: &mut Reader, protocol: Protocol) -> Result<Packet> {
             check_reason(packet_type, reason, reason_code::AUTH)?;
             Packet::Auth(Auth { reason, properties })
         }
+        // 0 is refused by `check_first_byte`, 3 (PUBLISH) is read by `decode` itself.
         other => return Err(DecodeError::InvalidPacketType(other)),
     })
 }
 
 fn read_connect(r: &mut Reader) -> Result<Connect> {
-    let name = r.binary()?;
+    let name = r.field()?;
     let level = r.u8()?;
     let protocol = match (&name[..], level) {
         (b"MQTT", 4) => Protocol::V311,
         (b"MQTT", 5) => Protocol::V5,
         _ => {
             return Err(DecodeError::InvalidProtocol {
-                name: String::from_utf8_lossy(&name).into_owned(),
+                name: String::from_utf8_lossy(name).into_owned(),
                 level,
             })
         }
@@ -217,23 +229,27 @@ fn read_connack(r: &mut Reader, protocol: Protocol) -> Result<ConnAck> {
     })
 }
 
-fn read_publish(r: &mut Reader, flags: u8, protocol: Protocol) -> Result<Publish> {
+/// `packet` is the whole PUBLISH, fixed header (`header` bytes) included.
+#[inline(always)]
+fn read_publish(packet: Bytes, header: usize, first: u8, protocol: Protocol) -> Result<Publish> {
+    let flags = first & 0x0F;
+    let mut r = Reader::new(&packet[header..], Some(&packet));
     let qos_bits = (flags >> 1) & 0b11;
     let qos = QoS::from_u8(qos_bits).ok_or(DecodeError::InvalidQoS(qos_bits))?;
-    let topic = r.utf8()?;
-    if topic.iter().any(|&b| b == b'+' || b == b'#') {
-        return Err(DecodeError::Protocol(
-            "PUBLISH topic name contains a wildcard",
-        ));
-    }
+    let topic = r.field()?;
+    check_publish_topic(topic)?;
+    let topic = r.bytes(topic);
     let pkid = if qos == QoS::AtMostOnce { 0 } else { r.pkid()? };
-    let properties = read_properties_if(r, protocol, prop::PUBLISH, 3)?;
+    let properties = read_properties_if(&mut r, protocol, prop::PUBLISH, 3)?;
     if topic.is_empty() && properties.topic_alias.is_none() {
         return Err(DecodeError::Protocol(
             "PUBLISH topic name is empty and has no topic alias",
         ));
     }
-    let payload = r.rest();
+    // The payload takes the packet's own reference rather than a new one.
+    let payload_at = packet.len() - r.rest.len();
+    let mut payload = packet;
+    payload.advance(payload_at);
     Ok(Publish {
         dup: flags & 0b1000 != 0,
         qos,
@@ -399,9 +415,7 @@ fn read_properties_if(
 /// Reads a 5.0 property list (its length, then the properties) allowed at `place`.
 fn read_properties(r: &mut Reader, place: Places, packet_type: u8) -> Result<Properties> {
     let length = r.var_int()? as usize;
-    let mut p = Reader {
-        rest: r.take(length)?,
-    };
+    let mut p = Reader::new(r.take(length)?, r.shared);
     let mut props = Properties::default();
     if p.is_empty() {
         // The usual case: nothing to allocate.
@@ -500,6 +514,29 @@ fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<(
     Ok(())
 }
 
+/// A PUBLISH topic name: MQTT UTF-8 without wildcards (it may be empty, see the topic alias).
+/// It is checked for every message, so in one pass, and the UTF-8 decoder runs only for the rare
+/// topic that is not ASCII. The errors are those of `mqtt_str` and then the wildcard check.
+#[inline]
+fn check_publish_topic(topic: &[u8]) -> Result<()> {
+    let (mut ascii, mut nul, mut wildcard) = (true, false, false);
+    // No early exit: this form compiles to a vector loop.
+    for &b in topic {
+        ascii &= b < 0x80;
+        nul |= b == 0;
+        wildcard |= b == b'+' || b == b'#';
+    }
+    if nul || (!ascii && std::str::from_utf8(topic).is_err()) {
+        return Err(DecodeError::InvalidUtf8);
+    }
+    if wildcard {
+        return Err(DecodeError::Protocol(
+            "PUBLISH topic name contains a wildcard",
+        ));
+    }
+    Ok(())
+}
+
 /// A topic name (PUBLISH, will, response topic) has no wildcards; only PUBLISH may leave it empty.
 fn check_topic_name(topic: &[u8]) -> Result<()> {
     if topic.is_empty() {
@@ -565,37 +602,42 @@ mod reason_code {
     pub(super) const AUTH: &[u8] = &[0x00, 0x18, 0x19];
 }
 
-/// A cursor over the bytes of one complete packet; slices share the packet's buffer.
-struct Reader {
-    rest: Bytes,
+/// A cursor over the bytes of one complete packet.
+struct Reader<'a> {
+    rest: &'a [u8],
+    /// The packet as shared bytes (PUBLISH only): binary fields become slices of it rather than
+    /// copies.
+    shared: Option<&'a Bytes>,
 }
 
-impl Reader {
+impl<'a> Reader<'a> {
+    fn new(rest: &'a [u8], shared: Option<&'a Bytes>) -> Reader<'a> {
+        Reader { rest, shared }
+    }
+
     fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
 
-    fn need(&self, n: usize) -> Result<()> {
-        if self.rest.len() < n {
-            Err(DecodeError::UnexpectedEof)
-        } else {
-            Ok(())
-        }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let (head, rest) = self
+            .rest
+            .split_first_chunk::<N>()
+            .ok_or(DecodeError::UnexpectedEof)?;
+        self.rest = rest;
+        Ok(*head)
     }
 
     fn u8(&mut self) -> Result<u8> {
-        self.need(1)?;
-        Ok(self.rest.get_u8())
+        Ok(u8::from_be_bytes(self.array()?))
     }
 
     fn u16(&mut self) -> Result<u16> {
-        self.need(2)?;
-        Ok(self.rest.get_u16())
+        Ok(u16::from_be_bytes(self.array()?))
     }
 
     fn u32(&mut self) -> Result<u32> {
-        self.need(4)?;
-        Ok(self.rest.get_u32())
+        Ok(u32::from_be_bytes(self.array()?))
     }
 
     fn non_zero_u16(&mut self, error: &'static str) -> Result<u16> {
@@ -618,36 +660,45 @@ impl Reader {
     }
 
     fn var_int(&mut self) -> Result<u32> {
-        let (value, used) = parse_var_int(&self.rest)?.ok_or(DecodeError::UnexpectedEof)?;
-        self.rest.advance(used);
+        let (value, used) = parse_var_int(self.rest)?.ok_or(DecodeError::UnexpectedEof)?;
+        self.rest = &self.rest[used..];
         Ok(value)
     }
 
-    fn take(&mut self, n: usize) -> Result<Bytes> {
-        self.need(n)?;
-        Ok(self.rest.split_to(n))
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.rest.len() < n {
+            return Err(DecodeError::UnexpectedEof);
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
     }
 
-    fn rest(&mut self) -> Bytes {
+    fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.rest)
     }
 
-    /// Binary data: a two-byte length, then that many bytes.
-    fn binary(&mut self) -> Result<Bytes> {
+    /// A two-byte length, then that many bytes.
+    fn field(&mut self) -> Result<&'a [u8]> {
         let n = self.u16()? as usize;
         self.take(n)
     }
 
-    /// A UTF-8 encoded string, kept as a slice of the packet.
-    fn utf8(&mut self) -> Result<Bytes> {
-        let bytes = self.binary()?;
-        mqtt_str(&bytes)?;
-        Ok(bytes)
+    /// Binary data, as a slice of the shared packet if there is one, else a copy.
+    fn binary(&mut self) -> Result<Bytes> {
+        let field = self.field()?;
+        Ok(self.bytes(field))
+    }
+
+    fn bytes(&self, field: &[u8]) -> Bytes {
+        match self.shared {
+            Some(packet) => packet.slice_ref(field),
+            None => Bytes::copy_from_slice(field),
+        }
     }
 
     fn string(&mut self) -> Result<String> {
-        let bytes = self.binary()?;
-        Ok(mqtt_str(&bytes)?.to_owned())
+        Ok(mqtt_str(self.field()?)?.to_owned())
     }
 
     fn finish(self) -> Result<()> {

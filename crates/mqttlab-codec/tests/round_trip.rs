@@ -33,10 +33,11 @@ fn properties_and_reasons_are_dropped_under_3_1_1() {
     let ack = Packet::PubAck(Ack {
         pkid: 9,
         reason: 0x10,
-        properties: Properties {
+        properties: PropertyValues {
             reason_string: Some("no one".into()),
             ..Default::default()
-        },
+        }
+        .into(),
     });
     assert_eq!(
         &encoded(&ack, Protocol::V311)[..],

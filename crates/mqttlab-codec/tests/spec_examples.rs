@@ -71,7 +71,7 @@ fn remaining_length_examples_are_decoded_as_the_spec_shows() {
 
 #[test]
 fn connect_variable_header_matches_3_1_1_section_3_1_2_10() {
-    let connect = Packet::Connect(Connect {
+    let connect = Packet::Connect(Box::new(Connect {
         protocol: Protocol::V311,
         client_id: "c".into(),
         clean_start: true,
@@ -86,7 +86,7 @@ fn connect_variable_header_matches_3_1_1_section_3_1_2_10() {
             properties: Properties::default(),
         }),
         properties: Properties::default(),
-    });
+    }));
     let bytes = encoded(&connect, Protocol::V311);
     let variable_header = [0x00, 0x04, b'M', b'Q', b'T', b'T', 0x04, 0xCE, 0x00, 0x0A];
     assert_eq!(&bytes[2..12], &variable_header);

@@ -243,7 +243,7 @@ impl Conn {
             broker_max_packet: None,
             broker_receive_max: None,
         };
-        conn.send(&Packet::Connect(connect));
+        conn.send(&Packet::Connect(Box::new(connect)));
         let io_err = |e: io::Error| ConnectError::new("io", format!("cannot connect to {url}: {e}"));
         conn.flush().await.map_err(io_err)?;
         let ack = loop {

@@ -46,7 +46,7 @@ pub async fn connect(
             will: None,
             properties: Properties::default(),
         };
-        writer.send(&Packet::Connect(connect)).await?;
+        writer.send(&Packet::Connect(Box::new(connect))).await?;
         match reader.next().await? {
             Packet::ConnAck(ack) => Ok((ack.code, reader, writer)),
             other => Err(format!("broker answered CONNECT with {other:?}")),

@@ -38,7 +38,7 @@ class RmqttLauncher(Launcher):
     name = "rmqtt"
     how_to_get = (
         f"`mqttlab brokers install rmqtt` (cargo install {RMQTTD_CRATE} {RMQTTD_VERSION}; "
-        "a long build: about half an hour or more on 2 cores)"
+        "a long build: 52 minutes with one compile job on a shared 2-core machine; needs protoc)"
     )
     extra_ports = 1  # its cluster gRPC endpoint, kept on loopback too
 

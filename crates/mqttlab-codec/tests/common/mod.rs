@@ -55,17 +55,17 @@ fn user(key: &str, value: &str) -> (String, String) {
 /// One packet of every type, with every field the level can carry set to something non-default.
 pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
     let v5 = protocol == Protocol::V5;
-    let props = |p: Properties| if v5 { p } else { Properties::default() };
+    let props = |p: PropertyValues| if v5 { p.into() } else { Properties::default() };
     let reason = |r: u8| if v5 { r } else { 0 };
     let reason_string = || {
-        props(Properties {
+        props(PropertyValues {
             reason_string: Some("why".into()),
             user_properties: vec![user("k", "v")],
             ..Default::default()
         })
     };
     let mut packets = vec![
-        Packet::Connect(Connect {
+        Packet::Connect(Box::new(Connect {
             protocol,
             client_id: "client-1".into(),
             clean_start: true,
@@ -77,14 +77,14 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
                 payload: Bytes::from_static(b"gone"),
                 qos: QoS::AtLeastOnce,
                 retain: true,
-                properties: props(Properties {
+                properties: props(PropertyValues {
                     will_delay_interval: Some(5),
                     payload_format_indicator: Some(1),
                     content_type: Some("text/plain".into()),
                     ..Default::default()
                 }),
             }),
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 session_expiry_interval: Some(3600),
                 receive_maximum: Some(100),
                 maximum_packet_size: Some(1 << 20),
@@ -93,11 +93,11 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
                 user_properties: vec![user("a", "1"), user("a", "2")],
                 ..Default::default()
             }),
-        }),
+        })),
         Packet::ConnAck(ConnAck {
             session_present: true,
             code: 0,
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 assigned_client_identifier: Some("auto-7".into()),
                 server_keep_alive: Some(60),
                 maximum_qos: Some(1),
@@ -112,7 +112,7 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
             retain: true,
             topic: Bytes::from_static("sensors/temp/é".as_bytes()),
             pkid: 65535,
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 message_expiry_interval: Some(120),
                 topic_alias: Some(3),
                 response_topic: Some("reply/here".into()),
@@ -174,7 +174,7 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
                     retain_handling: 0,
                 },
             ],
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 subscription_identifiers: vec![42],
                 ..Default::default()
             }),
@@ -187,7 +187,7 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
         Packet::Unsubscribe(Unsubscribe {
             pkid: 7,
             filters: vec!["a/+/c".into(), "x/#".into()],
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 user_properties: vec![user("u", "")],
                 ..Default::default()
             }),
@@ -201,7 +201,7 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
         Packet::PingResp,
         Packet::Disconnect(Disconnect {
             reason: reason(0x8E),
-            properties: props(Properties {
+            properties: props(PropertyValues {
                 session_expiry_interval: Some(0),
                 ..Default::default()
             }),
@@ -214,11 +214,12 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
     if v5 {
         packets.push(Packet::Auth(Auth {
             reason: 0x18,
-            properties: Properties {
+            properties: PropertyValues {
                 authentication_method: Some("SCRAM-SHA-1".into()),
                 authentication_data: Some(Bytes::from_static(b"\x00nonce")),
                 ..Default::default()
-            },
+            }
+            .into(),
         }));
         packets.push(Packet::Auth(Auth {
             reason: 0,
@@ -304,7 +305,7 @@ pub fn arb_properties(protocol: Protocol, allowed: &'static [u8]) -> BoxedStrate
     );
     prop::collection::vec(entry, 0..6)
         .prop_map(move |entries| {
-            let mut p = Properties::default();
+            let mut p = PropertyValues::default();
             // Only PUBLISH may carry several subscription identifiers.
             let repeat_sub_id = allowed == self::allowed::PUBLISH;
             for (index, n, text, topic, data) in entries {
@@ -347,7 +348,7 @@ pub fn arb_properties(protocol: Protocol, allowed: &'static [u8]) -> BoxedStrate
                     other => unreachable!("no generator for property {other:#x}"),
                 }
             }
-            p
+            Properties::new(p)
         })
         .boxed()
 }
@@ -393,7 +394,7 @@ fn arb_connect(protocol: Protocol) -> impl Strategy<Value = Packet> {
                 } else {
                     password
                 };
-                Packet::Connect(Connect {
+                Packet::Connect(Box::new(Connect {
                     protocol,
                     client_id,
                     clean_start,
@@ -402,7 +403,7 @@ fn arb_connect(protocol: Protocol) -> impl Strategy<Value = Packet> {
                     password,
                     will,
                     properties,
-                })
+                }))
             },
         )
 }
