@@ -5,7 +5,8 @@
 Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/%i):
   1. CPU per message at a fixed 10,000 msg/s, QoS 0 and QoS 1, publish side and subscribe side
      measured in two separate processes (a publishers-only shard and a subscribers-only shard
-     started together), so each side's CPU is its own.
+     started together), so each side's CPU is its own; with exact send times and with a 1 ms
+     timer grid (options.timer_resolution).
   2. The highest offered rate one process (publishers + subscribers) sustains without being marked
      generator-limited, next to Mosquitto's CPU: the broker must saturate first.
   3. RSS of one process holding 10,000 idle connections.
@@ -48,7 +49,8 @@ print(json.dumps(raw))
 
 
 def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms=10_000, warmup_ms=2_000,
-         record_latency=True, shard=None, topic="bench/%i", filters=("bench/%i",), connect_rate=0.0) -> dict:
+         record_latency=True, shard=None, topic="bench/%i", filters=("bench/%i",), connect_rate=0.0,
+         timer_resolution_us=0) -> dict:
     return {
         "broker": {"host": "127.0.0.1", "port": port, "tls": None},
         "mqtt": {"version": 4, "username": None, "password": None, "keepalive_s": 60, "clean_start": True,
@@ -60,7 +62,8 @@ def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms
         "load": {"duration_ms": duration_ms, "warmup_ms": warmup_ms, "grace_ms": 3000, "connect_rate": connect_rate,
                  "seed": 1},
         "shard": shard or {"publishers": [0, pubs], "subscribers": [0, subs]},
-        "options": {"record_latency": record_latency, "reconnect": False, "progress_interval_ms": 1000},
+        "options": {"record_latency": record_latency, "reconnect": False, "progress_interval_ms": 1000,
+                    "timer_resolution_us": timer_resolution_us},
     }
 
 
@@ -99,11 +102,11 @@ def cpu(raw: dict) -> float:
     return raw["generator"]["cpu_user_s"] + raw["generator"]["cpu_sys_s"]
 
 
-def per_message_cost(port: int, qos: int, duration_ms: int) -> dict:
+def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us: int = 0) -> dict:
     start_at = time.time_ns() + 2_000_000_000
-    pub_plan = plan(port, qos=qos, duration_ms=duration_ms,
+    pub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
                     shard={"publishers": [0, 10], "subscribers": [0, 0], "start_at_unix_ns": start_at})
-    sub_plan = plan(port, qos=qos, duration_ms=duration_ms,
+    sub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
                     shard={"publishers": [0, 0], "subscribers": [0, 10], "start_at_unix_ns": start_at})
     subs, pubs = run_shards([sub_plan, pub_plan])
     return {
@@ -177,9 +180,11 @@ def main() -> None:
         report["broker"] = broker.version
         print(f"against {broker.version} at {broker.url()}", flush=True)
         for qos in (0, 1):
-            runs = [per_message_cost(broker.port, qos, duration) for _ in range(args.repeat)]
-            report[f"cost_qos{qos}"] = median_of(runs)
-            print(f"CPU per message at 10,000 msg/s, QoS {qos}: {report[f'cost_qos{qos}']}", flush=True)
+            for grid in (0, 1000):
+                runs = [per_message_cost(broker.port, qos, duration, grid) for _ in range(args.repeat)]
+                key = f"cost_qos{qos}" + (f"_grid{grid}us" if grid else "")
+                report[key] = median_of(runs)
+                print(f"CPU per message at 10,000 msg/s, QoS {qos}, timer grid {grid} µs: {report[key]}", flush=True)
         runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
         report["measuring_cost"] = median_of(runs)
         print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)

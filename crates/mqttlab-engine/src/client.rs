@@ -152,7 +152,8 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         start_ns = c.start_ns;
                         ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
                         let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
-                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end);
+                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
+                            .with_resolution(plan.options.timer_resolution_us * 1000);
                         next_due = s.next().map(|o| start_ns + o);
                         schedule = Some(s);
                         match next_due {

@@ -13,6 +13,7 @@ pub struct Schedule {
     rng: SmallRng,
     remaining: Option<u64>,
     end_ns: Option<u64>,
+    resolution_ns: u64,
 }
 
 /// Mixes the run seed and a stream index into one RNG seed (SplitMix64 finaliser), so every
@@ -34,7 +35,15 @@ impl Schedule {
             Arrival::Constant => rng.gen::<f64>() * interval_ns,
             Arrival::Poisson => exp_sample(&mut rng, interval_ns),
         };
-        Schedule { arrival, interval_ns, next_ns: first, rng, remaining: messages, end_ns }
+        Schedule { arrival, interval_ns, next_ns: first, rng, remaining: messages, end_ns, resolution_ns: 0 }
+    }
+
+    /// Rounds every intended time up to a multiple of `ns`. Sends that share a grid point go out
+    /// in one wake-up, which costs less CPU per message; latency still counts from the rounded
+    /// (intended) time, so nothing is hidden, but arrivals become bursty at that scale.
+    pub fn with_resolution(mut self, ns: u64) -> Schedule {
+        self.resolution_ns = ns;
+        self
     }
 
     /// The next intended send offset, or None when the schedule is exhausted.
@@ -42,7 +51,10 @@ impl Schedule {
         if self.remaining == Some(0) {
             return None;
         }
-        let t = self.next_ns as u64;
+        let mut t = self.next_ns as u64;
+        if self.resolution_ns > 1 {
+            t = t.div_ceil(self.resolution_ns) * self.resolution_ns;
+        }
         if let Some(end) = self.end_ns {
             if t >= end {
                 return None;
@@ -92,6 +104,21 @@ mod tests {
         let mean_gap = *times.last().unwrap() as f64 / 20_000.0;
         // Mean of 20k exponential gaps: standard error 1/sqrt(20k) = 0.7%.
         assert!((mean_gap - 1e6).abs() < 0.03e6, "mean gap {mean_gap}");
+    }
+
+    #[test]
+    fn a_timer_resolution_rounds_intended_times_up_to_its_grid() {
+        let exact: Vec<u64> = {
+            let mut s = Schedule::new(Arrival::Poisson, 5000.0, 3, 1, Some(500), None);
+            std::iter::from_fn(|| s.next()).collect()
+        };
+        let mut s = Schedule::new(Arrival::Poisson, 5000.0, 3, 1, Some(500), None).with_resolution(1_000_000);
+        let grid: Vec<u64> = std::iter::from_fn(|| s.next()).collect();
+        assert_eq!(grid.len(), exact.len());
+        for (g, e) in grid.iter().zip(&exact) {
+            assert_eq!(g % 1_000_000, 0);
+            assert!(*g >= *e && g - e < 1_000_000);
+        }
     }
 
     #[test]

@@ -218,6 +218,10 @@ pub struct Options {
     /// that share this shard's clock. None = all.
     #[serde(default)]
     pub latency_publishers: Option<[u32; 2]>,
+    /// Round intended send times up to this grid (µs); 0 = exact (each send wakes its thread
+    /// on time). A coarser grid trades burstier arrivals for less generator CPU.
+    #[serde(default)]
+    pub timer_resolution_us: u64,
 }
 
 fn yes() -> bool {
@@ -229,7 +233,7 @@ fn default_progress_ms() -> u64 {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0, latency_publishers: None }
+        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0, latency_publishers: None, timer_resolution_us: 0 }
     }
 }
 

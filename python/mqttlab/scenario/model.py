@@ -155,6 +155,10 @@ class Load(_Section):
 class Options(_Section):
     record_latency: bool = True
     reconnect: bool = False
+    timer_resolution: Duration = Field(
+        0.0, ge=0, le=1.0,
+        description="Round intended send times up to this grid (0 = exact); coarser = burstier arrivals, less generator CPU",
+    )
 
 
 def _transport_shorthand(value: object) -> object:
