@@ -105,6 +105,8 @@ impl PropertyValues {
     };
 }
 
+// A static rather than the const: `Deref` hands out a reference, and a value holding `Vec`s is
+// not promoted to a `'static` one.
 static NO_PROPERTIES: PropertyValues = PropertyValues::EMPTY;
 
 /// The 5.0 properties of one packet, read and written as a `PropertyValues` (through `Deref`).
@@ -138,7 +140,7 @@ impl Properties {
     pub fn is_empty(&self) -> bool {
         self.0
             .as_deref()
-            .map_or(true, |v| *v == PropertyValues::EMPTY)
+            .is_none_or(|v| *v == PropertyValues::EMPTY)
     }
 
     pub fn into_values(self) -> PropertyValues {

@@ -47,10 +47,8 @@ pub fn decode(
     }
     let header = 1 + length_bytes;
     if first >> 4 == 3 {
-        let packet = buf.split_to(size).freeze();
-        return Ok(Some(Packet::Publish(read_publish(
-            packet, header, first, protocol,
-        )?)));
+        let publish = read_publish(buf.split_to(size).freeze(), header, first, protocol)?;
+        return Ok(Some(Packet::Publish(publish)));
     }
     let mut r = Reader::new(&buf[header..size], None);
     let packet = read_body(first, &mut r, protocol).and_then(|p| r.finish().map(|()| p));
@@ -138,7 +136,7 @@ fn read_body(first: u8, r: &mut Reader, protocol: Protocol) -> Result<Packet> {
 fn read_connect(r: &mut Reader) -> Result<Connect> {
     let name = r.field()?;
     let level = r.u8()?;
-    let protocol = match (&name[..], level) {
+    let protocol = match (name, level) {
         (b"MQTT", 4) => Protocol::V311,
         (b"MQTT", 5) => Protocol::V5,
         _ => {
@@ -230,6 +228,8 @@ fn read_connack(r: &mut Reader, protocol: Protocol) -> Result<ConnAck> {
 }
 
 /// `packet` is the whole PUBLISH, fixed header (`header` bytes) included.
+// Inlined so the `Publish` is built in `decode`'s return value: returned from a call of its own,
+// it was copied into the `Packet` afterwards, about 5 of the 65 ns of a small PUBLISH.
 #[inline(always)]
 fn read_publish(packet: Bytes, header: usize, first: u8, protocol: Protocol) -> Result<Publish> {
     let flags = first & 0x0F;
@@ -237,8 +237,12 @@ fn read_publish(packet: Bytes, header: usize, first: u8, protocol: Protocol) -> 
     let qos_bits = (flags >> 1) & 0b11;
     let qos = QoS::from_u8(qos_bits).ok_or(DecodeError::InvalidQoS(qos_bits))?;
     let topic = r.field()?;
-    check_publish_topic(topic)?;
-    let topic = r.bytes(topic);
+    if unusual_topic_bytes(topic) != 0 {
+        check_publish_topic(topic)?;
+    }
+    // The topic is the first field, after its two-byte length: sliced by position, which is
+    // cheaper than `slice_ref` finding it again from its address.
+    let topic = packet.slice(header + 2..header + 2 + topic.len());
     let pkid = if qos == QoS::AtMostOnce { 0 } else { r.pkid()? };
     let properties = read_properties_if(&mut r, protocol, prop::PUBLISH, 3)?;
     if topic.is_empty() && properties.topic_alias.is_none() {
@@ -514,22 +518,39 @@ fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<(
     Ok(())
 }
 
-/// A PUBLISH topic name: MQTT UTF-8 without wildcards (it may be empty, see the topic alias).
-/// It is checked for every message, so in one pass, and the UTF-8 decoder runs only for the rare
-/// topic that is not ASCII. The errors are those of `mqtt_str` and then the wildcard check.
-#[inline]
+const NOT_ASCII: u8 = 1;
+const NUL: u8 = 2;
+const WILDCARD: u8 = 4;
+
+/// The kinds of byte in a PUBLISH topic name that need a closer look (`NOT_ASCII`, `NUL`,
+/// `WILDCARD`), or 0 for the usual ASCII topic, which is then valid. It runs for every message:
+/// one pass over a table, inlined, with no early exit so that it compiles to a tight loop.
+#[inline(always)]
+fn unusual_topic_bytes(topic: &[u8]) -> u8 {
+    const KIND: [u8; 256] = {
+        let mut kind = [0; 256];
+        let mut b = 0x80;
+        while b < 256 {
+            kind[b] = NOT_ASCII;
+            b += 1;
+        }
+        kind[0] = NUL;
+        kind[b'+' as usize] = WILDCARD;
+        kind[b'#' as usize] = WILDCARD;
+        kind
+    };
+    topic.iter().fold(0, |found, &b| found | KIND[b as usize])
+}
+
+/// A PUBLISH topic name is MQTT UTF-8 without wildcards (it may be empty, see the topic alias).
+/// The errors are those of `mqtt_str` and then of the wildcard check, in that order.
+#[cold]
 fn check_publish_topic(topic: &[u8]) -> Result<()> {
-    let (mut ascii, mut nul, mut wildcard) = (true, false, false);
-    // No early exit: this form compiles to a vector loop.
-    for &b in topic {
-        ascii &= b < 0x80;
-        nul |= b == 0;
-        wildcard |= b == b'+' || b == b'#';
-    }
-    if nul || (!ascii && std::str::from_utf8(topic).is_err()) {
+    let found = unusual_topic_bytes(topic);
+    if found & NUL != 0 || (found & NOT_ASCII != 0 && std::str::from_utf8(topic).is_err()) {
         return Err(DecodeError::InvalidUtf8);
     }
-    if wildcard {
+    if found & WILDCARD != 0 {
         return Err(DecodeError::Protocol(
             "PUBLISH topic name contains a wildcard",
         ));

@@ -99,3 +99,29 @@ fn decoding_publish_and_puback_allocates_at_most_once_per_buffer() {
         assert_eq!(decoded.len(), 2 * PACKETS as usize);
     }
 }
+
+#[test]
+fn decoding_5_0_acks_with_an_empty_property_list_does_not_allocate() {
+    // PUBACK with reason 0x10 and a property list of length 0, PUBREL with a reason only, and a
+    // PUBCOMP with neither: read in place, so not even the buffer becomes shared.
+    let wire: &[u8] = &[
+        0x40, 0x04, 0x00, 0x01, 0x10, 0x00, //
+        0x62, 0x03, 0x00, 0x02, 0x92, //
+        0x70, 0x02, 0x00, 0x03,
+    ];
+    let mut buf = BytesMut::from(wire);
+    let mut decoded = Vec::with_capacity(3);
+    let allocations = allocations_during(|| {
+        while let Some(packet) = decode(&mut buf, Protocol::V5, usize::MAX).unwrap() {
+            decoded.push(packet);
+        }
+    });
+    assert_eq!(allocations, 0);
+    assert_eq!(decoded.len(), 3);
+    for packet in &decoded {
+        let (Packet::PubAck(ack) | Packet::PubRel(ack) | Packet::PubComp(ack)) = packet else {
+            panic!("not an ack: {packet:?}")
+        };
+        assert!(ack.properties.values().is_none());
+    }
+}
