@@ -109,3 +109,16 @@ def test_summary_gives_the_share_of_clients_per_decision_and_the_mean_sample_num
     # three H1 after 44 samples, one H0 after 2, one undecided after 5: mean (132 + 2 + 5) / 5 = 27.8
     assert (summary.share_h1, summary.share_h0, summary.share_undecided) == (0.6, 0.2, 0.2)
     assert summary.mean_samples == pytest.approx(27.8)
+
+
+def test_wald_approximations_stay_continuous_next_to_zero_drift():
+    # SPRT(0.559, 0.659): the mean log-likelihood step vanishes near p = 0.6093. There the
+    # general formulas divide vanishing differences; their limit is -a·b / E[step²] ≈ 499 samples
+    # and an acceptance probability of b / (b − a) = 0.5 (α = β). Values just beside it must agree.
+    from mqttlab.smc.sprt import SPRT
+
+    s = SPRT(0.559, 0.659)
+    limit = -s.lower * s.upper / (0.6093 * s.success_step**2 + 0.3907 * s.failure_step**2)
+    for p in (0.6085, 0.609, 0.6095, 0.61):
+        assert abs(s.wald_expected_samples(p) - limit) / limit < 0.01
+        assert abs(s.wald_accept_h0(p) - 0.5) < 0.03

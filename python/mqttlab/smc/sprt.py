@@ -117,13 +117,21 @@ class SPRT:
             return p * r1**h + (1.0 - p) * r0**h - 1.0
 
         # h has the sign opposite to the mean step; search on that side of zero.
-        sign = -1.0 if self._mean_step(p) > 0 else 1.0
+        mean = self._mean_step(p)
+        sign = -1.0 if mean > 0 else 1.0
         far = sign
         for _ in range(200):  # |h| grows geometrically; the bound only guards against p at 0 or 1
             if equation(far) >= 0:
                 break
             far *= 2.0
-        return optimize.brentq(equation, sign * 1e-12, far, xtol=1e-14)
+        # The bracket's near end must sit clearly inside the dip between the trivial root 0 and h:
+        # next to 0 the equation's value drowns in rounding and its sign is a coin toss. Near zero
+        # drift h ≈ -2·mean/second, so start a fraction of that away from 0.
+        second = p * math.log(r1) ** 2 + (1.0 - p) * math.log(r0) ** 2
+        near = sign * min(abs(far) / 2.0, abs(2.0 * mean / second) / 4.0)
+        while equation(near) >= 0 and abs(near) > 1e-300:
+            near /= 2.0
+        return optimize.brentq(equation, near, far, xtol=1e-15, rtol=1e-13)
 
     def _require_interior(self, p: float) -> None:
         if not (0.0 < self.p1 < 1.0):
@@ -135,7 +143,8 @@ class SPRT:
         """Operating characteristic: probability of accepting H0 when the true probability is p."""
         self._require_interior(p)
         a, b = self.lower, self.upper
-        if abs(self._mean_step(p)) < 1e-12:
+        second = p * self.success_step**2 + (1.0 - p) * self.failure_step**2
+        if abs(self._mean_step(p)) < 1e-9 * second:
             return b / (b - a)
         h = self._wald_h(p)
         return (math.exp(b * h) - 1.0) / (math.exp(b * h) - math.exp(a * h))
@@ -145,8 +154,10 @@ class SPRT:
         self._require_interior(p)
         a, b = self.lower, self.upper
         mean = self._mean_step(p)
-        if abs(mean) < 1e-12:
-            second = p * self.success_step**2 + (1.0 - p) * self.failure_step**2
+        second = p * self.success_step**2 + (1.0 - p) * self.failure_step**2
+        # At (almost) zero drift the general formula divides a vanishing difference by a
+        # vanishing mean; its limit is the second-moment form.
+        if abs(mean) < 1e-9 * second:
             return -a * b / second
         oc = self.wald_accept_h0(p)
         return (oc * a + (1.0 - oc) * b) / mean
