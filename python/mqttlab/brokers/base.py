@@ -209,6 +209,23 @@ def wait_until_serving(
     )
 
 
+def wait_until_listening(host: str, port: int, *, child: subprocess.Popen | None, timeout: float,
+                         log_file: Path | None = None, name: str = "broker") -> None:
+    """Polls until a TCP connection to `host:port` is accepted (a listener is bound)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child is not None and child.poll() is not None:
+            tail = process.log_tail(log_file) if log_file else ""
+            raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{tail}")
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    tail = process.log_tail(log_file) if log_file else ""
+    raise BrokerStartError(f"{name} did not listen on {host}:{port} within {timeout:.0f} s. Log tail:\n{tail}")
+
+
 class Launcher:
     """Finds, installs, configures and starts one kind of broker."""
 
@@ -306,6 +323,10 @@ class Launcher:
         try:
             wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
                                log_file=log_file, name=self.name)
+            if self.v5_port(ports) is not None:
+                # A separate MQTT 5 listener may come up a moment after the first one.
+                wait_until_listening(host, self.v5_port(ports), child=child, timeout=self.start_timeout,
+                                     log_file=log_file, name=f"{self.name} (MQTT 5)")
             if material is not None and ports.tls is not None:
                 wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,
                                    tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
