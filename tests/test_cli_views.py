@@ -111,3 +111,12 @@ def test_a_distributed_run_shows_hosts_shares_clock_basis_and_missing_shards():
     assert "load1: 2 shards, 4 publishers, 4 subscribers" in text and "load2: 1 shards, 1 publishers" in text
     assert "latency clock: across_hosts (4 of 25 measured pairs span hosts)" in text
     assert "missing shards: 2" in text
+
+
+def test_mqtt_sn_retransmissions_are_shown_only_when_there_were_some():
+    summary = realistic_summary()
+    summary["messages"]["retransmitted"] = 0
+    assert "retransmitted" not in rendered(summary)
+    summary["messages"]["retransmitted"] = 7
+    line = next(line for line in rendered(summary).splitlines() if "retransmitted (Tretry)" in line)
+    assert line.split("│")[2].strip() == "7"

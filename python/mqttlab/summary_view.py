@@ -86,6 +86,10 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
             value = messages[key]
             bad = key in ("lost", "duplicated", "out_of_order", "unexpected", "dropped") and value
             table.add_row(key.replace("_", " "), Text(f"{value:,}", style="bold red" if bad else ""))
+    if messages.get("retransmitted"):
+        # MQTT-SN only, and only when it happened: resends after Tretry are UDP recovering (not a
+        # finding), but they explain latencies of a Tretry and the extra bytes.
+        table.add_row("retransmitted (Tretry)", Text(f"{messages['retransmitted']:,}", style="yellow"))
     for key, label in (("sent_per_s", "sent / s"), ("acked_per_s", "acked / s"), ("received_per_s", "received / s")):
         if rates.get(key) is not None:
             table.add_row(label, f"{rates[key]:,.1f}")

@@ -36,6 +36,11 @@ pub struct Counters {
     pub replies: u64,
     #[serde(default)]
     pub reply_duplicates: u64,
+    /// MQTT-SN: packets a client sent again after Tretry went unanswered (PUBLISH, PUBREL and the
+    /// CONNECT/SUBSCRIBE/REGISTER handshakes). Over UDP this is the protocol at work, not an error,
+    /// but it costs latency and bytes, so it is counted. Absent in results written before it.
+    #[serde(default)]
+    pub retransmitted: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
 }
@@ -54,6 +59,7 @@ impl Counters {
         self.replies += o.replies;
         self.reply_duplicates += o.reply_duplicates;
         self.reconnects += o.reconnects;
+        self.retransmitted += o.retransmitted;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
     }

@@ -95,6 +95,9 @@ struct Udp {
     out: BytesMut,
     bytes_in: u64,
     bytes_out: u64,
+    /// Sends after Tretry without an answer (handshakes here, PUBLISH/PUBREL in `retransmit`);
+    /// added to `Counters::retransmitted` when the client ends.
+    retransmitted: u64,
 }
 
 impl Udp {
@@ -109,7 +112,7 @@ impl Udp {
                 set_sockopt(&socket, plain, SOCKET_BUFFER);
             }
         }
-        Ok(Udp { socket, buf: vec![0; 65536], out: BytesMut::with_capacity(256), bytes_in: 0, bytes_out: 0 })
+        Ok(Udp { socket, buf: vec![0; 65536], out: BytesMut::with_capacity(256), bytes_in: 0, bytes_out: 0, retransmitted: 0 })
     }
 
     /// Sends without waiting: a datagram the kernel cannot take now is reported, not queued.
@@ -118,7 +121,18 @@ impl Udp {
         if sn::encode(p, &mut self.out).is_err() {
             return false;
         }
-        match self.socket.try_send(&self.out) {
+        let sent = match self.socket.try_send(&self.out) {
+            // tokio answers WouldBlock from its cached readiness, which a fresh socket does not
+            // have until the reactor's first poll: the client's first CONNECT was never sent and
+            // every handshake waited a whole Tretry. Ask the kernel itself (still non-blocking).
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // SAFETY: a valid socket fd and a pointer/length into our own buffer.
+                let n = unsafe { libc::send(self.socket.as_raw_fd(), self.out.as_ptr() as *const libc::c_void, self.out.len(), libc::MSG_DONTWAIT) };
+                if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+            }
+            other => other,
+        };
+        match sent {
             Ok(n) => {
                 self.bytes_out += n as u64;
                 true
@@ -138,7 +152,10 @@ impl Udp {
     /// `tries` times. Returns the answer and the µs from the first send.
     async fn request<T>(&mut self, p: &SnPacket, retry: Duration, tries: u32, mut pick: impl FnMut(&SnPacket) -> Option<T>) -> Result<(T, u64), String> {
         let t0 = now_ns();
-        for _ in 0..tries.max(1) {
+        for attempt in 0..tries.max(1) {
+            if attempt > 0 {
+                self.retransmitted += 1;
+            }
             self.send(p);
             let deadline = tokio::time::Instant::now() + retry;
             loop {
@@ -301,7 +318,8 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         start_ns = c.start_ns;
                         ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
                         let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
-                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end);
+                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
+                            .with_resolution(plan.options.timer_resolution_us * 1000);
                         next_due = s.next().map(|o| start_ns + o);
                         schedule = Some(s);
                         match next_due {
@@ -393,6 +411,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     st.sent_per_publisher.insert(index, seq as u64);
     st.counters.mqtt_bytes_out += udp.bytes_out;
     st.counters.mqtt_bytes_in += udp.bytes_in;
+    st.counters.retransmitted += udp.retransmitted;
     if let Some(msg) = lost {
         if phase(&ctx) < Phase::Close {
             st.counters.connections_lost += 1;
@@ -446,6 +465,7 @@ fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlig
             udp.send(&f.packet);
         }
         *retransmitted += 1;
+        udp.retransmitted += 1;
     }
     for id in given_up {
         inflight.remove(&id);
@@ -635,6 +655,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let mut st = ctx.stats.borrow_mut();
     st.counters.mqtt_bytes_out += udp.bytes_out;
     st.counters.mqtt_bytes_in += udp.bytes_in;
+    st.counters.retransmitted += udp.retransmitted;
     if let Some(msg) = lost {
         if phase(&ctx) < Phase::Close {
             st.counters.connections_lost += 1;

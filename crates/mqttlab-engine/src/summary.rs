@@ -104,6 +104,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
             "out_of_order": out_of_order,
             "unexpected": unexpected,
             "retained": r.counters.retained_received,
+            "retransmitted": r.counters.retransmitted,
         },
         "rates": {
             "sent_per_s": rate(in_window(&|s| s.sent)),

@@ -137,6 +137,7 @@ def run_command(
     dask: Annotated[Text, typer.Option("--dask", help="Run across a Dask cluster: tcp://SCHEDULER:8786, or local:N for N worker processes here.")] = None,
     allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
     source_addresses: Annotated[Optional[list[str]], typer.Option("--source-addresses", help="With --dask: HOST=ADDR,ADDR local addresses a worker host connects from, for more connections than its source ports (repeatable).")] = None,
+    capture: Annotated[bool, typer.Option("--capture", help="Capture the run's MQTT traffic with tshark and report message bundling (MQTT packets per TCP segment).")] = False,
 ) -> None:
     """Run a load test against a broker and write a results directory."""
     overrides = flag_overrides(
@@ -167,6 +168,10 @@ def run_command(
             raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
         except SchedulerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
+    if capture:
+        problem = _capture_problem(scenario, dask)
+        if problem:
+            raise _fail(f"error: --capture: {problem}", Exit.BAD_INPUT)
     directory = out if out is not None else results.default_results_dir(scenario.name)
     try:
         results.check_writable(directory)
@@ -176,7 +181,8 @@ def run_command(
 
     try:
         code = _run_and_record(
-            scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses
+            scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
+            capture=capture,
         )
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
@@ -191,6 +197,7 @@ def _run_and_record(
     dask: Optional[str] = None,
     allow_missing_shards: bool = False,
     source_addresses: Optional[dict[str, list[str]]] = None,
+    capture: bool = False,
 ) -> Exit:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
@@ -209,6 +216,7 @@ def _run_and_record(
         plan = engine.compile_plan(scenario, url)
         header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
+        capturing = _open_capture(url, directory, network) if capture else None
         try:
             with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
                 outcome = _execute(plan, live, url, dask, source_addresses)
@@ -216,7 +224,12 @@ def _run_and_record(
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
             raise _fail(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
+        finally:
+            if capturing is not None:
+                capturing.stop()
         broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid)
+        if capturing is not None:
+            outcome.summary["capture"] = _analyse_capture(capturing)
         if network is not None:
             outcome.summary["network"] = session.measure_after(network, network_info, plan, outcome.result)
 
@@ -235,6 +248,8 @@ def _run_and_record(
         manifest["distributed"] = outcome.manifest_section()
     if "network" in outcome.summary:
         manifest["network"] = outcome.summary["network"]
+    if "capture" in outcome.summary:
+        manifest["capture"] = {k: v for k, v in outcome.summary["capture"].items() if k not in ("directions", "by_type")}
     if gateway is not None:
         manifest["gateway"] = gateway.to_dict()
     try:
@@ -255,7 +270,66 @@ def _run_and_record(
         from mqttlab.netem.view import render_network
 
         Console().print(render_network(outcome.summary["network"]))
+    if "capture" in outcome.summary and not as_json:
+        _show_capture(outcome.summary["capture"])
+    if "capture" in outcome.summary and outcome.summary["capture"].get("by_type") is not None:
+        from mqttlab.netem.capture import write_csv
+
+        write_csv(outcome.summary["capture"], directory / "capture" / "bundling.csv")
     return _exit_code(outcome, allow_missing_shards)
+
+
+def _capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
+    """Why the run's MQTT traffic cannot be captured and decoded here, or None."""
+    from mqttlab.netem.capture import tshark_path
+
+    if tshark_path() is None:
+        return "tshark is not installed (Debian: apt-get install tshark; scripts/install-test-tools.sh does it)"
+    if dask is not None:
+        return "not with --dask (the clients run on other hosts)"
+    if scenario.transport.kind != "mqtt":
+        return "MQTT over TCP only: an MQTT-SN datagram is one packet, there is nothing to bundle"
+    if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
+        return "not over TLS (tshark cannot read the MQTT packets inside)"
+    return None
+
+
+def _open_capture(url: str, directory: Path, network: Any) -> Any:
+    """tshark on the device the clients' segments cross: the host end of the emulated link, `lo`
+    for a broker on this host, else every device (`any`)."""
+    from mqttlab.netem.capture import Capture, CaptureError
+
+    _, host, port = split_url(url)
+    if network is not None:
+        device = network.host_tun if network.method == "emulator" else network.host_veth
+    elif host in ("localhost", "::1") or host.startswith("127."):
+        device = "lo"
+    else:
+        device = "any"
+    capture = Capture(device, int(port), directory / "capture")
+    try:
+        capture.start()
+    except CaptureError as error:
+        raise _fail(f"error: --capture: {error}", Exit.BAD_INPUT) from None
+    return capture
+
+
+def _analyse_capture(capture: Any) -> dict[str, Any]:
+    from mqttlab.netem.capture import CaptureError
+
+    try:
+        return capture.analyse()
+    except CaptureError as error:  # the run itself is fine: keep its results, say why there is no table
+        return {"device": capture.device, "port": capture.port, "error": str(error)}
+
+
+def _show_capture(section: dict[str, Any]) -> None:
+    if section.get("error"):
+        Console(stderr=True).print(f"capture: {section['error']}", style="yellow")
+        return
+    from mqttlab.netem.view import render_bundling
+
+    Console().print(render_bundling(section))
 
 
 def _execute(

@@ -63,3 +63,28 @@ def _wire_table(over: Mapping[str, Any]) -> Table:
     table.add_row(f"{wire['packets_per_message']:.2f}", f"{wire['ip_bytes_per_message']:.1f}",
                   f"{wire['frame_bytes_per_message']:.1f}", f"{wire['tcp_ip_overhead_bytes_per_message']:.1f} B")
     return table
+
+
+def render_bundling(capture: Mapping[str, Any]) -> RenderableType:
+    """Message bundling from the run's capture (seed 002): MQTT packets per TCP segment."""
+    directions = capture.get("directions") or {}
+    totals = Table(title=f"Message bundling (tshark on {capture.get('device')}, port {capture.get('port')})",
+                   title_justify="left", header_style="bold",
+                   caption="up = clients → broker; segs: TCP segments; w. MQTT: those carrying MQTT; per seg: MQTT packets per such segment; bundled: segments "
+                           "with more than one; retx: TCP retransmissions (not counted again)",
+                   caption_justify="left")
+    for column in ("dir", "segs", "w. MQTT", "bare ACK", "retx", "MQTT pkts", "per seg", "max", "bundled"):
+        totals.add_column(column, justify="left" if column == "dir" else "right")
+    for name, d in directions.items():
+        per = d.get("packets_per_segment")
+        totals.add_row(name, str(d["segments"]), str(d["segments_with_mqtt"]), str(d["bare_ack_segments"]),
+                       str(d["retransmitted_segments"]), str(d["mqtt_packets"]), "–" if per is None else f"{per:.2f}",
+                       str(d["max_packets_per_segment"]), str(d["bundled_segments"]))
+    by_type = Table(title="MQTT packets per TCP segment by message type", title_justify="left", header_style="bold",
+                    caption="shared: segments that also carry another message type (piggy-backed)", caption_justify="left")
+    for column in ("direction", "type", "packets", "segments", "per segment", "max", "shared"):
+        by_type.add_column(column, justify="left" if column in ("direction", "type") else "right")
+    for row in capture.get("by_type") or []:
+        by_type.add_row(row["direction"], row["type"], str(row["packets"]), str(row["segments"]),
+                        f"{row['packets_per_segment']:.2f}", str(row["max_per_segment"]), str(row["shared_segments"]))
+    return Group(totals, by_type)

@@ -14,6 +14,7 @@ from mqttlab import __version__
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 from mqttlab.reports.figures import all_figures
+from mqttlab.reports.sweep import sweep_figures
 from mqttlab.reports.tables import HEADER_NOTE, SUMMARY_METRICS, all_tables
 
 STYLE = """
@@ -47,6 +48,17 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
         _plain_html(tables["latency"]),
         _csv_link("latency"),
     ]
+    if "rate_sweep" in tables:
+        parts += [
+            "<h2>Latency and loss against rate, per protocol</h2>",
+            '<p class="note">Runs grouped by their shape (publishers → subscribers, link); each point is the '
+            "mean over the repetitions at one rate per publisher. Latency is end-to-end p50 from the intended "
+            "send time; loss counts messages not delivered within the grace period. Dashed: MQTT-SN.</p>",
+        ]
+        for index, (_, figure) in enumerate(sweep_figures(comparison, tables["rate_sweep"])):
+            parts.append(pio.to_html(figure, include_plotlyjs=False, full_html=False, div_id=f"sweep-{index}",
+                                     config={"displaylogo": False, "responsive": True}))
+        parts += [_plain_html(tables["rate_sweep"]), _csv_link("rate_sweep")]
     section = None
     for heading, figure_id, figure in all_figures(comparison):
         if heading != section:

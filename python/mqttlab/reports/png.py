@@ -23,6 +23,11 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150) -> list[
         path = _bars(comparison, key, directory / f"{key}.png", dpi)
         if path is not None:
             written.append(path)
+    from mqttlab.reports.sweep import sweep_table
+
+    sweep = sweep_table(comparison)
+    for index, shape in enumerate(dict.fromkeys(row["shape"] for row in sweep)):
+        written.append(_sweep(comparison, [row for row in sweep if row["shape"] == shape], directory / f"rate-sweep-{index}.png", dpi))
     for scenario in comparison.scenarios:
         path = _percentiles(comparison, scenario, directory / f"latency-{scenario.scenario}.png", dpi)
         if path is not None:
@@ -83,6 +88,33 @@ def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path
     axes.set_title(f"{scenario.scenario}: latency by percentile (repetitions pooled)", fontsize=10)
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path
+
+
+def _sweep(comparison: Comparison, rows: list[dict], path: Path, dpi: int) -> Path:
+    """Latency p50 and loss against the rate per publisher, one line per protocol and broker
+    (dashed = MQTT-SN), as seed 004 drew them."""
+    from mqttlab.reports.figures import PALETTE
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    # One colour per line (protocol × broker): with one broker the protocols must still differ.
+    for index, (protocol, broker) in enumerate(dict.fromkeys((row["protocol"], row["broker"]) for row in rows)):
+        line = sorted((row for row in rows if (row["protocol"], row["broker"]) == (protocol, broker)), key=lambda row: row["rate_per_publisher"])
+        x = [row["rate_per_publisher"] for row in line]
+        style = {"color": PALETTE[index % len(PALETTE)], "linestyle": "--" if protocol == "mqtt-sn" else "-", "marker": "o", "label": f"{protocol} ({broker})"}
+        left.plot(x, [math.nan if row["latency_p50_ms"] is None else row["latency_p50_ms"] for row in line], **style)
+        right.plot(x, [math.nan if row["loss_percent"] is None else row["loss_percent"] for row in line], **style)
+    for axis, label in ((left, "latency p50 (ms)"), (right, "loss (%)")):
+        axis.set_xscale("log")
+        axis.set_xlabel("msg/s per publisher")
+        axis.set_ylabel(label)
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    figure.suptitle(rows[0]["shape"], fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=dpi)
     plt.close(figure)

@@ -101,13 +101,19 @@ def _payload_text(payload: Any) -> Optional[str]:
 
 def all_tables(comparison: Comparison) -> dict[str, Table]:
     """Table name (also its CSV file name) -> rows."""
-    return {
+    from mqttlab.reports.sweep import sweep_table
+
+    tables = {
         "summary": summary_table(comparison),
         "latency": latency_table(comparison),
         "comparison": comparison.rows(),
         "scenarios": scenarios_table(comparison),
         "runs": runs_table(comparison),
     }
+    sweep = sweep_table(comparison)
+    if sweep:  # only comparisons that sweep the rate or the protocol (seed004) have this table
+        tables["rate_sweep"] = sweep
+    return tables
 
 
 def write_csv(rows: Table, path: Path) -> Path:
