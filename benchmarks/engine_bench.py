@@ -8,7 +8,8 @@ Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/
      started together), so each side's CPU is its own; with exact send times and with a 1 ms
      timer grid (options.timer_resolution).
   2. The highest offered rate one process (publishers + subscribers) sustains without being marked
-     generator-limited, next to Mosquitto's CPU: the broker must saturate first.
+     generator-limited, next to Mosquitto's CPU: the broker must saturate first. With one engine
+     thread (broker and generator a core each) and with the default of one thread per core.
   3. RSS of one process holding 10,000 idle connections.
   4. The cost of measuring: the same run with and without latency recording.
 Each figure is the median of --repeat runs; ratios come from runs made back to back.
@@ -50,7 +51,7 @@ print(json.dumps(raw))
 
 def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms=10_000, warmup_ms=2_000,
          record_latency=True, shard=None, topic="bench/%i", filters=("bench/%i",), connect_rate=0.0,
-         timer_resolution_us=0) -> dict:
+         timer_resolution_us=0, threads=0) -> dict:
     return {
         "broker": {"host": "127.0.0.1", "port": port, "tls": None},
         "mqtt": {"version": 4, "username": None, "password": None, "keepalive_s": 60, "clean_start": True,
@@ -63,7 +64,7 @@ def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms
                  "seed": 1},
         "shard": shard or {"publishers": [0, pubs], "subscribers": [0, subs]},
         "options": {"record_latency": record_latency, "reconnect": False, "progress_interval_ms": 1000,
-                    "timer_resolution_us": timer_resolution_us},
+                    "timer_resolution_us": timer_resolution_us, "threads": threads},
     }
 
 
@@ -123,10 +124,10 @@ def summarize(raw: dict, p: dict) -> dict:
     return json.loads(_engine.summarize(json.dumps(p), json.dumps({k: v for k, v in raw.items() if k != "peak_rss_kb"})))
 
 
-def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], duration_ms: int) -> list[dict]:
+def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], duration_ms: int, threads: int) -> list[dict]:
     rows = []
     for rate in rates:
-        p = plan(port, qos=qos, rate_total=rate, duration_ms=duration_ms, warmup_ms=1000)
+        p = plan(port, qos=qos, rate_total=rate, duration_ms=duration_ms, warmup_ms=1000, threads=threads)
         with CpuWatch(broker_pid) as broker:
             (raw,) = run_shards([p])
         s = summarize(raw, p)
@@ -140,7 +141,7 @@ def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], durati
             "e2e_p50_us": (s["latency"]["e2e"] or {}).get("p50_us"),
             "dropped": s["messages"]["dropped"],
         })
-        print(f"  qos {qos} offered {rate:>9,.0f}/s -> {rows[-1]}", flush=True)
+        print(f"  qos {qos}, {threads or 'auto'} engine thread(s), offered {rate:>9,.0f}/s -> {rows[-1]}", flush=True)
     return rows
 
 
@@ -189,8 +190,11 @@ def main() -> None:
         report["measuring_cost"] = median_of(runs)
         print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)
         rates = [20_000, 50_000, 100_000, 150_000] if args.quick else [20_000, 40_000, 80_000, 120_000, 160_000, 200_000]
-        for qos in (0, 1):
-            report[f"ladder_qos{qos}"] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2)
+        # One engine thread leaves the broker a core of its own on a 2-core host; the default
+        # (one thread per core) shares the cores with it.
+        for threads in (1, 0):
+            for qos in (0, 1):
+                report[f"ladder_qos{qos}_threads{threads}"] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2, threads)
         report["idle_10k"] = idle_connections(broker.port, 10_000)
         print(f"10,000 idle connections: {report['idle_10k']}", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -148,14 +148,11 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 if r.is_err() { break; }
                 let c = *ctl.borrow();
                 match c.phase {
-                    Phase::Run | Phase::Drain if schedule.is_none() && c.phase == Phase::Run => {
+                    Phase::Run if schedule.is_none() => {
                         start_ns = c.start_ns;
-                        ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
-                        let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
-                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
-                            .with_resolution(plan.options.timer_resolution_us * 1000);
-                        next_due = s.next().map(|o| start_ns + o);
+                        let (s, first) = start_schedule(&ctx, index, start_ns);
                         schedule = Some(s);
+                        next_due = first;
                         match next_due {
                             Some(d) => ctx.pacer.schedule(slot, d),
                             None => finish_sending(&ctx, &mut done),
@@ -331,6 +328,19 @@ fn allocate_pkid(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
             return *next;
         }
     }
+}
+
+/// Publisher `index`'s open-loop schedule from the run's common start instant, and its first
+/// intended send time (CLOCK_MONOTONIC ns).
+pub fn start_schedule(ctx: &WorkerCtx, index: u32, start_ns: u64) -> (Schedule, Option<u64>) {
+    let plan = &ctx.plan;
+    let p = &plan.publishers;
+    ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
+    let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
+    let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
+        .with_resolution(plan.options.timer_resolution_us * 1000);
+    let first = s.next().map(|o| start_ns + o);
+    (s, first)
 }
 
 fn publisher_ready(ctx: &WorkerCtx) {

@@ -316,12 +316,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 match c.phase {
                     Phase::Run if schedule.is_none() => {
                         start_ns = c.start_ns;
-                        ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
-                        let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
-                        let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
-                            .with_resolution(plan.options.timer_resolution_us * 1000);
-                        next_due = s.next().map(|o| start_ns + o);
+                        let (s, first) = crate::client::start_schedule(&ctx, index, start_ns);
                         schedule = Some(s);
+                        next_due = first;
                         match next_due {
                             Some(d) => ctx.pacer.schedule(slot, d),
                             None => finish_sending(&ctx, &mut done),
