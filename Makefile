@@ -3,7 +3,7 @@
 
 # Sets up what is missing, builds, and runs the default scenario against the embedded broker.
 run: setup
-	.venv/bin/mqttlab run
+	.venv/bin/mqttlab run scenarios/default.yaml
 
 # Sets up what is missing (test brokers included) and runs every test: Rust, then Python.
 test: setup
