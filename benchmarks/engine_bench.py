@@ -9,9 +9,12 @@ Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/
      timer grid (options.timer_resolution).
   2. The highest offered rate one process (publishers + subscribers) sustains without being marked
      generator-limited, next to Mosquitto's CPU: the broker must saturate first. With one engine
-     thread (broker and generator a core each) and with the default of one thread per core.
+     thread (broker and generator a core each) and with the default thread count.
   3. RSS of one process holding 10,000 idle connections.
   4. The cost of measuring: the same run with and without latency recording.
+Next to figure 1 (QoS 0) runs `benchmarks/floor`, the least any generator can do per message on
+this host (sleep until a send is due and write it; wait for a socket and read it), on the same
+schedule against the same broker: the engine's own overhead is the difference.
 Each figure is the median of --repeat runs; ratios come from runs made back to back.
 """
 
@@ -118,6 +121,31 @@ def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us:
     }
 
 
+FLOOR = ROOT / "benchmarks" / "floor"
+
+
+def build_floor() -> Path:
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(FLOOR / "Cargo.toml")], check=True)
+    return FLOOR / "target" / "release" / "floor"
+
+
+def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: int = 0) -> dict:
+    """The floor program's publish and subscribe sides, 10 -> 10 clients, QoS 0, 10,000 msg/s."""
+    addr = f"127.0.0.1:{port}"
+    sub = subprocess.Popen([str(binary), "sub", addr, "--clients", "10", "--messages", str(duration_ms * 10)],
+                           stdout=subprocess.PIPE, text=True)
+    sub.stdout.readline()  # subscribed
+    pub = subprocess.run([str(binary), "pub", addr, "--clients", "10", "--rate", "10000", "--seconds",
+                          str(duration_ms / 1000), "--grid-us", str(timer_resolution_us)],
+                         capture_output=True, text=True, check=True)
+    sub_out = json.loads(sub.stdout.read())
+    if sub.wait() != 0:
+        raise SystemExit("the floor subscriber failed")
+    pub_out = json.loads(pub.stdout)
+    return {"publish_us_per_msg": pub_out["us_per_msg"], "subscribe_us_per_msg": sub_out["us_per_msg"],
+            "sent": pub_out["messages"], "received": sub_out["messages"]}
+
+
 def summarize(raw: dict, p: dict) -> dict:
     from mqttlab import _engine
 
@@ -180,18 +208,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, get_launcher("mosquitto").start(Path(tmp)) as broker:
         report["broker"] = broker.version
         print(f"against {broker.version} at {broker.url()}", flush=True)
+        floor = build_floor()
         for qos in (0, 1):
             for grid in (0, 1000):
-                runs = [per_message_cost(broker.port, qos, duration, grid) for _ in range(args.repeat)]
                 key = f"cost_qos{qos}" + (f"_grid{grid}us" if grid else "")
+                runs, floors = [], []
+                for _ in range(args.repeat):
+                    # Engine and floor alternate, so both see the same background load.
+                    runs.append(per_message_cost(broker.port, qos, duration, grid))
+                    if qos == 0:
+                        floors.append(floor_cost(floor, broker.port, duration, grid))
                 report[key] = median_of(runs)
                 print(f"CPU per message at 10,000 msg/s, QoS {qos}, timer grid {grid} µs: {report[key]}", flush=True)
+                if floors:
+                    report[f"floor_{key}"] = median_of(floors)
+                    print(f"  floor on the same schedule: {report[f'floor_{key}']}", flush=True)
         runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
         report["measuring_cost"] = median_of(runs)
         print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)
         rates = [20_000, 50_000, 100_000, 150_000] if args.quick else [20_000, 40_000, 80_000, 120_000, 160_000, 200_000]
         # One engine thread leaves the broker a core of its own on a 2-core host; the default
-        # (one thread per core) shares the cores with it.
+        # (threads sized by the offered rate, at most one per core) takes the second core when
+        # the rate needs it and shares it with the broker.
         for threads in (1, 0):
             for qos in (0, 1):
                 report[f"ladder_qos{qos}_threads{threads}"] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2, threads)

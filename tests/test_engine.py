@@ -97,6 +97,14 @@ def test_mqtt5_fan_out_and_fan_in_are_accounted_per_receiver(mosquitto):
     assert (s["messages"]["expected"], s["messages"]["delivered"]) == (200, 200)
 
 
+def test_engine_threads_follow_the_planned_rate_unless_asked(mosquitto):
+    # 3 -> 3 at 200 msg/s each is far below one thread's share: one thread serves it.
+    raw, s = run(plan(mosquitto.port, qos=0, messages=20, duration_ms=0))
+    assert raw["generator"]["threads"] == 1 and s["messages"]["delivered"] == 60
+    raw, s = run(plan(mosquitto.port, qos=0, messages=20, duration_ms=0, threads=3))
+    assert raw["generator"]["threads"] == 3 and s["messages"]["delivered"] == 60
+
+
 def test_shared_subscription_is_owed_each_message_once_per_group(mosquitto):
     _, s = run(plan(mosquitto.port, pubs=2, subs=3, topic="sh/%i", filters=("$share/g/sh/+",), messages=60,
                     duration_ms=0, version=5))

@@ -118,7 +118,7 @@ def test_unknown_keys_are_errors_with_a_suggestion():
 
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
     problems = problems_of({"options": {"zzz": 1}})
-    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution)"]
+    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, threads)"]
 
 
 @pytest.mark.parametrize(
@@ -274,6 +274,15 @@ def test_a_file_without_a_name_is_named_after_the_file(tmp_path: Path):
     path = tmp_path / "my test.yaml"
     path.write_text("publishers: {count: 1}\n")
     assert load_scenario(path).name == "my-test"
+
+
+def test_engine_threads_reach_the_plan_only_when_set():
+    from mqttlab import engine
+
+    url = "mqtt://127.0.0.1:1883"
+    assert "threads" not in engine.compile_plan(validate_scenario({"broker": url}), url)["options"]
+    plan = engine.compile_plan(validate_scenario({"broker": url, "options": {"threads": 2}}), url)
+    assert plan["options"]["threads"] == 2
 
 
 # --- round-trip mode -----------------------------------------------------------------------

@@ -119,6 +119,7 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "reconnect": scenario.options.reconnect,
             "progress_interval_ms": progress_interval_ms,
             **({"timer_resolution_us": round(scenario.options.timer_resolution * 1e6)} if scenario.options.timer_resolution else {}),
+            **({"threads": scenario.options.threads} if scenario.options.threads else {}),
         },
     }
     if pubs.reply_filter is not None:

@@ -211,7 +211,7 @@ pub struct Options {
     pub reconnect: bool,
     #[serde(default = "default_progress_ms")]
     pub progress_interval_ms: u64,
-    /// Worker threads; 0 = one per available core.
+    /// Worker threads; 0 = as many as the planned rate needs, at most one per core.
     #[serde(default)]
     pub threads: u32,
     /// Record end-to-end latency only for messages of publishers in `[start, end)`: the ones

@@ -181,10 +181,45 @@ impl Coordinator {
     }
 }
 
-fn worker_count(plan: &RunPlan, clients: u32) -> usize {
+/// Packets one worker thread is given per second when the thread count is automatic: about half
+/// of what one thread was measured to sustain on a 2-core host (benchmarks/engine_bench.py), so
+/// a thread keeps headroom for bursts.
+const PACKETS_PER_THREAD: f64 = 40_000.0;
+
+/// Worker threads: as asked, or as many as the shard's load needs, at most one per core. A light
+/// load on one thread costs less per message than spread over several: wake-ups that fall due
+/// together are served by one thread instead of each waking its own.
+fn worker_count(plan: &RunPlan, units: &UnitTable, clients: u32) -> usize {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let wanted = if plan.options.threads > 0 { plan.options.threads as usize } else { cores };
-    wanted.clamp(1, clients.max(1) as usize)
+    let wanted = if plan.options.threads > 0 {
+        plan.options.threads as usize
+    } else if plan.broker.tls.is_some() || plan.publishers.rate <= 0.0 {
+        // Handshakes and encryption are CPU-heavy; without a rate there is nothing to size by.
+        cores
+    } else {
+        (expected_packets_per_s(plan, units) / PACKETS_PER_THREAD).ceil() as usize
+    };
+    wanted.clamp(1, cores.max(plan.options.threads as usize)).min(clients.max(1) as usize)
+}
+
+/// PUBLISH packets this shard sends and receives per second at the planned rate, with the
+/// acknowledgements of QoS 1 and 2 counted once more.
+fn expected_packets_per_s(plan: &RunPlan, units: &UnitTable) -> f64 {
+    let expected = units.expected_units();
+    let mut publishers_per_unit = vec![0u64; units.names.len()];
+    for per_publisher in &expected {
+        for u in per_publisher {
+            publishers_per_unit[*u as usize] += 1;
+        }
+    }
+    let [a, b] = plan.shard.publishers;
+    let sends = (b - a) as f64;
+    let [a, b] = plan.shard.subscribers;
+    let deliveries: u64 = (a..b)
+        .flat_map(|s| units.routes[s as usize].iter().map(|(u, _)| publishers_per_unit[*u as usize]))
+        .sum();
+    let ack_factor = if plan.publishers.qos > 0 { 2.0 } else { 1.0 };
+    (sends + deliveries as f64) * plan.publishers.rate * ack_factor
 }
 
 fn assign(plan: &RunPlan, units: &UnitTable, workers: usize) -> Vec<Assignment> {
@@ -219,7 +254,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
-    let workers = worker_count(&plan, (n_pubs + n_subs) as u32);
+    let workers = worker_count(&plan, &units, (n_pubs + n_subs) as u32);
     let (ctl_tx, ctl_rx) = watch::channel(Ctl { phase: Phase::Connect, start_ns: 0 });
     let mut co = Coordinator {
         plan: plan.clone(),
@@ -239,7 +274,10 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
             worker::spawn(i, workers, plan.clone(), target.clone(), units.clone(), fanout.clone(), a, co.shared[i].clone(), ctl_rx.clone())
         })
         .collect();
+    // The coordinator only watches counters: it polls briskly while connecting (the start instant
+    // waits on it) and slowly under load, where each wake-up of its thread costs the generator CPU.
     let tick = || std::thread::sleep(Duration::from_millis(5));
+    let slow_tick = || std::thread::sleep(Duration::from_millis(25));
     let mut status = Status::Completed;
     let mut error: Option<String> = None;
 
@@ -329,7 +367,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
                     break;
                 }
             }
-            tick();
+            slow_tick();
         }
     }
     co.set_phase(Phase::Close);
@@ -437,4 +475,50 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         })
         .collect();
     result.deliveries = pairs.into_values().collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(pubs: u32, subs: u32, filters: &[&str], qos: u8, rate: f64, threads: u32) -> RunPlan {
+        let json = serde_json::json!({
+            "broker": {"host": "127.0.0.1", "port": 1883},
+            "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": true, "connect_timeout_ms": 1000},
+            "publishers": {"count": pubs, "client_id": "p%i", "topic": "b/%i", "qos": qos, "rate": rate,
+                           "arrival": "constant", "payload": {"dist": "fixed", "size": 16}, "inflight": 10},
+            "subscribers": {"count": subs, "client_id": "s%i", "filters": filters, "qos": qos},
+            "load": {"duration_ms": 1000, "grace_ms": 100, "seed": 1},
+            "shard": {"publishers": [0, pubs], "subscribers": [0, subs]},
+            "options": {"threads": threads}
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn packets(p: &RunPlan) -> f64 {
+        expected_packets_per_s(p, &UnitTable::build(p))
+    }
+
+    #[test]
+    fn the_expected_packet_rate_counts_sends_deliveries_and_acknowledgements() {
+        // 10 -> 10 point to point at 1000 msg/s each: 10k sends and 10k deliveries.
+        assert_eq!(packets(&plan(10, 10, &["b/%i"], 0, 1000.0, 0)), 20_000.0);
+        // Fan-in to one wildcard subscriber, QoS 1: every packet is acknowledged.
+        assert_eq!(packets(&plan(10, 1, &["b/+"], 1, 100.0, 0)), (10.0 + 10.0) * 100.0 * 2.0);
+        // A subscribers-only shard counts only its deliveries.
+        let mut p = plan(4, 4, &["b/+"], 0, 10.0, 0);
+        p.shard.publishers = [0, 0];
+        p.shard.subscribers = [0, 2];
+        assert_eq!(packets(&p), 2.0 * 4.0 * 10.0);
+    }
+
+    #[test]
+    fn automatic_threads_follow_the_load_and_asked_threads_are_kept() {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let count = |p: &RunPlan| worker_count(p, &UnitTable::build(p), p.publishers.count + p.subscribers.count);
+        assert_eq!(count(&plan(10, 10, &["b/%i"], 0, 1000.0, 0)), 1);
+        assert_eq!(count(&plan(10, 10, &["b/%i"], 0, 100_000.0, 0)), cores);
+        assert_eq!(count(&plan(10, 10, &["b/%i"], 0, 1000.0, 3)), 3);
+        assert_eq!(count(&plan(1, 0, &["b/%i"], 0, 1e6, 0)), 1, "never more threads than clients");
+    }
 }

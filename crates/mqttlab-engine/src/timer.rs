@@ -10,22 +10,54 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::future::{poll_fn, Future};
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use tokio::io::unix::AsyncFd;
-use tokio::sync::Notify;
+
+/// A wake-up for one task on this thread, kept until it is taken (like `Notify::notify_one`).
+/// A flag and a waker, no lock: tokio's `Notify` is made for threads and costs a mutex and a
+/// waiter-list update per wait, paid here once per message.
+#[derive(Default)]
+pub struct LocalSignal {
+    set: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl LocalSignal {
+    pub fn notify(&self) {
+        self.set.set(true);
+        if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+
+    pub fn notified(&self) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |cx| {
+            if self.set.replace(false) {
+                return Poll::Ready(());
+            }
+            let mut w = self.waker.borrow_mut();
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+    }
+}
 
 #[derive(Default)]
 pub struct PacerQueue {
     heap: RefCell<BinaryHeap<Reverse<(u64, usize)>>>,
-    wakers: RefCell<Vec<Rc<Notify>>>,
+    wakers: RefCell<Vec<Rc<LocalSignal>>>,
     armed_for: Cell<u64>,
-    changed: Notify,
+    changed: LocalSignal,
 }
 
 impl PacerQueue {
-    /// A slot for one publisher and the notification it waits on.
-    pub fn register(&self) -> (usize, Rc<Notify>) {
-        let n = Rc::new(Notify::new());
+    /// A slot for one publisher and the signal it waits on.
+    pub fn register(&self) -> (usize, Rc<LocalSignal>) {
+        let n = Rc::new(LocalSignal::default());
         let mut w = self.wakers.borrow_mut();
         w.push(n.clone());
         (w.len() - 1, n)
@@ -35,7 +67,7 @@ impl PacerQueue {
     pub fn schedule(&self, slot: usize, due_ns: u64) {
         self.heap.borrow_mut().push(Reverse((due_ns, slot)));
         if due_ns < self.armed_for.get() {
-            self.changed.notify_one();
+            self.changed.notify();
         }
     }
 }
@@ -67,17 +99,6 @@ impl TimerFd {
         // SAFETY: valid fd and itimerspec.
         unsafe { libc::timerfd_settime(self.0.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
     }
-
-    fn drain(&self) -> io::Result<()> {
-        let mut buf = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into buf.
-        let n = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr() as *mut _, 8) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
 }
 
 /// Runs for the life of the worker, waking publishers as their sends fall due.
@@ -93,7 +114,7 @@ pub async fn drive(queue: Rc<PacerQueue>) -> io::Result<()> {
             match top {
                 Some((due, slot)) if due <= now => {
                     queue.heap.borrow_mut().pop();
-                    queue.wakers.borrow()[slot].notify_one();
+                    queue.wakers.borrow()[slot].notify();
                 }
                 _ => break,
             }
@@ -108,13 +129,9 @@ pub async fn drive(queue: Rc<PacerQueue>) -> io::Result<()> {
                 queue.armed_for.set(due);
                 tfd.get_ref().arm_at(due);
                 tokio::select! {
-                    guard = tfd.readable() => {
-                        let mut guard = guard?;
-                        match guard.get_inner().drain() {
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
-                            _ => guard.clear_ready(),
-                        }
-                    }
+                    // No read of the expiry count: re-arming resets it, and the edge-triggered
+                    // registration reports the next expiry anyway. One syscall less per wake-up.
+                    guard = tfd.readable() => guard?.clear_ready(),
                     _ = queue.changed.notified() => {}
                 }
             }

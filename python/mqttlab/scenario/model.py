@@ -159,6 +159,10 @@ class Options(_Section):
         0.0, ge=0, le=1.0,
         description="Round intended send times up to this grid (0 = exact); coarser = burstier arrivals, less generator CPU",
     )
+    threads: int = Field(
+        0, ge=0, le=1024,
+        description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
+    )
 
 
 def _transport_shorthand(value: object) -> object:
