@@ -83,7 +83,7 @@ fn connect_failed(ctx: &WorkerCtx, e: &ConnectError, is_publisher: bool) {
 }
 
 fn phase(ctx: &WorkerCtx) -> Phase {
-    ctx.ctl.borrow().phase
+    ctx.ctl_now().phase
 }
 
 fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
@@ -117,7 +117,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let sizes = SizeSampler::new(&p.payload);
     let mut scratch = vec![0u8; sizes.max()];
     let (slot, wake) = ctx.pacer.register();
-    let mut ctl = ctx.ctl.clone();
+    let phase_changed = ctx.phase_changes();
     let mut schedule: Option<Schedule> = None;
     let mut start_ns = 0u64;
     let mut next_due: Option<u64> = None;
@@ -130,8 +130,6 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     keepalive.reset();
     let mut lost = false;
 
-    // If the run started while we were connecting, pick it up without waiting for a change.
-    ctl.mark_changed();
     // Bytes that came in behind the CONNACK are handled before waiting for more.
     if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now_ns()) {
         let msg = format!("{client_id}: {msg}");
@@ -144,9 +142,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     loop {
         tokio::select! {
             biased;
-            r = ctl.changed() => {
-                if r.is_err() { break; }
-                let c = *ctl.borrow();
+            // Also at once on entry: a run that started while we were connecting is picked up.
+            _ = phase_changed.notified() => {
+                let c = ctx.ctl_now();
                 match c.phase {
                     Phase::Run if schedule.is_none() => {
                         start_ns = c.start_ns;
@@ -555,7 +553,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             next_pkid: 1,
         }),
     };
-    let mut ctl = ctx.ctl.clone();
+    let phase_changed = ctx.phase_changes();
     let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
     keepalive.reset();
     // Bytes that came in behind the CONNACK are handled before waiting for more.
@@ -578,8 +576,8 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         }
         tokio::select! {
             biased;
-            r = ctl.changed() => {
-                if r.is_err() || ctl.borrow().phase == Phase::Close { break; }
+            _ = phase_changed.notified() => {
+                if ctx.ctl_now().phase == Phase::Close { break; }
             }
             ev = conn.io() => {
                 match ev {

@@ -225,7 +225,7 @@ fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
 }
 
 fn phase(ctx: &WorkerCtx) -> Phase {
-    ctx.ctl.borrow().phase
+    ctx.ctl_now().phase
 }
 
 struct InFlight {
@@ -293,7 +293,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let sizes = SizeSampler::new(&p.payload);
     let mut scratch = vec![0u8; sizes.max()];
     let (slot, wake) = ctx.pacer.register();
-    let mut ctl = ctx.ctl.clone();
+    let phase_changed = ctx.phase_changes();
     let mut schedule: Option<Schedule> = None;
     let mut start_ns = 0u64;
     let mut next_due: Option<u64> = None;
@@ -306,13 +306,12 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let mut retry_tick = tokio::time::interval((retry / 4).max(Duration::from_millis(5)));
     let mut lost: Option<String> = None;
     let mut retransmitted = 0u64;
-    ctl.mark_changed();
     loop {
         tokio::select! {
             biased;
-            r = ctl.changed() => {
-                if r.is_err() { break; }
-                let c = *ctl.borrow();
+            // Also at once on entry: a run that started while we were connecting is picked up.
+            _ = phase_changed.notified() => {
+                let c = ctx.ctl_now();
                 match c.phase {
                     Phase::Run if schedule.is_none() => {
                         start_ns = c.start_ns;
@@ -589,15 +588,15 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
 
     let mut receiver = Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos));
     let mut awaiting_release: HashSet<u16> = HashSet::new();
-    let mut ctl = ctx.ctl.clone();
+    let phase_changed = ctx.phase_changes();
     let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
     keepalive.reset();
     let mut lost: Option<String> = None;
     loop {
         tokio::select! {
             biased;
-            r = ctl.changed() => {
-                if r.is_err() || ctl.borrow().phase == Phase::Close { break; }
+            _ = phase_changed.notified() => {
+                if ctx.ctl_now().phase == Phase::Close { break; }
             }
             r = udp.recv() => {
                 let now = now_ns();

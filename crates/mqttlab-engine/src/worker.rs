@@ -1,13 +1,14 @@
 //! A worker thread: a single-threaded tokio runtime running a share of the shard's clients.
 //! Its clients record into one `WorkerStats` without locks; the coordinator steers it through
-//! a watch channel of phases and reads its progress from `WorkerShared`.
+//! a watch channel of phases and reads its progress from `WorkerShared`; one task per worker
+//! relays the phases to its clients.
 use crate::accounting::UnitTable;
 use crate::clock::{now_ns, thread_cpu_s};
 use crate::conn::Target;
 use crate::histogram;
 use crate::plan::RunPlan;
 use crate::stats::{WorkerShared, WorkerStats};
-use crate::timer::{drive, PacerQueue};
+use crate::timer::{drive, LocalSignal, PacerQueue};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -41,7 +42,12 @@ pub struct WorkerCtx {
     pub fanout: Arc<Vec<u32>>,
     pub stats: RefCell<WorkerStats>,
     pub shared: Arc<WorkerShared>,
-    pub ctl: watch::Receiver<Ctl>,
+    ctl: watch::Receiver<Ctl>,
+    /// The latest control state, relayed by `report_progress` to the clients' signals: a
+    /// `watch::Receiver::changed()` in every client's select! loop registers and drops a waiter
+    /// under tokio's mutex each time round, which a client paid once per message.
+    ctl_now: Cell<Ctl>,
+    phase_listeners: RefCell<Vec<Rc<LocalSignal>>>,
     pub pacer: Rc<PacerQueue>,
     /// When this worker may open its next connection (connection ramp).
     next_connect_ns: Cell<u64>,
@@ -49,6 +55,27 @@ pub struct WorkerCtx {
 }
 
 impl WorkerCtx {
+    /// The control state as this worker's clients see it.
+    pub fn ctl_now(&self) -> Ctl {
+        self.ctl_now.get()
+    }
+
+    /// A signal set whenever the control state changes. It starts set, so a client's first wait
+    /// returns at once and it picks up a run that began while it was connecting.
+    pub fn phase_changes(&self) -> Rc<LocalSignal> {
+        let signal = Rc::new(LocalSignal::default());
+        signal.notify();
+        self.phase_listeners.borrow_mut().push(signal.clone());
+        signal
+    }
+
+    fn relay_ctl(&self, ctl: Ctl) {
+        self.ctl_now.set(ctl);
+        for s in self.phase_listeners.borrow().iter() {
+            s.notify();
+        }
+    }
+
     /// Waits for this worker's next connection slot.
     pub async fn connect_slot(&self) {
         if self.connect_interval_ns == 0 {
@@ -92,10 +119,13 @@ pub fn spawn(
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
             let local = tokio::task::LocalSet::new();
             let rate = plan.load.connect_rate / workers as f64;
+            let initial_ctl = *ctl.borrow();
             let ctx = Rc::new(WorkerCtx {
                 stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
                 connect_interval_ns: if rate > 0.0 { (1e9 / rate) as u64 } else { 0 },
                 next_connect_ns: Cell::new(0),
+                ctl_now: Cell::new(initial_ctl),
+                phase_listeners: RefCell::new(Vec::new()),
                 plan,
                 target,
                 units,
@@ -138,8 +168,9 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
     WorkerOutput { stats, load_cpu_share }
 }
 
-/// Hands the recent end-to-end latencies to the coordinator's live display, and measures this
-/// thread's CPU share during the load phase (the generator watching itself).
+/// Relays the coordinator's phases to this worker's clients, hands the recent end-to-end latencies
+/// to the live display, and measures this thread's CPU share during the load phase (the generator
+/// watching itself).
 async fn report_progress(ctx: Rc<WorkerCtx>) -> f64 {
     let mut ctl = ctx.ctl.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -158,8 +189,13 @@ async fn report_progress(ctx: Rc<WorkerCtx>) -> f64 {
                 }
             }
             r = ctl.changed() => {
-                let phase = ctl.borrow().phase;
-                if r.is_err() || phase == Phase::Close {
+                let mut now = *ctl.borrow_and_update();
+                if r.is_err() {
+                    now.phase = Phase::Close;
+                }
+                ctx.relay_ctl(now);
+                let phase = now.phase;
+                if phase == Phase::Close {
                     return share;
                 }
                 if phase == Phase::Run && load_start.is_none() {
