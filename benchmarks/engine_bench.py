@@ -9,7 +9,8 @@ Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/
      timer grid (options.timer_resolution).
   2. The highest offered rate one process (publishers + subscribers) sustains without being marked
      generator-limited, next to Mosquitto's CPU: the broker must saturate first. With one engine
-     thread (broker and generator a core each) and with the default thread count.
+     thread (broker and generator a core each) and with the default thread count; with exact send
+     times and with the 1 ms grid.
   3. RSS of one process holding 10,000 idle connections.
   4. The cost of measuring: the same run with and without latency recording.
 Next to figure 1 (QoS 0) runs `benchmarks/floor`, the least any generator can do per message on
@@ -152,10 +153,12 @@ def summarize(raw: dict, p: dict) -> dict:
     return json.loads(_engine.summarize(json.dumps(p), json.dumps({k: v for k, v in raw.items() if k != "peak_rss_kb"})))
 
 
-def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], duration_ms: int, threads: int) -> list[dict]:
+def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], duration_ms: int, threads: int,
+                timer_resolution_us: int = 0) -> list[dict]:
     rows = []
     for rate in rates:
-        p = plan(port, qos=qos, rate_total=rate, duration_ms=duration_ms, warmup_ms=1000, threads=threads)
+        p = plan(port, qos=qos, rate_total=rate, duration_ms=duration_ms, warmup_ms=1000, threads=threads,
+                 timer_resolution_us=timer_resolution_us)
         with CpuWatch(broker_pid) as broker:
             (raw,) = run_shards([p])
         s = summarize(raw, p)
@@ -169,7 +172,8 @@ def rate_ladder(port: int, broker_pid: int, qos: int, rates: list[float], durati
             "e2e_p50_us": (s["latency"]["e2e"] or {}).get("p50_us"),
             "dropped": s["messages"]["dropped"],
         })
-        print(f"  qos {qos}, {threads or 'auto'} engine thread(s), offered {rate:>9,.0f}/s -> {rows[-1]}", flush=True)
+        print(f"  qos {qos}, {threads or 'auto'} engine thread(s), timer grid {timer_resolution_us} µs, "
+              f"offered {rate:>9,.0f}/s -> {rows[-1]}", flush=True)
     return rows
 
 
@@ -230,9 +234,14 @@ def main() -> None:
         # One engine thread leaves the broker a core of its own on a 2-core host; the default
         # (threads sized by the offered rate, at most one per core) takes the second core when
         # the rate needs it and shares it with the broker.
-        for threads in (1, 0):
-            for qos in (0, 1):
-                report[f"ladder_qos{qos}_threads{threads}"] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2, threads)
+        # The grid batches the sends due at one instant into one wake-up and one write per
+        # connection, as generators on millisecond timers do: it shows where the engine stops when
+        # wake-ups are not the cost.
+        for grid in (0, 1000):
+            for threads in (1, 0):
+                for qos in (0, 1):
+                    key = f"ladder_qos{qos}_threads{threads}" + (f"_grid{grid}us" if grid else "")
+                    report[key] = rate_ladder(broker.port, broker.pid, qos, rates, duration // 2, threads, grid)
         report["idle_10k"] = idle_connections(broker.port, 10_000)
         print(f"10,000 idle connections: {report['idle_10k']}", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ fn main() {
 
     let ours_encode = median_ns_per_op(|| {
         let mut out = BytesMut::with_capacity(128);
-        for i in 0..N {
+        for _ in 0..N {
             out.clear();
             ours::encode_publish(&mut out, ours::Protocol::V311, ours::QoS::AtMostOnce, false, false, TOPIC.as_bytes(), 0, None, &payload).unwrap();
             black_box(&out);
