@@ -41,3 +41,22 @@ def test_schema_accepts_the_shipped_files_structure():
     declared = set(json.loads(scenario_json_schema())["properties"])
     for path in FILES:
         assert set(yaml.safe_load(path.read_text())) <= declared, path.name
+
+
+def test_the_complete_example_in_the_docs_is_valid_and_names_every_field(tmp_path: Path):
+    # docs/scenarios.md promises a complete example: a field added to the model without it there
+    # would be undocumented.
+    text = (SCENARIOS.parent / "docs" / "scenarios.md").read_text()
+    block = text.split("```yaml", 1)[1].split("```", 1)[0]
+    path = tmp_path / "complete.yaml"
+    path.write_text(block)
+    load_scenario(path)
+    example = yaml.safe_load(block)
+    schema = json.loads(scenario_json_schema())
+    assert set(example) == set(schema["properties"])
+    for section, fields in example.items():
+        if isinstance(fields, dict):
+            ref = schema["properties"][section]
+            ref = ref.get("$ref") or next(a["$ref"] for a in ref.get("anyOf", ref.get("allOf", [])) if "$ref" in a)
+            declared = schema["$defs"][ref.rsplit("/", 1)[1]]["properties"]
+            assert set(fields) == set(declared), section
