@@ -10,7 +10,11 @@ import yaml
 from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
-from mqttlab.suite import PlannedRun, SuiteConflict, SuiteError, builtin_suites, expand_suite, load_suite, prepare_directory, validate_suite
+from mqttlab.suite import (
+    PlannedRun, SuiteConflict, SuiteError, SuiteInterrupted, builtin_suites, expand_suite, load_suite, prepare_directory, run_suite,
+    validate_suite,
+)
+from mqttlab.suite import runner
 
 cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,6 +143,27 @@ def test_a_finished_run_is_not_mixed_with_a_changed_definition(tmp_path):
     changed = expand_suite(suite, brokers=["mosquitto"], quick=True, assignments=["publishers.rate=7"])
     with pytest.raises(SuiteConflict, match=runs[0].id):
         prepare_directory(tmp_path, "x", changed)
+
+
+def test_ctrl_c_after_a_run_wrote_its_results_still_records_it_finished(tmp_path, monkeypatch):
+    # The window the real interrupted-suite test can hit by chance: the run's results are on disk,
+    # its broker is still stopping, and Ctrl-C lands before the suite recorded the run.
+    runs = expand_suite(validate_suite(small()), brokers=["mosquitto"], quick=True)
+    prepare_directory(tmp_path, "x", runs)
+
+    def results_then_ctrl_c(run, directory, python, dask=None):
+        directory.mkdir(parents=True)
+        (directory / "manifest.json").write_text(json.dumps({"status": "completed"}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_run_one", results_then_ctrl_c)
+    try:
+        with pytest.raises(SuiteInterrupted):
+            run_suite(tmp_path, runs)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the suite runner without recording the runs")
+    statuses = [entry["status"] for entry in json.loads((tmp_path / "runs.json").read_text())["runs"]]
+    assert statuses == ["completed"] + ["pending"] * (len(runs) - 1)
 
 
 def test_cli_show_lists_runs_and_bad_suites_exit_2(tmp_path):

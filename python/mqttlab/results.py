@@ -190,7 +190,10 @@ def write_results(
                 (directory / "histograms" / f"{name}.hdr").write_text(encoded.strip() + "\n", encoding="ascii")
         if resources is not None:
             (directory / "resources.csv").write_text(_resources_csv(resources), encoding="utf-8")
-        _write_json(directory / MANIFEST, manifest)
+        # Written aside and renamed: a run interrupted while writing leaves no manifest at all,
+        # never a partial one that would pass for a complete directory.
+        _write_json(directory / f".{MANIFEST}.tmp", manifest)
+        (directory / f".{MANIFEST}.tmp").replace(directory / MANIFEST)
     except OSError as error:
         raise ResultsError(f"{directory}: cannot write the results: {error}") from None
     return directory

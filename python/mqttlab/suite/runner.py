@@ -89,23 +89,25 @@ def run_suite(
     `mqttlab run` spreads its load over that cluster. Raises SuiteInterrupted on Ctrl-C (after
     stopping the current run and broker and recording what is done)."""
     records: dict[str, RunRecord] = {}
-    for index, run in enumerate(runs, start=1):
-        directory = run.directory(suite_dir)
-        status = finished_status(directory)
-        if status is not None:
-            record = RunRecord(run, status, 0.0, "finished earlier", resumed=True)
-        else:
-            if directory.exists():
-                shutil.rmtree(directory)  # an interrupted or unfinished run of ours: start it afresh
-            try:
+    try:
+        for index, run in enumerate(runs, start=1):
+            directory = run.directory(suite_dir)
+            status = finished_status(directory)
+            if status is not None:
+                record = RunRecord(run, status, 0.0, "finished earlier", resumed=True)
+            else:
+                if directory.exists():
+                    shutil.rmtree(directory)  # an interrupted or unfinished run of ours: start it afresh
                 record = _run_one(run, directory, python, dask)
-            except SuiteInterrupted:
-                _write_runs_file(suite_dir, runs, records)
-                raise
-        records[run.id] = record
+            records[run.id] = record
+            _write_runs_file(suite_dir, runs, records)
+            if report is not None:
+                report(index, len(runs), record)
+    except (SuiteInterrupted, KeyboardInterrupt):
+        # Ctrl-C can land anywhere, also after a run wrote its results and before it was recorded
+        # (while its broker stops): runs.json takes the status of such a run from its directory.
         _write_runs_file(suite_dir, runs, records)
-        if report is not None:
-            report(index, len(runs), record)
+        raise SuiteInterrupted() from None
     return list(records.values())
 
 
