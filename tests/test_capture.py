@@ -72,6 +72,10 @@ def test_capture_of_a_qos1_run_counts_every_publish_and_ack(tmp_path):
     assert (out / "capture" / "capture.pcapng").stat().st_size > 0
     assert (out / "capture" / "bundling.csv").read_text().startswith("direction,type,packets,segments")
     assert json.loads((out / "manifest.json").read_text())["capture"]["device"] == "lo"
+    # `report` prints from disk what the run printed at its end, the bundling table included.
+    again = subprocess.run([sys.executable, "-m", "mqttlab", "report", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert again.returncode == 0, again.stderr
+    assert "Message bundling (tshark on lo" in again.stdout and "MQTT packets per TCP segment" in again.stdout
 
 
 def test_capture_of_an_mqtt_sn_run_is_refused_before_any_load(tmp_path):

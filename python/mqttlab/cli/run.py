@@ -266,12 +266,6 @@ def _run_and_record(
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.ABNORMAL) from None
     _show(outcome.summary, directory, as_json)
-    if "network" in outcome.summary and not as_json:
-        from mqttlab.netem.view import render_network
-
-        Console().print(render_network(outcome.summary["network"]))
-    if "capture" in outcome.summary and not as_json:
-        _show_capture(outcome.summary["capture"])
     if "capture" in outcome.summary and outcome.summary["capture"].get("by_type") is not None:
         from mqttlab.netem.capture import write_csv
 
@@ -447,10 +441,17 @@ def _engine_url(scenario: Scenario, broker: Any) -> str:
 
 
 def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
+    """The summary as `run` prints it at the end and `report` prints it again from disk."""
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
-    else:
-        print_summary(Console(), summary, str(directory))
+        return
+    print_summary(Console(), summary, str(directory))
+    if "network" in summary:
+        from mqttlab.netem.view import render_network
+
+        Console().print(render_network(summary["network"]))
+    if "capture" in summary:
+        _show_capture(summary["capture"])
 
 
 # --- report --------------------------------------------------------------------------------
