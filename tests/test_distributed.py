@@ -210,3 +210,57 @@ def test_a_suite_with_dask_local_runs_every_run_on_one_shared_cluster(tmp_path):
     # One local cluster served both runs: both name the same scheduler address.
     (scheduler,) = schedulers
     assert scheduler.startswith("tcp://127.0.0.1:")
+
+
+
+def test_ctrl_c_stops_the_shards_on_the_workers_and_keeps_what_they_measured(mosquitto, cluster, tmp_path, start_until_load):
+    # Only the client gets the SIGINT, as when the workers run on other hosts: the shards must
+    # stop because the client asked them to, not run out their 60 s.
+    out = tmp_path / "run"
+    child = start_until_load(
+        [sys.executable, "-m", "mqttlab", "run", "--dask", cluster.scheduler.address,
+         "--broker", f"mqtt://127.0.0.1:{mosquitto.port}", "-P", "4", "-S", "4", "-t", "stop/%i", "-f", "stop/%i",
+         "-q", "1", "-r", "50", "-d", "60s", "--warmup", "0s", "-o", str(out)],
+    )  # fmt: skip
+    try:
+        interrupted_at = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+        took = time.monotonic() - interrupted_at
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+    assert child.returncode == 130, stderr
+    assert took < 20, f"the run took {took:.0f} s to stop"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert [s["state"] for s in summary["distributed"]["shards"]] == ["completed", "completed"]
+    # A few seconds of 4 × 50 msg/s, not a minute's; what was sent before the stop arrived (QoS 1).
+    assert 0 < summary["messages"]["sent"] < 4 * 50 * 30
+    assert summary["messages"]["delivered"] == summary["messages"]["sent"]
+    assert not any(cluster.processing().values()), "a shard is still running on a worker"
+
+
+def test_ctrl_c_in_a_terminal_with_a_local_cluster_keeps_the_results(tmp_path, start_until_load):
+    # A terminal sends Ctrl-C to the whole process group, local worker processes included: they
+    # must leave it to the client, which stops the shards and writes what they measured.
+    out = tmp_path / "run"
+    child = start_until_load(
+        [sys.executable, "-m", "mqttlab", "run", "--dask", "local:2", "--broker", "mosquitto",
+         "-P", "4", "-S", "4", "-t", "pg/%i", "-f", "pg/%i", "-q", "1", "-r", "50", "-d", "60s", "--warmup", "0s",
+         "-o", str(out)],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        os.killpg(child.pid, signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+    assert child.returncode == 130, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert [s["state"] for s in summary["distributed"]["shards"]] == ["completed", "completed"]
+    assert 0 < summary["messages"]["delivered"] == summary["messages"]["sent"] < 4 * 50 * 30

@@ -4,7 +4,9 @@ machine (a LocalCluster, to try the distributed path without any other host)."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -69,11 +71,20 @@ def connect(spec: str, *, timeout_s: float = 10.0) -> Iterator[Any]:
     # to configure; a remote one is guarded by the shard's worker restriction and start check).
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         if kind == "local":
-            # One thread per worker process: the engine runs its own threads.
-            cluster = LocalCluster(
-                n_workers=value, threads_per_worker=1, processes=True, dashboard_address=":0",
-                host="127.0.0.1", silence_logs=50,
-            )  # fmt: skip
+            # One thread per worker process: the engine runs its own threads. The workers are
+            # started with SIGINT ignored (they keep that across exec): a Ctrl-C in the terminal
+            # reaches the whole process group, and must stop the shards through the client, as
+            # on remote workers, rather than kill the workers and their results.
+            main = threading.current_thread() is threading.main_thread()  # where signals are set
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+            try:
+                cluster = LocalCluster(
+                    n_workers=value, threads_per_worker=1, processes=True, dashboard_address=":0",
+                    host="127.0.0.1", silence_logs=50,
+                )  # fmt: skip
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
             try:
                 with Client(cluster, timeout=f"{timeout_s}s") as client:
                     yield client

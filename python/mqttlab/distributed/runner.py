@@ -36,6 +36,9 @@ POLL_S = 0.2
 LIVENESS_EVERY_S = 0.5
 # A shard that has not come back this long after its planned end is given up as missing.
 RETURN_ALLOWANCE_S = 60.0
+# After Ctrl-C: time for the shards to notice (with their next progress report), let deliveries
+# under way arrive and send their results.
+STOP_ALLOWANCE_S = 15.0
 
 
 class ClusterRefused(Exception):
@@ -159,6 +162,10 @@ def run_plan(
 
     run_id = uuid.uuid4().hex[:12]
     topic = f"mqttlab-progress-{run_id}"
+    # Ctrl-C here sets it; each shard checks it with its progress and stops like a local run.
+    from distributed import Event
+
+    stop = Event(f"mqttlab-stop-{run_id}", client=client)
     arrivals: queue.Queue[tuple[int, str]] = queue.Queue()
     client.subscribe_topic(topic, lambda event: arrivals.put((event[1]["shard"], event[1]["snapshot"])))
     try:
@@ -169,12 +176,12 @@ def run_plan(
             local_offset = 0 if shard.worker.host == client_host or shard.worker.clock is None else shard.worker.clock.wall.offset_ns
             shard.plan["shard"]["start_at_unix_ns"] = start_at + local_offset
             futures[shard.index] = client.submit(
-                worker_side.run_shard, json.dumps(shard.plan), shard.index, topic, shard.worker.pid,
+                worker_side.run_shard, json.dumps(shard.plan), shard.index, topic, shard.worker.pid, stop.name,
                 workers=[shard.worker.address], allow_other_workers=False, pure=False,
                 key=f"mqttlab-shard-{run_id}-{shard.index}",
             )  # fmt: skip
         deadline = start_at / 1e9 + planned_length_s(plan) + RETURN_ALLOWANCE_S
-        outcomes = _watch(client, shards, futures, arrivals, progress, deadline)
+        outcomes = _watch(client, shards, futures, arrivals, progress, deadline, stop)
     finally:
         client.unsubscribe_topic(topic)
 
@@ -208,46 +215,73 @@ def _watch(
     arrivals: "queue.Queue[tuple[int, str]]",
     progress: Optional[ProgressCallback],
     deadline: float,
+    stop: Any,
 ) -> list[ShardOutcome]:
-    """Waits for every shard, feeding the display, and gives up on shards whose worker left."""
+    """Waits for every shard, feeding the display, and gives up on shards whose worker left.
+    The first Ctrl-C asks the shards to stop (they return what they measured, as a local run
+    does); a second one gives up waiting."""
     outcome: dict[int, ShardOutcome] = {}
     combiner = ProgressCombiner(len(shards))
     by_index = {s.index: s for s in shards}
     last_liveness = 0.0
+    stopping = False
     while len(outcome) < len(shards):
         try:
-            shard_index, snapshot = arrivals.get(timeout=POLL_S)
-            combiner.add(shard_index, json.loads(snapshot))
-            while True:
-                shard_index, snapshot = arrivals.get_nowait()
-                combiner.add(shard_index, json.loads(snapshot))
-        except queue.Empty:
-            pass
-        if progress is not None and combiner.due():
-            combined = combiner.combined()
-            if combined is not None:
-                progress(combined)
-        for index, future in futures.items():
-            if index in outcome or not future.done():
-                continue
-            outcome[index] = _collect(by_index[index], future)
-            combiner.finished(index)
-        now = time.time()
-        if now - last_liveness >= LIVENESS_EVERY_S:
-            last_liveness = now
-            alive = set(client.nthreads())
-            for index, future in futures.items():
-                shard = by_index[index]
-                if index not in outcome and shard.worker.address not in alive:
-                    future.cancel()
-                    outcome[index] = ShardOutcome(shard, "missing", reason=f"worker {shard.worker.address} on {shard.worker.host} was lost during the run")
-                    combiner.finished(index)
-        if now > deadline:
+            last_liveness = _watch_step(client, futures, by_index, arrivals, progress, combiner, outcome, last_liveness)
+        except KeyboardInterrupt:
+            if stopping:
+                raise
+            stopping = True
+            stop.set()
+            deadline = min(deadline, time.time() + STOP_ALLOWANCE_S)
+        if time.time() > deadline:
             for index, future in futures.items():
                 if index not in outcome:
                     future.cancel()
                     outcome[index] = ShardOutcome(by_index[index], "missing", reason="did not return in time")
     return [outcome[s.index] for s in shards]
+
+
+def _watch_step(
+    client: Any,
+    futures: dict[int, Any],
+    by_index: dict[int, Shard],
+    arrivals: "queue.Queue[tuple[int, str]]",
+    progress: Optional[ProgressCallback],
+    combiner: ProgressCombiner,
+    outcome: dict[int, ShardOutcome],
+    last_liveness: float,
+) -> float:
+    """One round of `_watch`: progress in, finished shards collected, lost workers noticed.
+    Returns when liveness was last checked."""
+    try:
+        shard_index, snapshot = arrivals.get(timeout=POLL_S)
+        combiner.add(shard_index, json.loads(snapshot))
+        while True:
+            shard_index, snapshot = arrivals.get_nowait()
+            combiner.add(shard_index, json.loads(snapshot))
+    except queue.Empty:
+        pass
+    if progress is not None and combiner.due():
+        combined = combiner.combined()
+        if combined is not None:
+            progress(combined)
+    for index, future in futures.items():
+        if index in outcome or not future.done():
+            continue
+        outcome[index] = _collect(by_index[index], future)
+        combiner.finished(index)
+    now = time.time()
+    if now - last_liveness < LIVENESS_EVERY_S:
+        return last_liveness
+    alive = set(client.nthreads())
+    for index, future in futures.items():
+        shard = by_index[index]
+        if index not in outcome and shard.worker.address not in alive:
+            future.cancel()
+            outcome[index] = ShardOutcome(shard, "missing", reason=f"worker {shard.worker.address} on {shard.worker.host} was lost during the run")
+            combiner.finished(index)
+    return now
 
 
 def _collect(shard: Shard, future: Any) -> ShardOutcome:

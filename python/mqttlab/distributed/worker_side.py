@@ -50,8 +50,10 @@ def ephemeral_port_count() -> Optional[int]:
         return None
 
 
-def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pid: int) -> dict[str, Any]:
-    """Runs one shard and returns its raw result (JSON text) with where it ran.
+def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pid: int, stop_event: str) -> dict[str, Any]:
+    """Runs one shard and returns its raw result (JSON text) with where it ran. When the client
+    sets the Dask Event `stop_event` (its Ctrl-C), the shard stops as a local run does on Ctrl-C
+    and returns what it measured.
 
     A worker that was restarted after the client surveyed it (same address, new process) must
     not run the shard late: by then the common start instant has passed and its figures would
@@ -65,19 +67,23 @@ def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pi
         late_ms = (time.time_ns() - start_at) // 1_000_000
         return {**where, "refused": f"the shard reached its worker {late_ms} ms after the common start instant"}
 
-    from distributed import get_worker
+    from distributed import Event, get_worker
 
     from mqttlab import _engine
 
     worker = get_worker()
+    stop = Event(stop_event)
 
     def forward(snapshot_json: str) -> None:
         # log_event from a task thread is queued onto the worker's event loop: it never blocks
         # the engine, and a lost scheduler costs the display, not the measurement.
         try:
             worker.log_event(progress_topic, {"shard": shard_index, "snapshot": snapshot_json})
+            stopped = stop.is_set()
         except Exception:  # noqa: BLE001
-            pass
+            stopped = False
+        if stopped:
+            raise KeyboardInterrupt  # the engine takes it as Ctrl-C: stop sending, drain, return
 
     try:
         raw = _engine.run_shard(plan_json, forward)
