@@ -59,7 +59,8 @@ def test_shards_go_to_workers_in_host_order_with_threads_shared_per_host():
     assert [s.worker.address for s in shards] == ["tcp://a:1", "tcp://a:2", "tcp://b:1"]
     assert [s.publishers for s in shards] == [[0, 2], [2, 4], [4, 6]]
     # Two engines on hostA split its 4 cores; the one on hostB has them all.
-    assert [s.plan["options"]["threads"] for s in shards] == [2, 2, 4]
+    assert [s.plan["options"]["max_threads"] for s in shards] == [2, 2, 4]
+    assert all(s.plan["options"].get("threads", 0) == 0 for s in shards)  # sized by each shard's load
 
 
 def test_more_shards_per_worker_than_threads_is_refused():

@@ -214,6 +214,10 @@ pub struct Options {
     /// Worker threads; 0 = as many as the planned rate needs, at most one per core.
     #[serde(default)]
     pub threads: u32,
+    /// With automatic threads, at most this many (0 = one per core): engines that share a host
+    /// (shards side by side) split its cores.
+    #[serde(default)]
+    pub max_threads: u32,
     /// Record end-to-end latency only for messages of publishers in `[start, end)`: the ones
     /// that share this shard's clock. None = all.
     #[serde(default)]
@@ -233,7 +237,15 @@ fn default_progress_ms() -> u64 {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { record_latency: true, reconnect: false, progress_interval_ms: 1000, threads: 0, latency_publishers: None, timer_resolution_us: 0 }
+        Options {
+            record_latency: true,
+            reconnect: false,
+            progress_interval_ms: 1000,
+            threads: 0,
+            max_threads: 0,
+            latency_publishers: None,
+            timer_resolution_us: 0,
+        }
     }
 }
 

@@ -186,11 +186,14 @@ impl Coordinator {
 /// a thread keeps headroom for bursts.
 const PACKETS_PER_THREAD: f64 = 40_000.0;
 
-/// Worker threads: as asked, or as many as the shard's load needs, at most one per core. A light
-/// load on one thread costs less per message than spread over several: wake-ups that fall due
-/// together are served by one thread instead of each waking its own.
+/// Worker threads: as asked, or as many as the shard's load needs, at most one per core (or per
+/// `max_threads`). A light load on one thread costs less per message than spread over several:
+/// wake-ups that fall due together are served by one thread instead of each waking its own.
 fn worker_count(plan: &RunPlan, units: &UnitTable, clients: u32) -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if plan.options.max_threads > 0 {
+        cores = cores.min(plan.options.max_threads as usize);
+    }
     let wanted = if plan.options.threads > 0 {
         plan.options.threads as usize
     } else if plan.broker.tls.is_some() || plan.publishers.rate <= 0.0 {
@@ -520,5 +523,11 @@ mod tests {
         assert_eq!(count(&plan(10, 10, &["b/%i"], 0, 100_000.0, 0)), cores);
         assert_eq!(count(&plan(10, 10, &["b/%i"], 0, 1000.0, 3)), 3);
         assert_eq!(count(&plan(1, 0, &["b/%i"], 0, 1e6, 0)), 1, "never more threads than clients");
+        // A cap (shards sharing a host) bounds the automatic count, not an asked one.
+        let mut capped = plan(10, 10, &["b/%i"], 0, 100_000.0, 0);
+        capped.options.max_threads = 1;
+        assert_eq!(count(&capped), 1);
+        capped.options.threads = 2;
+        assert_eq!(count(&capped), 2);
     }
 }

@@ -87,8 +87,9 @@ def place_shards(plan: Plan, workers: list[WorkerInfo], shards_per_worker: int =
     shards = []
     for index, (worker, piece) in enumerate(zip(slots, pieces)):
         if plan["options"].get("threads", 0) == 0:
-            # Engines side by side on one host would each start a thread per core.
-            piece["options"]["threads"] = max(1, worker.cores // shards_on_host[worker.host])
+            # Engines side by side on one host would each size themselves up to a thread per
+            # core; they share the host's cores instead (each still takes fewer if its load is light).
+            piece["options"]["max_threads"] = max(1, worker.cores // shards_on_host[worker.host])
         shards.append(Shard(index=index, worker=worker, plan=piece))
     return shards
 
