@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -17,6 +20,8 @@ import pytest
 from mqttlab.brokers import BrokerError, Launcher, RunningBroker, get_launcher
 from mqttlab.brokers.base import Placement
 from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_context, round_trip
+
+T = TypeVar("T")
 
 LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette"]
 
@@ -47,20 +52,30 @@ def ensure_installed(launcher: Launcher) -> None:
         raise
 
 
-# Moquette 0.17 now and then drops a connection whose SUBSCRIBE follows its CONNACK at once (its
-# log says "SUBSCRIBE received on already closed connection", a session-state race known
-# upstream). That is the broker's defect, for benchmarks to show; here it gets one more try.
+# Moquette 0.17 (the newest release) drops a connection whose SUBSCRIBE follows its CONNACK at
+# once, now and then (its log: "SUBSCRIBE received on already closed connection"): it marks the
+# connection connected asynchronously. Here that hit 6% of round trips, in bursts. That is the
+# broker's defect, for benchmarks to show; these tests, about the launcher, try again after a pause.
 KNOWN_RACES = {"moquette": "closed the connection"}
+RACE_TRIES = 4
+RACE_PAUSE_S = 0.3
+
+
+def despite_known_race(broker: RunningBroker, action: Callable[[], T]) -> T:
+    """`action()`, tried again (up to RACE_TRIES in all) when it fails by the broker's known race."""
+    race = KNOWN_RACES.get(broker.name)
+    for attempt in range(1, RACE_TRIES + 1):
+        try:
+            return action()
+        except ProbeError as error:
+            if race is None or race not in str(error) or attempt == RACE_TRIES:
+                raise
+            time.sleep(RACE_PAUSE_S)
+    raise AssertionError("unreachable")
 
 
 def served_round_trip(broker: RunningBroker, port: int, **options: object) -> Message:
-    try:
-        return round_trip(broker.host, port, **options)  # type: ignore[arg-type]
-    except ProbeError as error:
-        race = KNOWN_RACES.get(broker.name)
-        if race is None or race not in str(error):
-            raise
-        return round_trip(broker.host, port, **options)  # type: ignore[arg-type]
+    return despite_known_race(broker, lambda: round_trip(broker.host, port, **options))  # type: ignore[arg-type]
 
 
 def port_is_closed(port: int) -> bool:
@@ -131,13 +146,7 @@ def test_backlog_beyond_default_queue_limits_is_delivered(started: RunningBroker
     # A subscriber that does not acknowledge makes the broker queue: Mosquitto's defaults
     # (20 in flight + 1000 queued) would drop the rest, and a benchmark would count them as lost.
     count = 1500
-    try:
-        received = _deliver_backlog(started, count)
-    except ProbeError as error:
-        race = KNOWN_RACES.get(started.name)
-        if race is None or race not in str(error):
-            raise
-        received = _deliver_backlog(started, count)
+    received = despite_known_race(started, lambda: _deliver_backlog(started, count))
     assert sorted(set(received)) == list(range(count))
 
 
