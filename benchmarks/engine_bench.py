@@ -73,11 +73,19 @@ def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms
 
 
 def run_shards(plans: list[dict]) -> list[dict]:
+    return finish_shards(start_shards(plans))
+
+
+def start_shards(plans: list[dict]) -> list[subprocess.Popen]:
     procs = [subprocess.Popen([sys.executable, "-c", SHARD_RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True) for _ in plans]
     for proc, p in zip(procs, plans):
         proc.stdin.write(json.dumps(p))
         proc.stdin.close()
+    return procs
+
+
+def finish_shards(procs: list[subprocess.Popen]) -> list[dict]:
     out = []
     for proc in procs:
         text = proc.stdout.read()
@@ -107,18 +115,60 @@ def cpu(raw: dict) -> float:
     return raw["generator"]["cpu_user_s"] + raw["generator"]["cpu_sys_s"]
 
 
+class InstructionWindow:
+    """Instructions (user and kernel) each of some processes executes in a window of wall time,
+    counted by `perf stat`. Unlike CPU time they hardly depend on what else the shared host runs,
+    so they compare the engine with the floor across hosts and sessions. Empty where perf cannot
+    count (no perf, or a VM without a virtual PMU)."""
+
+    def __init__(self, pids: list[int], delay_s: float, seconds: float) -> None:
+        self.seconds = seconds
+        self.counts: list[dict] = []
+        self._thread = threading.Thread(target=self._count, args=(pids, delay_s), daemon=True)
+        self._thread.start()
+
+    def _count(self, pids: list[int], delay_s: float) -> None:
+        time.sleep(delay_s)
+        try:
+            stats = [subprocess.Popen(["perf", "stat", "-x,", "-e", "instructions:u,instructions:k", "-p", str(pid),
+                                       "--", "sleep", str(self.seconds)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True) for pid in pids]
+        except FileNotFoundError:
+            return
+        for stat in stats:
+            counts = {}
+            for line in stat.communicate()[1].splitlines():
+                fields = line.split(",")
+                if len(fields) > 2 and fields[0].isdigit():
+                    counts["user" if fields[2].endswith(":u") else "kernel"] = int(fields[0])
+            self.counts.append(counts)
+
+    def per_message(self, index: int, rate_per_s: float) -> dict:
+        """Instructions per message of process `index`, handling `rate_per_s` messages a second."""
+        self._thread.join()
+        if len(self.counts) <= index or len(self.counts[index]) < 2:
+            return {}
+        messages = rate_per_s * self.seconds
+        return {f"{kind}_instructions_per_msg": round(n / messages) for kind, n in self.counts[index].items()}
+
+
 def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us: int = 0) -> dict:
     start_at = time.time_ns() + 2_000_000_000
     pub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
                     shard={"publishers": [0, 10], "subscribers": [0, 0], "start_at_unix_ns": start_at})
     sub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
                     shard={"publishers": [0, 0], "subscribers": [0, 10], "start_at_unix_ns": start_at})
-    subs, pubs = run_shards([sub_plan, pub_plan])
+    procs = start_shards([sub_plan, pub_plan])
+    # Counted from a second after the start (warm-up included) to two seconds before the end.
+    window = InstructionWindow([p.pid for p in procs], 3.0, duration_ms / 1000 - 2)
+    subs, pubs = finish_shards(procs)
     return {
         "publish_us_per_msg": cpu(pubs) * 1e6 / max(pubs["counters"]["sent"], 1),
         "subscribe_us_per_msg": cpu(subs) * 1e6 / max(subs["counters"]["received"], 1),
         "sent": pubs["counters"]["sent"],
         "received": subs["counters"]["received"],
+        **{f"publish_{k}": v for k, v in window.per_message(1, 10_000).items()},
+        **{f"subscribe_{k}": v for k, v in window.per_message(0, 10_000).items()},
     }
 
 
@@ -136,15 +186,22 @@ def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: i
     sub = subprocess.Popen([str(binary), "sub", addr, "--clients", "10", "--messages", str(duration_ms * 10)],
                            stdout=subprocess.PIPE, text=True)
     sub.stdout.readline()  # subscribed
-    pub = subprocess.run([str(binary), "pub", addr, "--clients", "10", "--rate", "10000", "--seconds",
-                          str(duration_ms / 1000), "--grid-us", str(timer_resolution_us)],
-                         capture_output=True, text=True, check=True)
+    pub = subprocess.Popen([str(binary), "pub", addr, "--clients", "10", "--rate", "10000", "--seconds",
+                            str(duration_ms / 1000), "--grid-us", str(timer_resolution_us)],
+                           stdout=subprocess.PIPE, text=True)
+    # The same share of the run as the engine's window.
+    window = InstructionWindow([sub.pid, pub.pid], 1.0, duration_ms / 1000 - 2)
+    pub_text = pub.stdout.read()
+    if pub.wait() != 0:
+        raise SystemExit("the floor publisher failed")
     sub_out = json.loads(sub.stdout.read())
     if sub.wait() != 0:
         raise SystemExit("the floor subscriber failed")
-    pub_out = json.loads(pub.stdout)
+    pub_out = json.loads(pub_text)
     return {"publish_us_per_msg": pub_out["us_per_msg"], "subscribe_us_per_msg": sub_out["us_per_msg"],
-            "sent": pub_out["messages"], "received": sub_out["messages"]}
+            "sent": pub_out["messages"], "received": sub_out["messages"],
+            **{f"publish_{k}": v for k, v in window.per_message(1, 10_000).items()},
+            **{f"subscribe_{k}": v for k, v in window.per_message(0, 10_000).items()}}
 
 
 def summarize(raw: dict, p: dict) -> dict:

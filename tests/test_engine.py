@@ -22,10 +22,11 @@ from mqttlab.tls import make_tls_material
 
 def plan(port: int, *, pubs=3, subs=3, topic="t/%i", filters=("t/%i",), qos=1, sub_qos=None, rate=200.0,
          messages=None, duration_ms=1000, warmup_ms=0, grace_ms=2000, version=4, host="127.0.0.1",
-         tls=None, username=None, password=None, size=64, connect_timeout_ms=3000, shard=None, **options):
+         tls=None, username=None, password=None, size=64, connect_timeout_ms=3000, shard=None, keepalive_s=30,
+         **options):
     return {
         "broker": {"host": host, "port": port, "tls": tls},
-        "mqtt": {"version": version, "username": username, "password": password, "keepalive_s": 30,
+        "mqtt": {"version": version, "username": username, "password": password, "keepalive_s": keepalive_s,
                  "clean_start": True, "session_expiry_s": 0, "connect_timeout_ms": connect_timeout_ms},
         "publishers": {"count": pubs, "client_id": "eng-pub-%i", "topic": topic, "qos": qos, "retain": False,
                        "rate": rate, "arrival": "constant", "messages": messages,
@@ -267,6 +268,19 @@ def test_broker_killed_mid_run_keeps_partial_results_and_counts_losses(tmp_path)
     assert m["lost"] == m["expected"] - m["delivered"]
     assert not any(v["kind"].endswith("_loss") for v in s["violations"])
     assert hist_count(raw["histograms"]["e2e"]) == m["delivered"]
+
+
+def test_quiet_clients_keep_their_connections_alive_with_pings(mosquitto):
+    # Mosquitto closes a connection silent for 1.5 keep-alives. With a 1 s keep-alive, a publisher
+    # sending every 4 s and a subscriber receiving nothing (t/1 has no publisher) survive only by
+    # their PINGREQs. (The run ends once its two messages are delivered, at least 4 s in.)
+    started = time.monotonic()
+    raw, s = run(plan(mosquitto.port, pubs=1, subs=2, qos=1, rate=0.25, duration_ms=8000, keepalive_s=1))
+    assert time.monotonic() - started >= 4
+    assert s["status"] == "completed"
+    assert s["errors"] == [], s["errors"]
+    assert raw["counters"]["sent"] == 2
+    assert s["messages"]["delivered"] == 2 and s["messages"]["lost"] == 0
 
 
 def test_progress_reports_phases_and_totals(mosquitto):

@@ -9,7 +9,7 @@ use crate::payload::{Header, SizeSampler, HEADER_LEN};
 use crate::stats::{WorkerShared, H};
 use crate::worker::{Phase, WorkerCtx};
 use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -86,12 +86,6 @@ fn phase(ctx: &WorkerCtx) -> Phase {
     ctx.ctl_now().phase
 }
 
-fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
-    // Half the keep-alive, so a PINGREQ goes out well before the broker would give up on us.
-    let ka = ctx.plan.mqtt.keepalive_s as u64;
-    Duration::from_millis(if ka == 0 { 3_600_000 } else { ka * 500 })
-}
-
 struct InFlight {
     intended_ns: u64,
     released: bool,
@@ -106,7 +100,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
     let mut replies = p.reply_filter.as_ref().map(|f| {
         conn.send(&subscribe_packet(&[crate::template::expand(f, index, &client_id)], qos));
-        Replies { index, seen: PairState::default(), awaiting_release: HashSet::new(), ready: false, subscribe_sent: now_ns() }
+        Replies { index, seen: PairState::default(), awaiting_release: FxHashSet::default(), ready: false, subscribe_sent: now_ns() }
     });
     if replies.is_none() {
         publisher_ready(&ctx);
@@ -123,11 +117,10 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let mut next_due: Option<u64> = None;
     let mut done = false;
     let mut seq: u32 = 0;
-    let mut inflight: HashMap<u16, InFlight> = HashMap::with_capacity(window.min(4096));
+    let mut inflight: FxHashMap<u16, InFlight> = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
     let mut next_pkid: u16 = 0;
     let mut last_write = now_ns();
-    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
-    keepalive.reset();
+    let keepalive = ctx.keepalive_ticks();
     let mut lost = false;
 
     // Bytes that came in behind the CONNACK are handled before waiting for more.
@@ -249,8 +242,8 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                     None => finish_sending(&ctx, &mut done),
                 }
             }
-            _ = keepalive.tick() => {
-                if now_ns() - last_write >= keepalive_interval(&ctx).as_nanos() as u64 {
+            _ = keepalive.notified() => {
+                if now_ns() - last_write >= ctx.ping_after_ns() {
                     conn.send(&Packet::PingReq);
                     last_write = now_ns();
                 }
@@ -319,7 +312,7 @@ fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
     }
 }
 
-fn allocate_pkid(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
+fn allocate_pkid(next: &mut u16, inflight: &FxHashMap<u16, InFlight>) -> u16 {
     loop {
         *next = if *next == u16::MAX { 1 } else { *next + 1 };
         if !inflight.contains_key(next) {
@@ -350,7 +343,7 @@ fn publisher_ready(ctx: &WorkerCtx) {
 struct Replies {
     index: u32,
     seen: PairState,
-    awaiting_release: HashSet<u16>,
+    awaiting_release: FxHashSet<u16>,
     ready: bool,
     subscribe_sent: u64,
 }
@@ -381,7 +374,7 @@ impl Replies {
 fn publisher_packets(
     ctx: &WorkerCtx,
     conn: &mut Conn,
-    inflight: &mut HashMap<u16, InFlight>,
+    inflight: &mut FxHashMap<u16, InFlight>,
     replies: &mut Option<Replies>,
     now: u64,
 ) -> Result<(), String> {
@@ -432,7 +425,7 @@ fn publisher_packets(
     }
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, a: &Ack, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut FxHashMap<u16, InFlight>, a: &Ack, now: u64, h: H, what: &str) {
     let Some(f) = inflight.remove(&a.pkid) else {
         ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
         return;
@@ -483,7 +476,7 @@ fn check_suback(ctx: &WorkerCtx, s: &mqttlab_codec::SubAck, requested: QoS, sent
 
 /// Answers a received PUBLISH as its QoS requires. False when it is the broker's retransmission
 /// of a QoS 2 message still awaiting PUBREL: the QoS 2 flow absorbs it, it is not a delivery.
-fn acknowledge(conn: &mut Conn, p: &mqttlab_codec::Publish, awaiting_release: &mut HashSet<u16>) -> bool {
+fn acknowledge(conn: &mut Conn, p: &mqttlab_codec::Publish, awaiting_release: &mut FxHashSet<u16>) -> bool {
     let ack = |pkid| Ack { pkid, reason: 0, properties: Properties::default() };
     match p.qos {
         QoS::AtMostOnce => true,
@@ -503,7 +496,7 @@ fn acknowledge(conn: &mut Conn, p: &mqttlab_codec::Publish, awaiting_release: &m
 struct Echo {
     topic: Vec<u8>,
     qos: QoS,
-    inflight: HashSet<u16>,
+    inflight: FxHashSet<u16>,
     next_pkid: u16,
 }
 
@@ -529,7 +522,7 @@ struct Subscriber {
     requested: QoS,
     subscribe_sent: u64,
     ready: bool,
-    awaiting_release: HashSet<u16>,
+    awaiting_release: FxHashSet<u16>,
     echo: Option<Echo>,
     receiver: Receiver,
 }
@@ -544,18 +537,18 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         requested,
         subscribe_sent: now_ns(),
         ready: false,
-        awaiting_release: HashSet::new(),
+        awaiting_release: FxHashSet::default(),
         receiver: Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos)),
         echo: plan.subscribers.echo_topic.as_ref().map(|t| Echo {
             topic: crate::template::expand(t, index, &client_id).into_bytes(),
             qos: QoS::from_u8(plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
-            inflight: HashSet::new(),
+            inflight: FxHashSet::default(),
             next_pkid: 1,
         }),
     };
     let phase_changed = ctx.phase_changes();
-    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
-    keepalive.reset();
+    let keepalive = ctx.keepalive_ticks();
+    let mut last_ping = now_ns();
     // Bytes that came in behind the CONNACK are handled before waiting for more.
     let mut pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
     let mut lost = false;
@@ -591,7 +584,12 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     Ok(IoEvent::Wrote) => {}
                 }
             }
-            _ = keepalive.tick() => conn.send(&Packet::PingReq),
+            _ = keepalive.notified() => {
+                if now_ns() - last_ping >= ctx.ping_after_ns() {
+                    conn.send(&Packet::PingReq);
+                    last_ping = now_ns();
+                }
+            }
         }
     }
     finish_connection(&ctx, conn, &client_id, lost).await;

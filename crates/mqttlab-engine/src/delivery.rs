@@ -4,7 +4,7 @@ use crate::accounting::Arrival;
 use crate::payload::Header;
 use crate::stats::WorkerShared;
 use crate::worker::WorkerCtx;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// One subscriber as the accounting sees it.
 pub struct Receiver {
@@ -12,12 +12,12 @@ pub struct Receiver {
     /// min(publishers' QoS, subscription QoS): the guarantee its deliveries are held to.
     pub effective_qos: u8,
     /// The receiving unit for messages on each publisher's own topic, looked up once.
-    unit_by_publisher: HashMap<u32, Option<u32>>,
+    unit_by_publisher: FxHashMap<u32, Option<u32>>,
 }
 
 impl Receiver {
     pub fn new(index: u32, effective_qos: u8) -> Receiver {
-        Receiver { index, effective_qos, unit_by_publisher: HashMap::new() }
+        Receiver { index, effective_qos, unit_by_publisher: FxHashMap::default() }
     }
 }
 

@@ -4,7 +4,8 @@
 use crate::accounting::PairState;
 use crate::histogram::{self, Hist};
 use crate::result::{add_issue, Connections, Counters, Issue};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -42,7 +43,7 @@ pub struct WorkerStats {
     pub errors: BTreeMap<String, Issue>,
     pub violations: BTreeMap<String, Issue>,
     pub sent_per_publisher: BTreeMap<u32, u64>,
-    pub pairs: HashMap<(u32, u32), PairState>,
+    pub pairs: FxHashMap<(u32, u32), PairState>,
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
@@ -61,7 +62,7 @@ impl WorkerStats {
             errors: BTreeMap::new(),
             violations: BTreeMap::new(),
             sent_per_publisher: BTreeMap::new(),
-            pairs: HashMap::new(),
+            pairs: FxHashMap::default(),
             measure_start_ns: 0,
             series: Vec::new(),
             series_base: 0,
@@ -90,7 +91,8 @@ impl WorkerStats {
         if self.measure_start_ns == 0 {
             return None;
         }
-        let sec = (t_ns as i128 - self.measure_start_ns as i128).div_euclid(1_000_000_000) as i64;
+        // i64 nanoseconds span 292 years; i128 arithmetic would cost a library division per call.
+        let sec = (t_ns as i64 - self.measure_start_ns as i64).div_euclid(1_000_000_000);
         let idx = sec + self.series_base;
         if idx < 0 {
             return None;

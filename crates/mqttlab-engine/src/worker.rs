@@ -48,6 +48,7 @@ pub struct WorkerCtx {
     /// under tokio's mutex each time round, which a client paid once per message.
     ctl_now: Cell<Ctl>,
     phase_listeners: RefCell<Vec<Rc<LocalSignal>>>,
+    keepalive_listeners: RefCell<Vec<Rc<LocalSignal>>>,
     pub pacer: Rc<PacerQueue>,
     /// When this worker may open its next connection (connection ramp).
     next_connect_ns: Cell<u64>,
@@ -67,6 +68,22 @@ impl WorkerCtx {
         signal.notify();
         self.phase_listeners.borrow_mut().push(signal.clone());
         signal
+    }
+
+    /// A signal set every quarter of the scenario's keep-alive, when clients check whether a
+    /// PINGREQ is due. One worker timer instead of one per client: a tokio timer polled in a
+    /// client's select! loop re-registers its waker once per message.
+    pub fn keepalive_ticks(&self) -> Rc<LocalSignal> {
+        let signal = Rc::new(LocalSignal::default());
+        self.keepalive_listeners.borrow_mut().push(signal.clone());
+        signal
+    }
+
+    /// How long a client may stay silent: half the keep-alive, so a PINGREQ goes out well before
+    /// the broker would give up on it (1.5 keep-alives).
+    pub fn ping_after_ns(&self) -> u64 {
+        let ka = self.plan.mqtt.keepalive_s as u64;
+        if ka == 0 { 3_600_000_000_000 } else { ka * 500_000_000 }
     }
 
     fn relay_ctl(&self, ctl: Ctl) {
@@ -126,6 +143,7 @@ pub fn spawn(
                 next_connect_ns: Cell::new(0),
                 ctl_now: Cell::new(initial_ctl),
                 phase_listeners: RefCell::new(Vec::new()),
+                keepalive_listeners: RefCell::new(Vec::new()),
                 plan,
                 target,
                 units,
@@ -142,6 +160,7 @@ pub fn spawn(
 async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput {
     let pacer = tokio::task::spawn_local(drive(ctx.pacer.clone()));
     let reporter = tokio::task::spawn_local(report_progress(ctx.clone()));
+    let keepalives = tokio::task::spawn_local(tick_keepalives(ctx.clone()));
     let mut clients = Vec::new();
     // Subscribers first: they must be in place before the first message is published.
     let sn = matches!(ctx.plan.transport, crate::plan::Transport::MqttSn(_));
@@ -163,9 +182,21 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
         let _ = c.await;
     }
     pacer.abort();
+    keepalives.abort();
     let load_cpu_share = reporter.await.unwrap_or(0.0);
     let stats = std::mem::replace(&mut *ctx.stats.borrow_mut(), WorkerStats::new(false));
     WorkerOutput { stats, load_cpu_share }
+}
+
+async fn tick_keepalives(ctx: Rc<WorkerCtx>) {
+    let period = Duration::from_nanos(ctx.ping_after_ns() / 2);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tick.tick().await;
+        for s in ctx.keepalive_listeners.borrow().iter() {
+            s.notify();
+        }
+    }
 }
 
 /// Relays the coordinator's phases to this worker's clients, hands the recent end-to-end latencies
