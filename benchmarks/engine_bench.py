@@ -17,6 +17,8 @@ Next to figure 1 (QoS 0) runs `benchmarks/floor`, the least any generator can do
 this host (sleep until a send is due and write it; wait for a socket and read it), on the same
 schedule against the same broker: the engine's own overhead is the difference.
 Each figure is the median of --repeat runs; ratios come from runs made back to back.
+Where `perf stat` can count, one more run of each figure-1 case (engine and floor) counts the
+instructions per message, user and kernel: unlike CPU time, hardly moved by other tenants.
 """
 
 from __future__ import annotations
@@ -119,13 +121,15 @@ class InstructionWindow:
     """Instructions (user and kernel) each of some processes executes in a window of wall time,
     counted by `perf stat`. Unlike CPU time they hardly depend on what else the shared host runs,
     so they compare the engine with the floor across hosts and sessions. Empty where perf cannot
-    count (no perf, or a VM without a virtual PMU)."""
+    count (no perf, or a VM without a virtual PMU). Counting costs CPU time itself (in a VM every
+    context switch saves and restores the counters), so the CPU figures come from other runs."""
 
-    def __init__(self, pids: list[int], delay_s: float, seconds: float) -> None:
+    def __init__(self, pids: list[int], delay_s: float, seconds: float, enabled: bool) -> None:
         self.seconds = seconds
         self.counts: list[dict] = []
         self._thread = threading.Thread(target=self._count, args=(pids, delay_s), daemon=True)
-        self._thread.start()
+        if enabled:
+            self._thread.start()
 
     def _count(self, pids: list[int], delay_s: float) -> None:
         time.sleep(delay_s)
@@ -145,14 +149,16 @@ class InstructionWindow:
 
     def per_message(self, index: int, rate_per_s: float) -> dict:
         """Instructions per message of process `index`, handling `rate_per_s` messages a second."""
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
         if len(self.counts) <= index or len(self.counts[index]) < 2:
             return {}
         messages = rate_per_s * self.seconds
         return {f"{kind}_instructions_per_msg": round(n / messages) for kind, n in self.counts[index].items()}
 
 
-def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us: int = 0) -> dict:
+def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us: int = 0,
+                     count_instructions: bool = False) -> dict:
     start_at = time.time_ns() + 2_000_000_000
     pub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
                     shard={"publishers": [0, 10], "subscribers": [0, 0], "start_at_unix_ns": start_at})
@@ -160,7 +166,7 @@ def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us:
                     shard={"publishers": [0, 0], "subscribers": [0, 10], "start_at_unix_ns": start_at})
     procs = start_shards([sub_plan, pub_plan])
     # Counted from a second after the start (warm-up included) to two seconds before the end.
-    window = InstructionWindow([p.pid for p in procs], 3.0, duration_ms / 1000 - 2)
+    window = InstructionWindow([p.pid for p in procs], 3.0, duration_ms / 1000 - 2, count_instructions)
     subs, pubs = finish_shards(procs)
     return {
         "publish_us_per_msg": cpu(pubs) * 1e6 / max(pubs["counters"]["sent"], 1),
@@ -180,7 +186,8 @@ def build_floor() -> Path:
     return FLOOR / "target" / "release" / "floor"
 
 
-def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: int = 0) -> dict:
+def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: int = 0,
+               count_instructions: bool = False) -> dict:
     """The floor program's publish and subscribe sides, 10 -> 10 clients, QoS 0, 10,000 msg/s."""
     addr = f"127.0.0.1:{port}"
     sub = subprocess.Popen([str(binary), "sub", addr, "--clients", "10", "--messages", str(duration_ms * 10)],
@@ -190,7 +197,7 @@ def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: i
                             str(duration_ms / 1000), "--grid-us", str(timer_resolution_us)],
                            stdout=subprocess.PIPE, text=True)
     # The same share of the run as the engine's window.
-    window = InstructionWindow([sub.pid, pub.pid], 1.0, duration_ms / 1000 - 2)
+    window = InstructionWindow([sub.pid, pub.pid], 1.0, duration_ms / 1000 - 2, count_instructions)
     pub_text = pub.stdout.read()
     if pub.wait() != 0:
         raise SystemExit("the floor publisher failed")
@@ -252,6 +259,10 @@ def measuring_cost(port: int, duration_ms: int) -> dict:
     return out
 
 
+def instructions_only(cost: dict) -> dict:
+    return {k: v for k, v in cost.items() if "instructions" in k}
+
+
 def median_of(runs: list[dict]) -> dict:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], (int, float))}
 
@@ -284,6 +295,14 @@ def main() -> None:
                 if floors:
                     report[f"floor_{key}"] = median_of(floors)
                     print(f"  floor on the same schedule: {report[f'floor_{key}']}", flush=True)
+                # One more pair of runs with instructions counted (their CPU times are not used).
+                report[f"instructions_{key}"] = instructions_only(
+                    per_message_cost(broker.port, qos, duration, grid, count_instructions=True))
+                print(f"  instructions per message: {report[f'instructions_{key}']}", flush=True)
+                if qos == 0:
+                    report[f"floor_instructions_{key}"] = instructions_only(
+                        floor_cost(floor, broker.port, duration, grid, count_instructions=True))
+                    print(f"  floor: {report[f'floor_instructions_{key}']}", flush=True)
         runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
         report["measuring_cost"] = median_of(runs)
         print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)

@@ -11,7 +11,6 @@ use crate::worker::{Phase, WorkerCtx};
 use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// Pending bytes past which a publisher stops queueing sends (the broker is not reading):
@@ -161,7 +160,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         conn = new_conn;
                         // Unacknowledged messages died with the session; sends that fell due while
                         // disconnected were not made, and are counted as dropped, not sent late.
-                        ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+                        WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
                         inflight.clear();
                         if let Some(r) = replies.as_mut() {
                             conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
@@ -178,7 +177,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                                 }
                             }
                             next_due = if due > now { Some(due) } else { None };
-                            ctx.shared.dropped.fetch_add(missed, Relaxed);
+                            WorkerShared::add(&ctx.shared.dropped, missed);
                             ctx.stats.borrow_mut().counters.dropped += missed;
                             match next_due {
                                 Some(d) => ctx.pacer.schedule(slot, d),
@@ -216,10 +215,10 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         seq = seq.wrapping_add(1);
                         if qos != QoS::AtMostOnce {
                             inflight.insert(pkid, InFlight { intended_ns: due, released: false });
-                            ctx.shared.inflight.fetch_add(1, Relaxed);
+                            WorkerShared::add(&ctx.shared.inflight, 1);
                         }
                         WorkerShared::inc(&ctx.shared.sent);
-                        ctx.shared.expected_deliveries.fetch_add(fanout, Relaxed);
+                        WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
                         let mut st = ctx.stats.borrow_mut();
                         st.counters.sent += 1;
                         if lag_ns > 1_000_000 { st.counters.late_sends += 1; }
@@ -252,7 +251,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     }
     finish_sending(&ctx, &mut done);
     // Whatever was never acknowledged is no longer in flight once we leave.
-    ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+    WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
     ctx.stats.borrow_mut().sent_per_publisher.insert(index, seq as u64);
     finish_connection(&ctx, conn, &client_id, lost).await;
 }
@@ -430,7 +429,7 @@ fn complete(ctx: &WorkerCtx, inflight: &mut FxHashMap<u16, InFlight>, a: &Ack, n
         ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
         return;
     };
-    ctx.shared.inflight.fetch_sub(1, Relaxed);
+    WorkerShared::sub(&ctx.shared.inflight, 1);
     let mut st = ctx.stats.borrow_mut();
     if a.reason >= 0x80 {
         st.error("publish_refused", &format!("{what} reason {:#04x}", a.reason));

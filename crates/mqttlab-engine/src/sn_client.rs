@@ -19,7 +19,6 @@ use mqttlab_codec::sn::{self, return_code as rc, SnConnect, SnPacket, SnPublish,
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::net::UdpSocket;
 
@@ -359,10 +358,10 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         if acked {
                             // Even a datagram the kernel refused is retried after Tretry, like a lost one.
                             inflight.insert(msg_id, InFlight { intended_ns: due, released: false, packet, last_sent_ns: sent_at, tries: 1 });
-                            ctx.shared.inflight.fetch_add(1, Relaxed);
+                            WorkerShared::add(&ctx.shared.inflight, 1);
                         }
                         WorkerShared::inc(&ctx.shared.sent);
-                        ctx.shared.expected_deliveries.fetch_add(fanout, Relaxed);
+                        WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
                         let mut st = ctx.stats.borrow_mut();
                         st.counters.sent += 1;
                         if !went {
@@ -394,7 +393,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
         }
     }
     finish_sending(&ctx, &mut done);
-    ctx.shared.inflight.fetch_sub(inflight.len() as u64, Relaxed);
+    WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
     if connected && lost.is_none() {
         udp.send(&SnPacket::Disconnect { duration: None });
     }
@@ -465,7 +464,7 @@ fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlig
     }
     for id in given_up {
         inflight.remove(&id);
-        ctx.shared.inflight.fetch_sub(1, Relaxed);
+        WorkerShared::sub(&ctx.shared.inflight, 1);
         ctx.stats.borrow_mut().error("sn_retries_exhausted", &format!("{client_id}: message id {id} unacknowledged after {} tries", o.retries + 1));
     }
 }
@@ -498,7 +497,7 @@ fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, msg_id: u16,
         ctx.stats.borrow_mut().counters.unexpected += 1;
         return;
     };
-    ctx.shared.inflight.fetch_sub(1, Relaxed);
+    WorkerShared::sub(&ctx.shared.inflight, 1);
     let mut st = ctx.stats.borrow_mut();
     if code != rc::ACCEPTED {
         st.error("publish_refused", &format!("{what} return code {code:#04x}"));

@@ -135,7 +135,9 @@ impl WorkerStats {
     }
 }
 
-/// Counters the coordinator reads while the run goes on. Written by one worker thread only.
+/// Counters the coordinator reads while the run goes on. Written by one worker thread only, so
+/// an update is a load and a store: a locked read-modify-write per message would cost more, and
+/// no other thread's update can be lost in between.
 #[derive(Default)]
 pub struct WorkerShared {
     pub publishers_connected: AtomicU64,
@@ -158,7 +160,15 @@ pub struct WorkerShared {
 
 impl WorkerShared {
     pub fn inc(c: &AtomicU64) {
-        c.fetch_add(1, Relaxed);
+        Self::add(c, 1);
+    }
+
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Relaxed);
+    }
+
+    pub fn sub(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed).saturating_sub(n), Relaxed);
     }
 
     pub fn set_first_error(&self, msg: String) {
