@@ -306,7 +306,7 @@ def main() -> None:
         runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
         report["measuring_cost"] = median_of(runs)
         print(f"cost of measuring (µs per message handled): {report['measuring_cost']}", flush=True)
-        rates = [20_000, 50_000, 100_000, 150_000] if args.quick else [20_000, 40_000, 80_000, 120_000, 160_000, 200_000]
+        rates = [20_000, 50_000, 100_000, 150_000] if args.quick else [20_000, 40_000, 80_000, 120_000, 160_000, 200_000, 240_000, 280_000]
         # One engine thread leaves the broker a core of its own on a 2-core host; the default
         # (threads sized by the offered rate, at most one per core) takes the second core when
         # the rate needs it and shares it with the broker.
