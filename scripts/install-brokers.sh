@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Installs the brokers the tests launch, idempotently: Mosquitto (Debian package), Aedes (npm),
-# amqtt (PyPI, own virtualenv) and Moquette (Maven Central). rumqttd needs nothing: it is built
-# into mqttlab's engine. RMQTT (crates.io) is a long build and only installed when asked:
+# Installs the brokers the tests launch, idempotently: Mosquitto, RabbitMQ, ejabberd and ActiveMQ
+# (Debian packages, their services never started), Aedes (npm), amqtt (PyPI, own virtualenv),
+# Moquette and HiveMQ CE (Maven Central), Mochi MQTT (Go module proxy, built with go). rumqttd
+# needs nothing: it is built into mqttlab's engine. RMQTT (crates.io) is a long build and only
+# installed when asked:
 #
 #   scripts/install-brokers.sh                # the test brokers
 #   scripts/install-brokers.sh --with-rmqtt   # ... and RMQTT (cargo install, long on small machines)
 #   MQTTLAB_INSTALL_RMQTT=1 scripts/install-brokers.sh
 #
-# Expects Debian 12 with Python, Node/npm, Java/Maven (and Rust for RMQTT); Mosquitto needs root.
+# Expects Debian 12 with Python, Node/npm, Java/Maven (and Rust for RMQTT); the Debian packages
+# need root. Go is taken from PATH or /usr/local/go, else Debian's golang-go is installed.
 # Non-system brokers go to ${XDG_DATA_HOME:-~/.local/share}/mqttlab/brokers.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-brokers=(mosquitto aedes amqtt moquette)
+brokers=(mosquitto rabbitmq ejabberd activemq aedes amqtt moquette hivemq mochi)
 
 for arg in "$@"; do
   case "$arg" in
     --with-rmqtt) MQTTLAB_INSTALL_RMQTT=1 ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "install-brokers.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -39,16 +39,26 @@ def test_list_names_every_broker_with_availability() -> None:
     result = runner.invoke(brokers_cmd.app, ["list", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert {"rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette", "external"} <= set(rows)
+    assert {"rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette", "hivemq", "activemq", "rabbitmq",
+            "ejabberd", "mochi", "emqx", "nanomq", "vernemq", "external"} <= set(rows)
     for row in rows.values():
         assert row["available"] or row["detail"], f"{row['name']}: unavailable without a hint"
+        assert isinstance(row["tested_by_test_command"], bool) and isinstance(row["tls"], bool)
+    # The seeds' brokers no registry here offers say so, and how to measure them anyway.
+    for name in ("emqx", "nanomq", "vernemq"):
+        assert not rows[name]["available"]
+        assert "not in any registry reachable here" in rows[name]["detail"]
+        assert f"?name={name}&container=" in rows[name]["detail"]
+        assert not rows[name]["tested_by_test_command"]
+    assert rows["mosquitto"]["tested_by_test_command"] and rows["mosquitto"]["mqtt_versions"]
+    assert rows["mosquitto"]["source"] and rows["mosquitto"]["install_time"]
 
 
 def test_list_prints_a_table() -> None:
     result = runner.invoke(brokers_cmd.app, ["list"])
     assert result.exit_code == 0, result.output
     assert "how to get it" in result.output
-    assert "moquette" in result.output
+    assert "moquette" in result.output and "tested" in result.output
 
 
 def test_brokers_group_is_registered_in_the_main_command() -> None:

@@ -23,7 +23,8 @@ from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_con
 
 T = TypeVar("T")
 
-LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette"]
+LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette",
+            "hivemq", "activemq", "rabbitmq", "ejabberd", "mochi"]
 
 # Messages of npm, pip, apt, maven and cargo when the network or registry is out of reach.
 REGISTRY_UNREACHABLE = re.compile(
@@ -75,7 +76,12 @@ def despite_known_race(broker: RunningBroker, action: Callable[[], T]) -> T:
 
 
 def served_round_trip(broker: RunningBroker, port: int, **options: object) -> Message:
+    options.setdefault("credentials", broker.credentials)
     return despite_known_race(broker, lambda: round_trip(broker.host, port, **options))  # type: ignore[arg-type]
+
+
+def login(broker: RunningBroker) -> dict[str, str]:
+    return {"username": broker.credentials[0], "password": broker.credentials[1]} if broker.credentials else {}
 
 
 def port_is_closed(port: int) -> bool:
@@ -106,8 +112,14 @@ def test_broker_reports_name_version_and_loopback_listeners(started: RunningBrok
             assert conn.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1"), f"listens beyond loopback: {conn.laddr}"
 
 
-@pytest.mark.parametrize("qos", [0, 1])
+@pytest.mark.parametrize("qos", [0, 1, 2])
 def test_plain_listener_delivers_a_published_message(started: RunningBroker, qos: int) -> None:
+    if qos > started.max_qos:
+        # The broker's documented defect (RabbitMQ 3.10: PUBACK for a QoS 2 PUBLISH): the exchange
+        # must fail visibly, never pass as if QoS 2 had been honoured.
+        with pytest.raises(ProbeError, match="answered with packet type 4"):
+            served_round_trip(started, started.port, qos=qos, payload=b"x", timeout=3)
+        return
     payload = f"hello {started.name} qos {qos}".encode()
     message = served_round_trip(started, started.port, qos=qos, payload=payload)
     assert message.payload == payload
@@ -134,9 +146,9 @@ def test_large_payload_passes_unchanged(started: RunningBroker) -> None:
 
 def _deliver_backlog(broker: RunningBroker, count: int) -> list[int]:
     """Publishes `count` QoS 1 messages while the subscriber reads nothing, then reads them all."""
-    with MqttProbe(broker.host, broker.port, client_id="slow-reader", timeout=15) as reader:
+    with MqttProbe(broker.host, broker.port, client_id="slow-reader", timeout=15, **login(broker)) as reader:
         reader.subscribe("mqttlab/backlog", qos=1)
-        with MqttProbe(broker.host, broker.port, client_id="fast-writer", timeout=15) as writer:
+        with MqttProbe(broker.host, broker.port, client_id="fast-writer", timeout=15, **login(broker)) as writer:
             for sequence in range(count):
                 writer.publish("mqttlab/backlog", sequence.to_bytes(4, "big"), qos=1)
         return [int.from_bytes(reader.receive(timeout=15).payload, "big") for _ in range(count)]
@@ -223,3 +235,46 @@ def test_probe_reports_a_server_that_is_not_mqtt() -> None:
         port = silent.getsockname()[1]
         with pytest.raises(ProbeError, match="timed out"):
             MqttProbe("127.0.0.1", port, client_id="x", timeout=0.5)
+
+
+def _tree_rss(pid: int) -> int:
+    """The resident memory of the heaviest process in the broker's tree (a JVM or BEAM under a
+    wrapper script, say)."""
+    root = psutil.Process(pid)
+    return max(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_a_load_run_is_accounted_exactly_and_samples_the_brokers_process_tree(
+    started: RunningBroker, qos: int, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
+    heaviest = _tree_rss(started.pid)
+    url = f"mqtt://{started.host}:{started.port}?name={started.name}&pid={started.pid}"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "mqttlab", "run", "--broker", url, "--pubs", "5", "--subs", "5",
+         "--topic", "acct/%i", "--set", "subscribers.filters=[acct/%i]", "--qos", str(qos), "--rate", "50",
+         "--duration", "3s", "--warmup", "1s", "--set", "load.grace=2s", "--out", str(tmp_path / "run"), "--json",
+         *(["--username", started.credentials[0], "--password", started.credentials[1]] if started.credentials else [])],
+        capture_output=True, text=True, timeout=120, cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root / "python")),
+    )
+    summary = json.loads(done.stdout) if done.stdout.strip() else {}
+    messages = summary.get("messages") or {}
+    if started.name in KNOWN_RACES and (done.returncode != 0 or messages.get("delivered") != messages.get("expected")):
+        # The broker's known defect (see KNOWN_RACES): reported, never retried inside a measurement.
+        pytest.xfail(f"{started.name}'s known race: connections {summary.get('connections')}, messages {messages}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert messages["expected"] == messages["sent"] > 0  # p2p: one subscriber per publisher
+    assert messages["delivered"] == messages["expected"], messages
+    assert messages["lost"] == 0 and messages["duplicated"] == 0 and messages["out_of_order"] == 0, messages
+    assert not summary.get("violations"), summary.get("violations")
+    broker = summary["resources"]["broker"]
+    assert broker["peak_rss_bytes"] >= 0.8 * heaviest, (broker, heaviest)
+    assert broker["mean_cpu_share"] > 0

@@ -164,3 +164,31 @@ def test_mqttlab_run_with_a_network_section_against_mosquitto(tmp_path):
     assert over["exchange_mqtt_bytes"] == 2 * (1 + 1 + 2 + 3 + 2 + 64) + 2 * 4  # QoS 1, topic "t/0"
     assert over["wire"]["packets_per_message"] >= 2  # at least the two PUBLISH segments
     assert network["namespace"] not in names.namespaces()
+
+
+def test_tls_over_an_emulated_seed_link_verifies_the_certificate_and_adds_the_delay(tmp_path):
+    # Seed 001 measured plaintext and TLS over its links: `launch.tls` opens the broker's TLS
+    # listener inside the namespace, with a certificate naming the address clients reach it at.
+    from mqttlab.brokers import get_launcher
+
+    if not get_launcher("mosquitto").find():
+        pytest.skip("mosquitto is not installed")
+    scenario = tmp_path / "tls-net.yaml"
+    scenario.write_text(
+        "name: tls-net\nbroker: mosquitto\nlaunch: {tls: true}\n"
+        "publishers: {count: 1, rate: 20, qos: 1, payload: 64, topic: t/%i}\n"
+        "subscribers: {count: 1, qos: 1, filters: [t/%i]}\n"
+        "load: {duration: 2s, warmup: 0s, grace: 1s}\n"
+        "network: {profile: ethernet-100, delay: 10ms}\n"
+    )
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "-o", str(out), "--json"],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["broker"]["url"].startswith(f"mqtts://{manifest['network']['broker_address']}:")
+    assert manifest["network"]["requested"]["rate"] == "94500kbit"  # from the profile; delay given beside it wins
+    assert summary["latency"]["tls"]["count"] == 2
+    assert summary["messages"]["delivered"] == summary["messages"]["expected"] > 0
+    assert summary["latency"]["e2e"]["p50_us"] >= 20_000  # the link crossed twice

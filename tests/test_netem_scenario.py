@@ -89,3 +89,15 @@ def test_mqtt_sizes_per_qos_exchange_match_the_seed_tables():
     qos2 = exchange_table(7, 64, 2)
     assert [r["packet"] for r in qos2].count("PUBREL") == 2
     assert sum(r["bytes"] for r in qos2 if r["packet"] != "PUBLISH") == 2 * 12
+
+
+def test_a_seed_profile_fills_in_what_the_section_leaves_out():
+    wan = network(profile="wan-148ms")
+    # Seed 004: 147.68 ms mean round trip; the clients' access link 100 Mb/s up, 200 Mb/s down.
+    assert wan.direction("up").delay + wan.direction("down").delay == pytest.approx(0.14768)
+    assert (wan.direction("up").rate, wan.direction("down").rate) == (100e6, 200e6)
+    lossy = network(profile="wan-148ms", loss="1%", down={"rate": "50mbit"})
+    assert lossy.direction("up").loss == 0.01 and lossy.direction("down").rate == 50e6
+    assert lossy.direction("up").rate == 100e6  # kept from the profile: up/down merge key by key
+    assert network(profile="ethernet-100").direction("up").rate == 94.5e6  # seed 001's iperf figure
+    assert "profile" in problems({"profile": "lte"})

@@ -62,6 +62,8 @@ def test_quick_suite_across_two_brokers_writes_every_run_and_the_report():
     assert sorted(runs) == ["p2p-qos1/mosquitto/rep-1", "p2p-qos1/mosquitto/rep-2", "p2p-qos1/rumqttd/rep-1", "p2p-qos1/rumqttd/rep-2"]
     assert {m["status"] for m in runs.values()} == {"completed"}
     assert {m["broker"]["name"] for m in runs.values()} == {"mosquitto", "rumqttd"}
+    # The suite launched the brokers, so it records how they were configured.
+    assert {m["broker"]["config"]["mode"] for m in runs.values()} == {"tuned"}
     # a fresh broker process per run
     assert len({m["broker"]["pid"] for m in runs.values()}) == 4
     planned = json.loads((out / "runs.json").read_text())["runs"]
@@ -110,6 +112,22 @@ def test_an_interrupted_suite_resumes_without_repeating_finished_runs(tmp_path):
     runs = manifests(out)
     assert sorted(runs) == ["p2p-qos1/mosquitto/rep-1", "p2p-qos1/mosquitto/rep-2", "p2p-qos1/mosquitto/rep-3"]
     assert {m["status"] for m in runs.values()} == {"completed"}
+
+
+def test_a_broker_not_available_here_is_skipped_with_a_note_in_the_report(tmp_path):
+    # The built-in suites name the seeds' brokers; one that no registry here offers (EMQX) must
+    # not fail the suite, and the report must say it was left out and why.
+    suite = dict(TWO_BROKERS, name="skip", brokers=["emqx", "mosquitto"], repetitions=1)
+    suite_file = tmp_path / "skip.yaml"
+    suite_file.write_text(yaml.safe_dump(suite))
+    out = tmp_path / "out"
+    done = subprocess.run(suite_command(suite_file, out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "note: emqx is skipped: not available here" in done.stderr
+    assert sorted(manifests(out)) == ["p2p-qos1/mosquitto/rep-1"]
+    notes = json.loads((out / "report" / "comparison.json").read_text())["notes"]
+    assert len(notes) == 1 and notes[0].startswith("emqx was not run: not available on this host (not in any registry")
+    assert "emqx was not run" in (out / "report" / "report.html").read_text()
 
 
 def test_an_unknown_broker_in_the_option_is_refused_before_anything_runs(tmp_path):

@@ -42,6 +42,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
     if summary.get("round_trip"):
         parts.append(_round_trip_line(summary["round_trip"]))
     parts.append(_generator_line(summary))
+    resources = _resources_line(summary)
+    if resources is not None:
+        parts.append(resources)
     if summary.get("distributed"):
         parts.append(_distributed_lines(summary["distributed"]))
     if results_path:
@@ -144,6 +147,47 @@ def _generator_line(summary: Mapping[str, Any]) -> Text:
         text.append(f", schedule lag p99 {ms(generator['schedule_lag_p99_us'])} ms")
     if generator.get("late_sends"):
         text.append(f", {generator['late_sends']:,} late sends", style="yellow")
+    return text
+
+
+def _resources_line(summary: Mapping[str, Any]) -> Optional[Text]:
+    """CPU (cores) and memory of the broker's process tree and of the generator, measured window."""
+    resources = summary.get("resources") or {}
+    parts = []
+    for role in ("broker", "generator"):
+        figures = resources.get(role) or {}
+        if figures.get("mean_cpu_share") is None:
+            continue
+        rss = figures.get("peak_rss_bytes")
+        parts.append(f"{role} {figures['mean_cpu_share']:.2f} cores mean, {figures.get('max_cpu_share') or 0:.2f} peak"
+                     + (f", {rss / 1e6:.1f} MB peak RSS" if rss is not None else ""))
+    if not parts:
+        return None
+    return Text.assemble(("resources: ", "dim"), "; ".join(parts))
+
+
+def broker_line(broker: Mapping[str, Any]) -> Optional[Text]:
+    """How a launched broker was configured and limited, and whether its limits bit (from the
+    manifest's broker entry); None for a broker given by URL."""
+    config, limits = broker.get("config") or {}, broker.get("limits") or {}
+    if not config and not limits:
+        return None
+    text = Text("broker: ", style="dim")
+    text.append(f"{broker.get('version') or broker.get('name')}, config {config.get('mode', 'unknown')}")
+    if config.get("file"):
+        text.append(f" ({config['file']})")
+    if limits:
+        bounds = [f"{limits['cpus']:g} CPU" if limits.get("cpus") is not None else "",
+                  f"CPUs {limits['cpuset']}" if limits.get("cpuset") is not None else "",
+                  f"{limits['memory_bytes'] / 2**20:.0f} MiB" if limits.get("memory_bytes") is not None else ""]
+        text.append(f"; cgroup {limits.get('cgroup')} limits {', '.join(b for b in bounds if b)}")
+        throttled, periods = limits.get("throttled_periods"), limits.get("periods")
+        if throttled:
+            text.append(f"; CPU throttled in {throttled:,} of {periods:,} periods ({limits.get('throttled_seconds') or 0:.1f} s)", style="yellow")
+        if limits.get("oom_kills"):
+            text.append(f"; {limits['oom_kills']} OOM kills", style="bold red")
+        elif limits.get("memory_limit_hits"):
+            text.append(f"; memory limit reached {limits['memory_limit_hits']:,} times", style="yellow")
     return text
 
 

@@ -126,15 +126,17 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     path.chmod(0o600)
 
 
-def make_tls_material(directory: Path) -> TlsMaterial:
-    """Writes a fresh CA, a valid server certificate for loopback, an expired one and one for
-    the wrong host name (both signed by the same CA, so only the named defect fails)."""
+def make_tls_material(directory: Path, extra_ips: tuple[str, ...] = ()) -> TlsMaterial:
+    """Writes a fresh CA, a valid server certificate for loopback (and `extra_ips`, the address a
+    broker in a network namespace is reached at), an expired one and one for the wrong host name
+    (both signed by the same CA, so only the named defect fails)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = _make_ca()
     now = _now()
 
     good, good_key = _issue_server_cert(
-        ca_cert, ca_key, dns_names=LOOPBACK_NAMES, ip_addresses=LOOPBACK_IPS,
+        ca_cert, ca_key, dns_names=LOOPBACK_NAMES,
+        ip_addresses=tuple(dict.fromkeys((*LOOPBACK_IPS, *extra_ips))),
         not_before=now - dt.timedelta(minutes=5), not_after=now + dt.timedelta(days=30),
     )
     expired, expired_key = _issue_server_cert(

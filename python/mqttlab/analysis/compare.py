@@ -50,6 +50,7 @@ class Comparison:
     baseline: str
     confidence: float
     excluded: list[tuple[Path, str]] = field(default_factory=list)  # runs left out, and why
+    notes: list[str] = field(default_factory=list)  # e.g. brokers a suite could not run here, and why
 
     @property
     def run_count(self) -> int:
@@ -89,6 +90,7 @@ class Comparison:
             "interval": "Student t over repetitions; differences: Welch t (unequal variances)",
             "brokers": self.brokers,
             "excluded": [{"path": str(path), "reason": reason} for path, reason in self.excluded],
+            "notes": list(self.notes),
             "rows": self.rows(),
             "pooled_latency": [
                 {"scenario": s.scenario, "broker": b, "measure": g.latency_measure, **(g.pooled_latency or {})}
@@ -122,7 +124,27 @@ def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, conf
 
 
 def compare_directories(paths: Iterable[Path], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:
-    return compare_runs(read_runs(paths), baseline=baseline, confidence=confidence)
+    paths = list(paths)
+    comparison = compare_runs(read_runs(paths), baseline=baseline, confidence=confidence)
+    comparison.notes += skipped_broker_notes(paths)
+    return comparison
+
+
+SKIPPED_BROKERS = "skipped-brokers.json"
+
+
+def skipped_broker_notes(paths: Iterable[Path]) -> list[str]:
+    """Notes for the brokers a suite skipped because they are not available on its host
+    (written by `mqttlab suite run` as skipped-brokers.json in the suite directory)."""
+    notes = []
+    for path in paths:
+        try:
+            skipped = json.loads((Path(path) / SKIPPED_BROKERS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for entry in skipped:
+            notes.append(f"{entry.get('name')} was not run: not available on this host ({entry.get('reason')})")
+    return notes
 
 
 def _group(scenario: str, broker: str, runs: list[RunFigures], confidence: float) -> BrokerGroup:

@@ -71,6 +71,27 @@ def find_result_directories(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def broker_label(broker: dict[str, Any]) -> str:
+    """The broker as comparisons group it: its name, with its configuration when that is not
+    the default `tuned` one and with its limits, so that runs of a broker configured
+    differently are never averaged together."""
+    name = str(broker.get("name") or "unknown")
+    config = broker.get("config") or {}
+    details = []
+    if config.get("mode") and config["mode"] != "tuned":
+        details.append(Path(str(config["file"])).name if config["mode"] == "file" and config.get("file") else str(config["mode"]))
+    if config.get("version_pin"):
+        details.append(str(config["version_pin"]))
+    limits = broker.get("limits") or {}
+    if limits.get("cpus") is not None:
+        details.append(f"{limits['cpus']:g} CPU")
+    if limits.get("cpuset") is not None:
+        details.append(f"CPUs {limits['cpuset']}")
+    if limits.get("memory_bytes") is not None:
+        details.append(f"{limits['memory_bytes'] / 2**20:.0f} MiB")
+    return f"{name} ({', '.join(details)})" if details else name
+
+
 def read_run(directory: Path) -> RunFigures:
     results = load_results(directory)
     summary, manifest = results.summary, results.manifest
@@ -96,7 +117,7 @@ def read_run(directory: Path) -> RunFigures:
     return RunFigures(
         path=directory,
         scenario=str(manifest.get("scenario") or results.scenario.get("name") or directory.name),
-        broker=str(broker.get("name") or "unknown"),
+        broker=broker_label(broker),
         broker_version=broker.get("version"),
         started_at=str(manifest.get("started_at") or ""),
         status=results.status,

@@ -64,6 +64,55 @@ def _moquette() -> Launcher:
     return MoquetteLauncher()
 
 
+def _hivemq() -> Launcher:
+    from mqttlab.brokers.hivemq import HivemqLauncher
+
+    return HivemqLauncher()
+
+
+def _activemq() -> Launcher:
+    from mqttlab.brokers.activemq import ActivemqLauncher
+
+    return ActivemqLauncher()
+
+
+def _rabbitmq() -> Launcher:
+    from mqttlab.brokers.rabbitmq import RabbitmqLauncher
+
+    return RabbitmqLauncher()
+
+
+def _ejabberd() -> Launcher:
+    from mqttlab.brokers.ejabberd import EjabberdLauncher
+
+    return EjabberdLauncher()
+
+
+def _mochi() -> Launcher:
+    from mqttlab.brokers.mochi import MochiLauncher
+
+    return MochiLauncher()
+
+
+def _unavailable(name: str) -> Callable[[], Launcher]:
+    def make() -> Launcher:
+        from mqttlab.brokers.unavailable import Missing, UnavailableLauncher
+
+        seeds, reason = MISSING_REASONS[name]
+        return UnavailableLauncher(Missing(name, seeds, reason))
+
+    return make
+
+
+#: the seeds' brokers that no registry reachable here offers in a form that installs (see
+#: docs/brokers.md for every route that was tried)
+MISSING_REASONS = {
+    "emqx": ("seeds 000 and 003", "EMQX is an Erlang release distributed as OS packages, containers and Hex; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
+    "nanomq": ("seed 003", "NanoMQ is C, released as source on GitHub and as OS packages; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
+    "vernemq": ("seed 001", "VerneMQ is an Erlang release built from GitHub with Hex dependencies; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
+}
+
+
 def _external() -> Launcher:
     from mqttlab.brokers.external import ExternalLauncher
 
@@ -77,6 +126,12 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
     "aedes": _aedes,
     "amqtt": _amqtt,
     "moquette": _moquette,
+    "hivemq": _hivemq,
+    "activemq": _activemq,
+    "rabbitmq": _rabbitmq,
+    "ejabberd": _ejabberd,
+    "mochi": _mochi,
+    **{name: _unavailable(name) for name in MISSING_REASONS},
     "external": _external,
 }
 _URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://")
@@ -85,6 +140,11 @@ _URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://")
 def launcher_names() -> list[str]:
     """Names `get_launcher` accepts (besides broker URLs), the embedded default first."""
     return list(_LAUNCHERS)
+
+
+def available_launcher_names() -> list[str]:
+    """The brokers that can be started here now (installed), in `launcher_names` order."""
+    return [name for name in launcher_names() if name != "external" and get_launcher(name).availability().available]
 
 
 def get_launcher(name: str) -> Launcher:
@@ -110,6 +170,7 @@ __all__ = [
     "Launcher",
     "RunningBroker",
     "UnknownBroker",
+    "available_launcher_names",
     "get_launcher",
     "launcher_names",
 ]

@@ -10,17 +10,25 @@ from pathlib import Path
 from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir, run_quietly
 from mqttlab.tls import TlsMaterial
 
-AEDES_PACKAGE = "aedes@1.2.0"
+AEDES_VERSIONS = ("1.2.0", "0.51.3")
 SERVER_SCRIPT = Path(__file__).with_name("aedes_server.mjs")
 
 
 class AedesLauncher(Launcher):
     name = "aedes"
-    how_to_get = f"`mqttlab brokers install aedes` (npm install {AEDES_PACKAGE}; needs node and npm)"
+    how_to_get = f"`mqttlab brokers install aedes` (npm install aedes@{AEDES_VERSIONS[0]}; needs node and npm)"
+    source = "npm aedes, run on Debian's Node.js"
+    install_time = "about 10 s (npm)"
+    versions = AEDES_VERSIONS
+    accepts_config_file = False
+    tuned_settings = (
+        ("concurrency 10000", "Aedes' default of 100 concurrent deliveries throttles fan-out"),
+        ("noDelay true on every listener", "Nagle's algorithm would hold small publishes back"),
+    )
 
     @property
     def home(self) -> Path:
-        return data_dir() / "aedes"
+        return data_dir() / "aedes" / str(self.pinned_version)
 
     def _package_json(self) -> Path:
         return self.home / "node_modules" / "aedes" / "package.json"
@@ -41,7 +49,7 @@ class AedesLauncher(Launcher):
             raise BrokerError("installing aedes needs node and npm (apt-get install nodejs npm)")
         self.home.mkdir(parents=True, exist_ok=True)
         run_quietly(["npm", "install", "--prefix", str(self.home), "--no-audit", "--no-fund",
-                     "--omit=dev", AEDES_PACKAGE], timeout=600)
+                     "--omit=dev", f"aedes@{self.pinned_version}"], timeout=600)
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         # Node resolves `import 'aedes'` from the script's folder upwards, so the script is
@@ -50,6 +58,8 @@ class AedesLauncher(Launcher):
         if not script.exists() or script.read_bytes() != SERVER_SCRIPT.read_bytes():
             shutil.copyfile(SERVER_SCRIPT, script)
         config: dict[str, object] = {"host": self.placement.listen_host, "port": ports.plain}
+        if not self.config.tuned:
+            config.update(concurrency=100, no_delay=False)  # Aedes' and Node's own defaults
         if tls is not None and ports.tls is not None:
             config.update(tls_port=ports.tls, cert_file=str(tls.cert_file), key_file=str(tls.key_file))
         config_file = workdir / "aedes.json"

@@ -19,14 +19,15 @@ function listen (server, port, label) {
   server.listen(port, config.host, () => console.log(`aedes ${label} listening on ${config.host}:${port}`))
 }
 
-const servers = [createServer({ noDelay: true }, broker.handle)]
+const noDelay = config.no_delay ?? true
+const servers = [createServer({ noDelay }, broker.handle)]
 listen(servers[0], config.port, 'mqtt')
 
 if (config.tls_port) {
   const tlsServer = createTlsServer({
     cert: readFileSync(config.cert_file),
     key: readFileSync(config.key_file),
-    noDelay: true
+    noDelay
   }, broker.handle)
   servers.push(tlsServer)
   listen(tlsServer, config.tls_port, 'mqtts')

@@ -15,10 +15,14 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mqttlab.brokers import process
 from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
 from mqttlab.tls import TlsMaterial, make_tls_material
+
+if TYPE_CHECKING:
+    from mqttlab.brokers.limits import BrokerCgroup, BrokerLimits
 
 LOOPBACK = "127.0.0.1"
 #: which certificate a TLS listener serves: the valid one, or a defective one for failure tests
@@ -52,6 +56,47 @@ class Placement:
     command_prefix: tuple[str, ...] = ()
     listen_host: str = LOOPBACK  # what the broker's listeners bind
     reach_host: str = LOOPBACK  # where mqttlab finds it (readiness probe, RunningBroker.host)
+    #: other addresses clients reach it at (the emulated link's), named in its TLS certificate
+    client_hosts: tuple[str, ...] = ()
+
+
+#: how a launched broker is configured beyond the listeners mqttlab owns
+CONFIG_MODES = ("tuned", "as-shipped", "file")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """How a launcher configures its broker (docs/brokers.md, "Configurations").
+
+    - `tuned`: the benchmark settings the launcher documents in `Launcher.tuned_settings` (each
+      with why), so that default queue limits or Nagle's algorithm do not cap a benchmark;
+    - `as-shipped`: the package's defaults; mqttlab adds only its listeners and what the broker
+      needs to run unprivileged in a work directory (listed in `Launcher.required_settings`);
+    - `file`: the user's own config file merged with mqttlab's listeners.
+    `version` pins a broker version where its registry offers several."""
+
+    mode: str = "tuned"
+    file: Path | None = None
+    version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in CONFIG_MODES:
+            raise BrokerError(f"broker config must be one of {', '.join(CONFIG_MODES)}, got {self.mode!r}")
+        if (self.mode == "file") != (self.file is not None):
+            raise BrokerError("broker config `file` needs a file, and a file needs mode `file`")
+
+    @property
+    def tuned(self) -> bool:
+        return self.mode == "tuned"
+
+    def user_text(self) -> str:
+        """The user's config file (mode `file`), or "" in the other modes."""
+        if self.file is None:
+            return ""
+        try:
+            return Path(self.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BrokerError(f"broker config file {self.file}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)
@@ -99,6 +144,31 @@ def run_quietly(command: Sequence[str], timeout: float = 30.0, cwd: Path | None 
     return output
 
 
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+def apt_install(*packages: str) -> None:
+    """Installs Debian packages without starting their system services: mqttlab runs every broker
+    as its own child on its own ports, and a service of the package (RabbitMQ, ejabberd,
+    ActiveMQ) would hold the default ports and its state outside any run. Needs root."""
+    if os.geteuid() != 0:
+        raise BrokerError(f"installing {' '.join(packages)} needs root: sudo apt-get install -y {' '.join(packages)}")
+    env_prefix = ["env", "DEBIAN_FRONTEND=noninteractive"]
+    # invoke-rc.d asks policy-rc.d whether a service may start; 101 means "no". One of our own
+    # is put in place only when none exists, and removed afterwards.
+    ours = not POLICY_RC_D.exists()
+    if ours:
+        POLICY_RC_D.write_text("#!/bin/sh\n# mqttlab: no service starts while it installs brokers\nexit 101\n")
+        POLICY_RC_D.chmod(0o755)
+    try:
+        run_quietly([*env_prefix, "apt-get", "update", "-qq"], timeout=600)
+        run_quietly([*env_prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+                    timeout=1200)
+    finally:
+        if ours:
+            POLICY_RC_D.unlink(missing_ok=True)
+
+
 def which(program: str) -> str | None:
     return shutil.which(program)
 
@@ -121,6 +191,14 @@ class RunningBroker:
     managed: bool = True
     #: an external broker given as mqtts:// only: `port` is its TLS listener too
     tls_only: bool = False
+    #: how it was configured: mode, file, and the settings mqttlab applied (with why)
+    config: dict[str, object] | None = None
+    #: user name and password clients must send (None: anonymous clients are accepted)
+    credentials: tuple[str, str] | None = None
+    #: the highest QoS the broker grants and delivers
+    max_qos: int = 2
+    #: the cgroup holding the broker when it runs with CPU/memory limits
+    cgroup: BrokerCgroup | None = field(default=None, repr=False)
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def url(self, tls: bool = False) -> str:
@@ -145,6 +223,8 @@ class RunningBroker:
             "ca_file": str(self.ca_file) if self.ca_file else None,
             "managed": self.managed,
             "tls_only": self.tls_only,
+            "config": self.config,
+            "limits": self.cgroup.outcome() if self.cgroup is not None else None,
         }
 
     def is_running(self) -> bool:
@@ -159,6 +239,8 @@ class RunningBroker:
     def stop(self) -> None:
         if self.managed and self._process is not None:
             process.terminate(self._process)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     def __enter__(self) -> RunningBroker:
         return self
@@ -178,6 +260,7 @@ def wait_until_serving(
     verify: bool = True,
     log_file: Path | None = None,
     name: str = "broker",
+    credentials: tuple[str, str] | None = None,
 ) -> None:
     """Polls until an MQTT CONNECT on `host:port` is answered with a CONNACK that accepts.
 
@@ -196,8 +279,9 @@ def wait_until_serving(
             raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{tail}")
         attempt += 1
         try:
+            login = {"username": credentials[0], "password": credentials[1]} if credentials else {}
             with MqttProbe(host, port, client_id=f"mqttlab-ready-{attempt}", tls_context=context,
-                           timeout=min(2.0, max(0.1, deadline - time.monotonic()))):
+                           timeout=min(2.0, max(0.1, deadline - time.monotonic())), **login):
                 return
         except (OSError, ProbeError) as exc:
             last_problem = str(exc) or type(exc).__name__
@@ -231,11 +315,34 @@ class Launcher:
 
     name: str = ""
     how_to_get: str = ""
+    #: where the broker comes from and what installing it costs here (for `brokers list`)
+    source: str = ""
+    install_time: str = ""
+    mqtt_versions: tuple[str, ...] = ("3.1.1",)
+    has_tls: bool = True
+    #: False for brokers the test command does not launch (a long build, say)
+    tested_by_test_command: bool = True
+    #: (setting, why) for each benchmark setting the `tuned` config applies
+    tuned_settings: tuple[tuple[str, str], ...] = ()
+    #: (setting, why) for what every config needs to run here (all modes)
+    required_settings: tuple[tuple[str, str], ...] = ()
+    #: whether `BrokerConfig(mode="file")` is supported (the broker's format can be merged)
+    accepts_config_file: bool = True
+    #: versions a pin may choose (the first is the default); empty = the one installed
+    versions: tuple[str, ...] = ()
     start_timeout: float = 30.0
     #: ports beyond the plain and TLS listeners (e.g. a second protocol version)
     extra_ports: int = 0
+    #: user name and password every client must send, for brokers without anonymous login
+    credentials: tuple[str, str] | None = None
+    #: the highest QoS the broker supports (a lower one is granted to higher subscriptions)
+    max_qos: int = 2
     #: set on an instance to run the broker elsewhere (mqttlab.netem); command() binds listen_host
     placement: Placement = Placement()
+    #: set on an instance to configure the broker as shipped, tuned, or from the user's file
+    config: BrokerConfig = BrokerConfig()
+    #: set on an instance to run the broker in a cgroup with CPU and memory limits
+    limits: BrokerLimits | None = None
 
     # -- to be provided by each broker ---------------------------------------------------
 
@@ -259,6 +366,53 @@ class Launcher:
         return None
 
     # -- shared ---------------------------------------------------------------------------
+
+    def configure(self, config: str = "tuned", version: str | None = None,
+                  limits: dict[str, object] | None = None) -> Launcher:
+        """Sets the config mode (`tuned`, `as-shipped`, or a config file's path), a version pin and
+        cgroup limits (`cpus`, `cpuset`, `memory` in bytes), as a scenario's `launch:` gives them."""
+        if config in ("tuned", "as-shipped"):
+            self.config = BrokerConfig(config, None, version)
+        else:
+            self.config = BrokerConfig("file", Path(config).expanduser().resolve(), version)
+        if limits and any(value is not None for value in limits.values()):
+            from mqttlab.brokers.limits import BrokerLimits
+
+            memory = limits.get("memory")
+            cpus = limits.get("cpus")
+            self.limits = BrokerLimits(
+                cpus=float(cpus) if cpus is not None else None,  # type: ignore[arg-type]
+                cpuset=str(limits["cpuset"]) if limits.get("cpuset") is not None else None,
+                memory=int(memory) if memory is not None else None,  # type: ignore[call-overload]
+            )
+        return self
+
+    @property
+    def pinned_version(self) -> str | None:
+        """The version to install and run: the config's pin, else the launcher's default."""
+        return self.config.version or (self.versions[0] if self.versions else None)
+
+    def check_config(self) -> None:
+        """Refuses a config this launcher cannot honour, with the reason."""
+        if self.config.mode == "file" and not self.accepts_config_file:
+            raise BrokerError(f"{self.name} cannot merge a config file with mqttlab's listeners; "
+                              "use config `tuned` or `as-shipped`")
+        if self.config.version and self.versions and self.config.version not in self.versions:
+            raise BrokerError(f"{self.name} version {self.config.version!r} is not offered; "
+                              f"choose one of {', '.join(self.versions)}")
+        if self.config.version and not self.versions:
+            raise BrokerError(f"{self.name} cannot pin a version here (its source offers one)")
+        self.config.user_text()  # an unreadable file is refused before anything starts
+
+    def config_record(self) -> dict[str, object]:
+        """The configuration as plain data for the manifest and reports."""
+        applied = list(self.required_settings) + (list(self.tuned_settings) if self.config.tuned else [])
+        return {
+            "mode": self.config.mode,
+            "file": str(self.config.file) if self.config.file else None,
+            "version_pin": self.config.version,
+            "settings": [{"setting": setting, "why": why} for setting, why in applied],
+        }
 
     def availability(self) -> Availability:
         try:
@@ -284,11 +438,13 @@ class Launcher:
         caller's business."""
         if tls_certificate not in TLS_CERTIFICATES:
             raise BrokerError(f"tls_certificate must be one of {', '.join(TLS_CERTIFICATES)}, got {tls_certificate!r}")
+        self.check_config()
         if not self.find():
             raise BrokerUnavailable(f"{self.name} is not available here: {self.how_to_get}")
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        material = make_tls_material(workdir / "tls") if tls else None
+        reach = tuple(h for h in (self.placement.reach_host, *self.placement.client_hosts) if h != LOOPBACK)
+        material = make_tls_material(workdir / "tls", extra_ips=reach) if tls else None
         if material is not None and tls_certificate == "expired":
             material = replace(material, cert_file=material.expired_cert_file, key_file=material.expired_key_file)
         elif material is not None and tls_certificate == "wrong-name":
@@ -316,13 +472,21 @@ class Launcher:
         log_file.write_bytes(b"")
         command = [*self.placement.command_prefix, *self.command(workdir, ports, material)]
         host = self.placement.reach_host
+        cgroup = None
+        if self.limits is not None and not self.limits.is_empty():
+            from mqttlab.brokers.limits import BrokerCgroup
+
+            cgroup = BrokerCgroup(self.limits, self.name)
+            command = cgroup.wrap(command)
         try:
             child = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
         except OSError as exc:
+            if cgroup is not None:
+                cgroup.remove()
             raise BrokerStartError(f"cannot run {command[0]}: {exc}") from None
         try:
             wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
-                               log_file=log_file, name=self.name)
+                               log_file=log_file, name=self.name, credentials=self.credentials)
             if self.v5_port(ports) is not None:
                 # A separate MQTT 5 listener may come up a moment after the first one.
                 wait_until_listening(host, self.v5_port(ports), child=child, timeout=self.start_timeout,
@@ -330,9 +494,11 @@ class Launcher:
             if material is not None and ports.tls is not None:
                 wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,
                                    tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
-                                   name=f"{self.name} (TLS)")
+                                   name=f"{self.name} (TLS)", credentials=self.credentials)
         except BaseException:
             process.terminate(child)
+            if cgroup is not None:
+                cgroup.remove()
             raise
         return RunningBroker(
             name=self.name,
@@ -344,6 +510,10 @@ class Launcher:
             pid=child.pid,
             v5_port=self.v5_port(ports),
             log_file=log_file,
+            config=self.config_record(),
+            cgroup=cgroup,
+            credentials=self.credentials,
+            max_qos=self.max_qos,
             _process=child,
         )
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir, run_quietly
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
-MOQUETTE_VERSION = "0.17"
+MOQUETTE_VERSIONS = ("0.17", "0.16")
 MAIN_CLASS = "io.moquette.broker.Server"
 KEYSTORE_PASSWORD = "mqttlab-throwaway"
 
-POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>mqttlab</groupId>
   <artifactId>moquette-runtime</artifactId>
@@ -23,7 +23,7 @@ POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
     <dependency>
       <groupId>io.moquette</groupId>
       <artifactId>moquette-broker</artifactId>
-      <version>{MOQUETTE_VERSION}</version>
+      <version>{version}</version>
     </dependency>
   </dependencies>
 </project>
@@ -40,31 +40,46 @@ log4j.appender.stdout.layout.ConversionPattern=%d %-5p %c{1} - %m%n
 class MoquetteLauncher(Launcher):
     name = "moquette"
     how_to_get = (
-        f"`mqttlab brokers install moquette` (io.moquette:moquette-broker:{MOQUETTE_VERSION} "
+        f"`mqttlab brokers install moquette` (io.moquette:moquette-broker:{MOQUETTE_VERSIONS[0]} "
         "from Maven Central; needs java and mvn)"
     )
+    source = "Maven Central io.moquette:moquette-broker"
+    install_time = "about 20 s (mvn)"
+    versions = MOQUETTE_VERSIONS
     start_timeout = 60.0  # a cold JVM on a busy 2-core machine
+    required_settings = (
+        ("allow_anonymous true", "benchmark clients connect without credentials"),
+        ("websocket_port disabled", "no listener beyond mqttlab's own"),
+        ("telemetry_enabled false", "Moquette otherwise reports usage to its authors' server; the lab talks only to loopback"),
+    )
+    tuned_settings = (
+        ("persistence_enabled false", "no disk writes during a benchmark (on by default)"),
+        ("netty.mqtt.message_size 4194304", "4 MB payloads; the default 8 KB refuses larger messages"),
+        ("netty.tcp_nodelay true", "Nagle's algorithm would hold small publishes back"),
+        ("session_queue_size 100000", "the default 1024 queued messages per session would drop a backlog"),
+        ("immediate_buffer_flush true", "write each packet at once instead of on Netty's flush timer"),
+    )
 
     @property
     def home(self) -> Path:
-        return data_dir() / "moquette"
+        return data_dir() / "moquette" / str(self.pinned_version)
 
     def _jar(self) -> Path:
-        return self.home / "lib" / f"moquette-broker-{MOQUETTE_VERSION}.jar"
+        return self.home / "lib" / f"moquette-broker-{self.pinned_version}.jar"
 
     def find(self) -> bool:
         return shutil.which("java") is not None and self._jar().is_file()
 
     def version(self) -> str | None:
-        return f"moquette {MOQUETTE_VERSION}" if self._jar().is_file() else None
+        return f"moquette {self.pinned_version}" if self._jar().is_file() else None
 
     def install(self) -> None:
         if self.find():
             return
         if shutil.which("mvn") is None or shutil.which("java") is None:
-            raise BrokerError("installing moquette needs java and maven (apt-get install default-jdk-headless maven)")
+            apt_install("default-jdk-headless", "maven")
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "pom.xml").write_text(POM)
+        (self.home / "pom.xml").write_text(POM.format(version=self.pinned_version))
         run_quietly(
             ["mvn", "-q", "-B", "dependency:copy-dependencies",
              f"-DoutputDirectory={self.home / 'lib'}", "-DincludeScope=runtime"],
@@ -75,19 +90,16 @@ class MoquetteLauncher(Launcher):
         # Moquette reads $moquette.path/config/moquette.conf.
         config_dir = workdir / "config"
         config_dir.mkdir(exist_ok=True)
-        lines = [
-            f"port {ports.plain}",
-            f"host {self.placement.listen_host}",
-            "websocket_port disabled",
-            "allow_anonymous true",
-            "persistence_enabled false",
-            # Moquette otherwise reports usage to its authors' server; this lab talks only to loopback.
-            "telemetry_enabled false",
-            "netty.mqtt.message_size 4194304",
-            "netty.tcp_nodelay true",
-            "session_queue_size 100000",
-            "immediate_buffer_flush true",
-        ]
+        lines = []
+        if self.config.tuned:
+            lines += [setting for setting, _ in self.tuned_settings]
+        elif self.config.mode == "as-shipped":
+            lines.append(f"data_path {workdir / 'data'}")  # its default persistence, in the work directory
+        else:
+            lines.append(self.config.user_text())
+        # Ours come last: Moquette keeps the last value of a key, so the listeners stay ours.
+        lines += [setting for setting, _ in self.required_settings]
+        lines += [f"port {ports.plain}", f"host {self.placement.listen_host}"]
         if tls is not None and ports.tls is not None:
             keystore = write_pkcs12(tls.cert_file, tls.key_file, tls.ca_file, workdir / "server.p12", KEYSTORE_PASSWORD)
             lines += [

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, run_quietly
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install
 from mqttlab.tls import TlsMaterial
 
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
@@ -19,6 +19,25 @@ SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/lo
 class MosquittoLauncher(Launcher):
     name = "mosquitto"
     how_to_get = "apt-get install mosquitto (Debian package), or `mqttlab brokers install mosquitto` as root"
+    source = "Debian package mosquitto"
+    install_time = "about 10 s (apt)"
+    mqtt_versions = ("3.1", "3.1.1", "5")
+    required_settings = (
+        # As root, mosquitto would switch to the `mosquitto` user and lose access to our files.
+        ("user <the current user>", "run as the user who started mqttlab, with access to the work directory"),
+        ("allow_anonymous true", "Mosquitto 2 refuses clients without credentials once a listener is configured"),
+        ("log_dest stdout", "the log goes to the run's broker log, not /var/log"),
+    )
+    tuned_settings = (
+        ("persistence false", "no disk writes during a benchmark (the Debian package turns persistence on)"),
+        ("max_queued_messages 0", "no queue limit: the default 1000 would drop messages a benchmark then counts as lost"),
+        ("max_queued_bytes 0", "no queue limit in bytes"),
+        ("max_inflight_messages 0", "no in-flight window: the default 20 caps QoS 1/2 throughput per client"),
+        ("max_inflight_bytes 0", "no in-flight limit in bytes"),
+        ("max_connections -1", "no connection limit"),
+        ("set_tcp_nodelay true", "Nagle's algorithm would hold small publishes back and inflate latency"),
+        ("log_type error, log_type warning", "a log line per connection would cost CPU under load"),
+    )
 
     def executable(self) -> str | None:
         return shutil.which("mosquitto", path=SEARCH_PATH)
@@ -42,37 +61,34 @@ class MosquittoLauncher(Launcher):
     def install(self) -> None:
         if self.find():
             return
-        if os.geteuid() != 0:
-            raise BrokerError("installing mosquitto needs root: sudo apt-get install -y mosquitto")
-        env_prefix = ["env", "DEBIAN_FRONTEND=noninteractive"]
-        run_quietly([*env_prefix, "apt-get", "update", "-qq"], timeout=600)
-        run_quietly([*env_prefix, "apt-get", "install", "-y", "-qq", "mosquitto"], timeout=900)
+        apt_install("mosquitto")
+
+    def _settings(self, workdir: Path) -> list[str]:
+        """Everything but the listeners, for the configured mode."""
+        lines = ["# written by mqttlab for one run", f"user {getpass.getuser()}", "allow_anonymous true"]
+        if self.config.tuned:
+            lines += [
+                "persistence false",
+                "max_queued_messages 0",
+                "max_queued_bytes 0",
+                "max_inflight_messages 0",
+                "max_inflight_bytes 0",
+                "max_connections -1",
+                "set_tcp_nodelay true",
+                "log_type error",
+                "log_type warning",
+            ]
+        elif self.config.mode == "as-shipped":
+            # Debian's /etc/mosquitto/mosquitto.conf, with its paths moved into the work directory.
+            lines += ["persistence true", f"persistence_location {workdir}/"]
+        else:
+            lines += ["# --- from " + str(self.config.file), self.config.user_text(), "# --- mqttlab's listeners"]
+        lines += ["log_dest stdout", "log_timestamp true"]
+        return lines
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         config = workdir / "mosquitto.conf"
-        lines = [
-            "# written by mqttlab for one run",
-            # As root, mosquitto would switch to the `mosquitto` user and lose access to our files.
-            f"user {getpass.getuser()}",
-            "per_listener_settings false",
-            "allow_anonymous true",
-            "persistence false",
-            # Benchmarks must measure the broker, not its default queue limits: 0 = unlimited.
-            "max_queued_messages 0",
-            "max_queued_bytes 0",
-            "max_inflight_messages 0",
-            "max_inflight_bytes 0",
-            "max_connections -1",
-            # Without it Nagle's algorithm holds small publishes back and inflates latency.
-            "set_tcp_nodelay true",
-            # Errors and warnings only: a line per connection would cost CPU under load.
-            "log_dest stdout",
-            "log_type error",
-            "log_type warning",
-            "log_timestamp true",
-            "",
-            f"listener {ports.plain} {self.placement.listen_host}",
-        ]
+        lines = [*self._settings(workdir), "", f"listener {ports.plain} {self.placement.listen_host}"]
         if tls is not None and ports.tls is not None:
             lines += [
                 "",

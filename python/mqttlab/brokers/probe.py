@@ -2,7 +2,7 @@
 
 It exists to tell whether a broker really serves MQTT (readiness after start) and to run a
 publish/subscribe round trip in tests. It is not the load generator: one blocking socket,
-QoS 0 and 1 only, no reconnects."""
+QoS 0, 1 and 2, one exchange at a time, no reconnects."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-CONNECT, CONNACK, PUBLISH, PUBACK = 1, 2, 3, 4
+CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 12, 13, 14
 
 CONNACK_REASONS = {
@@ -69,6 +69,8 @@ class MqttProbe:
         timeout: float = 5.0,
         keepalive: int = 60,
         protocol_level: int = 4,
+        username: str | None = None,
+        password: str | None = None,
     ) -> None:
         if protocol_level not in (4, 5):
             raise ValueError("protocol_level must be 4 (MQTT 3.1.1) or 5 (MQTT 5)")
@@ -82,7 +84,7 @@ class MqttProbe:
             self._buffer = bytearray()
             self._inbox: deque[Message] = deque()
             self._next_packet_id = 1
-            self._connect(client_id, keepalive)
+            self._connect(client_id, keepalive, username, password)
         except BaseException:
             raw.close()
             raise
@@ -137,14 +139,17 @@ class MqttProbe:
         self._next_packet_id = packet_id % 65535 + 1
         return packet_id
 
-    def _wait_for(self, wanted: int, packet_id: int | None, deadline: float) -> bytes:
+    def _wait_for(self, wanted: int, packet_id: int | None, deadline: float, refuse: int | None = None) -> bytes:
         """Reads until a packet of type `wanted` (with `packet_id`, if given) arrives; PUBLISH
-        packets met on the way are kept for `receive`."""
+        packets met on the way are kept for `receive`. A `refuse` packet with the same id is
+        the broker breaking the exchange and raises ProbeError."""
         while True:
             kind, flags, body = self._read_packet(deadline)
             if kind == PUBLISH:
                 self._inbox.append(self._accept_publish(flags, body))
                 continue
+            if kind == refuse and packet_id is not None and struct.unpack("!H", body[:2])[0] == packet_id:
+                raise ProbeError(f"the broker answered with packet type {kind} where MQTT requires type {wanted}")
             if kind != wanted:
                 continue
             if packet_id is not None and struct.unpack("!H", body[:2])[0] != packet_id:
@@ -162,17 +167,30 @@ class MqttProbe:
             if qos == 1:
                 self._send(_packet(PUBACK << 4, struct.pack("!H", packet_id)))
             else:
-                raise ProbeError("the probe does not handle QoS 2 deliveries")
+                # QoS 2, receiver side: PUBREC, wait for the broker's PUBREL, PUBCOMP. The probe
+                # receives one message at a time, so waiting here keeps the exchange in order.
+                self._send(_packet(PUBREC << 4, struct.pack("!H", packet_id)))
+                self._wait_for(PUBREL, packet_id, time.monotonic() + self.timeout)
+                self._send(_packet(PUBCOMP << 4, struct.pack("!H", packet_id)))
         return Message(topic, body[offset:], qos)
 
     # -- MQTT ---------------------------------------------------------------------------
 
-    def _connect(self, client_id: str, keepalive: int) -> None:
+    def _connect(self, client_id: str, keepalive: int, username: str | None = None,
+                 password: str | None = None) -> None:
         clean_session = 0x02
+        if username is not None:
+            clean_session |= 0x80
+        if password is not None:
+            clean_session |= 0x40
         # MQTT 5 adds a properties block (empty here) after the keep-alive.
         properties = b"\x00" if self.protocol_level == 5 else b""
         body = (_utf8("MQTT") + bytes([self.protocol_level, clean_session]) + struct.pack("!H", keepalive)
                 + properties + _utf8(client_id))
+        if username is not None:
+            body += _utf8(username)
+        if password is not None:
+            body += _utf8(password)
         self._send(_packet(CONNECT << 4, body))
         deadline = time.monotonic() + self.timeout
         kind, _, answer = self._read_packet(deadline)
@@ -203,18 +221,24 @@ class MqttProbe:
         return granted
 
     def publish(self, topic: str, payload: bytes, qos: int = 0) -> None:
-        """Publishes; with QoS 1 returns only after the broker's PUBACK."""
+        """Publishes; with QoS 1 returns after the broker's PUBACK, with QoS 2 after its PUBCOMP."""
         self._require_v4("publish")
-        if qos not in (0, 1):
-            raise ValueError("qos must be 0 or 1 for the probe")
+        if qos not in (0, 1, 2):
+            raise ValueError("qos must be 0, 1 or 2")
         header = _utf8(topic)
         packet_id = None
-        if qos == 1:
+        if qos:
             packet_id = self._take_id()
             header += struct.pack("!H", packet_id)
         self._send(_packet((PUBLISH << 4) | (qos << 1), header + payload))
         if qos == 1:
             self._wait_for(PUBACK, packet_id, time.monotonic() + self.timeout)
+        elif qos == 2:
+            # A broker without QoS 2 (RabbitMQ 3.10) answers PUBACK, breaking MQTT 3.1.1 §4.3.3.
+            self._wait_for(PUBREC, packet_id, time.monotonic() + self.timeout, refuse=PUBACK)
+            # PUBREL carries the fixed-header flags 0b0010.
+            self._send(_packet((PUBREL << 4) | 0x02, struct.pack("!H", packet_id)))
+            self._wait_for(PUBCOMP, packet_id, time.monotonic() + self.timeout)
 
     def receive(self, timeout: float | None = None) -> Message:
         """The next message delivered on a subscription."""
@@ -253,6 +277,7 @@ def round_trip(
     qos: int = 1,
     payload: bytes = b"mqttlab round trip",
     timeout: float = 5.0,
+    credentials: tuple[str, str] | None = None,
 ) -> Message:
     """Subscribes with one client, publishes with another, and returns what the subscriber got.
 
@@ -260,6 +285,8 @@ def round_trip(
     tag = f"{time.monotonic_ns():x}"
     topic = f"mqttlab/probe/{tag}"
     common = dict(tls_context=tls_context, timeout=timeout)
+    if credentials is not None:
+        common.update(username=credentials[0], password=credentials[1])
     with MqttProbe(host, port, client_id=f"mqttlab-sub-{tag}", **common) as subscriber:  # type: ignore[arg-type]
         subscriber.subscribe(topic, qos)
         with MqttProbe(host, port, client_id=f"mqttlab-pub-{tag}", **common) as publisher:  # type: ignore[arg-type]

@@ -19,8 +19,7 @@ RMQTTD_VERSION = "0.24.0"
 
 # rmqtt's defaults (16 in flight, 1000 queued messages per session, 1 MB packets, Nagle on)
 # would cap a benchmark before the broker itself does.
-LISTENER_LIMITS = """allow_anonymous = true
-nodelay = true
+LISTENER_LIMITS = """nodelay = true
 max_connections = 1024000
 max_handshaking_limit = 100000
 max_inflight = 65535
@@ -41,6 +40,19 @@ class RmqttLauncher(Launcher):
         "a long build: 52 minutes with one compile job on a shared 2-core machine; needs protoc)"
     )
     extra_ports = 1  # its cluster gRPC endpoint, kept on loopback too
+    source = f"crates.io {RMQTTD_CRATE} {RMQTTD_VERSION}, built with cargo install"
+    install_time = "52 min (one compile job on a shared 2-core machine)"
+    mqtt_versions = ("3.1", "3.1.1", "5")
+    tested_by_test_command = False
+    accepts_config_file = False
+    required_settings = (("allow_anonymous = true", "benchmark clients connect without credentials"),)
+    tuned_settings = (
+        ("nodelay = true", "Nagle's algorithm would hold small publishes back"),
+        ("max_inflight = 65535", "the default 16 caps QoS 1/2 throughput per client"),
+        ("max_mqueue_len = 1000000", "the default 1000 queued messages per session would drop a backlog"),
+        ('max_packet_size = "4M"', "the default 1 MB refuses larger payloads"),
+        ("max_connections, max_handshaking_limit, backlog raised", "room for large connection counts"),
+    )
 
     @property
     def home(self) -> Path:
@@ -91,6 +103,7 @@ class RmqttLauncher(Launcher):
         exe = self.executable()
         if exe is None:
             raise BrokerError(f"rmqtt is not installed: {self.how_to_get}")
+        listener_settings = "allow_anonymous = true\n" + (LISTENER_LIMITS if self.config.tuned else "")
         plugins_dir = workdir / "rmqtt-plugins"
         plugins_dir.mkdir(exist_ok=True)
         sections = [
@@ -102,11 +115,11 @@ class RmqttLauncher(Launcher):
             # rules we do not want in a benchmark.
             f'[plugins]\ndir = {_quote(plugins_dir)}\n'
             'disabled_default_startups = ["rmqtt-http-api", "rmqtt-acl"]\n',
-            f'[listener.tcp.external]\naddr = "{self.placement.listen_host}:{ports.plain}"\n{LISTENER_LIMITS}',
+            f'[listener.tcp.external]\naddr = "{self.placement.listen_host}:{ports.plain}"\n{listener_settings}',
         ]
         if tls is not None and ports.tls is not None:
             sections.append(
-                f'[listener.tls.external]\naddr = "{self.placement.listen_host}:{ports.tls}"\n{LISTENER_LIMITS}'
+                f'[listener.tls.external]\naddr = "{self.placement.listen_host}:{ports.tls}"\n{listener_settings}'
                 f"cross_certificate = false\ncert = {_quote(tls.cert_file)}\nkey = {_quote(tls.key_file)}\n"
             )
         config = workdir / "rmqtt.toml"

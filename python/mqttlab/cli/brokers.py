@@ -62,23 +62,47 @@ def _describe(broker: RunningBroker) -> str:
 def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
-    """Which brokers are available here, their versions, and how to get the others."""
+    """Which brokers are available here and why not, versions, install routes and their cost,
+    MQTT versions, TLS, and whether the test command tests each one."""
     rows = []
     for name in launcher_names():
-        found = get_launcher(name).availability()
-        rows.append({"name": name, "available": found.available, "version": found.version, "detail": found.detail})
+        launcher = get_launcher(name)
+        found = launcher.availability()
+        rows.append({
+            "name": name,
+            "available": found.available,
+            "version": found.version,
+            "detail": found.detail,
+            "source": launcher.source,
+            "install_time": launcher.install_time,
+            "mqtt_versions": list(launcher.mqtt_versions),
+            "tls": launcher.has_tls,
+            "tested_by_test_command": launcher.tested_by_test_command,
+            "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
+            "versions": list(launcher.versions),
+        })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="Brokers")
-    table.add_column("name")
-    table.add_column("available")
-    table.add_column("version")
-    table.add_column("how to get it")
+    for column in ("name", "available", "version", "MQTT", "TLS", "tested", "comes from (install time)", "how to get it / why not"):
+        table.add_column(column)
     for row in rows:
-        available = "by URL" if row["name"] == "external" else ("yes" if row["available"] else "no")
-        table.add_row(row["name"], available, row["version"] or "-", "" if row["available"] else row["detail"])
-    Console(width=160).print(table)
+        if row["name"] == "external":
+            table.add_row("external", "by URL", "-", "any", "yes", "yes", "a broker you run", row["detail"])
+            continue
+        source = row["source"] + (f" ({row['install_time']})" if row["install_time"] else "")
+        table.add_row(
+            row["name"],
+            "yes" if row["available"] else "no",
+            row["version"] or "-",
+            ", ".join(row["mqtt_versions"]) if row["source"] != "none reachable here" else "-",
+            "yes" if row["tls"] else "no",
+            "yes" if row["tested_by_test_command"] else "no",
+            source,
+            "" if row["available"] else row["detail"],
+        )
+    Console(width=200).print(table)
 
 
 @app.command("install")

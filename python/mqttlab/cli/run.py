@@ -23,7 +23,7 @@ from mqttlab.cli.app import app
 from mqttlab.live_view import LiveProgress
 from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema, scenario_to_yaml
 from mqttlab.scenario.fields import is_url, split_url
-from mqttlab.summary_view import print_summary
+from mqttlab.summary_view import broker_line, print_summary
 
 
 class Exit(IntEnum):
@@ -213,6 +213,9 @@ def _run_and_record(
 
             url = session.broker_url(url, network)
             network_info = session.measure_before(network)
+        if scenario.launch.tls:
+            scenario = _trusting_launched_ca(scenario, broker)
+        scenario = _with_broker_login(scenario, broker)
         plan = engine.compile_plan(scenario, url)
         header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
@@ -227,7 +230,10 @@ def _run_and_record(
         finally:
             if capturing is not None:
                 capturing.stop()
-        broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid)
+        cgroup = getattr(broker, "cgroup", None)
+        broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid,
+                                         config=getattr(broker, "config", None),
+                                         limits=cgroup.outcome() if cgroup is not None else None)
         if capturing is not None:
             outcome.summary["capture"] = _analyse_capture(capturing)
         if network is not None:
@@ -393,7 +399,9 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
     try:
         if is_url(target):
             return launcher.describe()  # the engine's own connect reports an unreachable broker
-        return stack.enter_context(launcher.start(directory / "broker"))
+        launch = scenario.launch
+        launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
+        return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
     except BrokerError as error:
         raise _fail(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
 
@@ -430,14 +438,42 @@ def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
         raise _fail(f"error: network: {error}", Exit.UNREACHABLE) from None
 
 
+def _with_broker_login(scenario: Scenario, broker: Any) -> Scenario:
+    """A launched broker that admits no anonymous client (ejabberd) names the login its clients
+    use; the scenario's own user name, if any, wins."""
+    credentials = getattr(broker, "credentials", None)
+    if not credentials or scenario.mqtt.username is not None:
+        return scenario
+    mqtt = scenario.mqtt.model_copy(update={"username": credentials[0], "password": credentials[1]})
+    return scenario.model_copy(update={"mqtt": mqtt})
+
+
+def _trusting_launched_ca(scenario: Scenario, broker: Any) -> Scenario:
+    """The scenario with the launched broker's throwaway CA trusted; its certificate names the
+    address the broker is reached at (loopback, or the emulated network's), so it is verified."""
+    from mqttlab.scenario.model import TlsSettings
+
+    tls = TlsSettings.model_construct(ca=str(broker.ca_file), cert=None, key=None, insecure=False, server_name=None)
+    return scenario.model_copy(update={"tls": tls})
+
+
 def _engine_url(scenario: Scenario, broker: Any) -> str:
     if is_url(scenario.broker):
         scheme, host, port = split_url(scenario.broker or "")
         return f"{scheme}://{host}:{port}"
+    if scenario.launch.tls:
+        return str(broker.url(tls=True))
     # Some brokers (rumqttd) serve MQTT 5 on a listener of its own.
     if scenario.mqtt.version == 5 and getattr(broker, "v5_port", None):
         return f"mqtt://{broker.host}:{broker.v5_port}"
     return str(broker.url())
+
+
+def _manifest_broker(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((directory / results.MANIFEST).read_text(encoding="utf-8")).get("broker") or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
@@ -446,6 +482,9 @@ def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
         typer.echo(json.dumps(summary, indent=2))
         return
     print_summary(Console(), summary, str(directory))
+    line = broker_line(_manifest_broker(directory))
+    if line is not None:
+        Console().print(line)
     if "network" in summary:
         from mqttlab.netem.view import render_network
 

@@ -33,7 +33,7 @@ app = typer.Typer(
 BAD_INPUT, UNREACHABLE, INTERRUPTED, SOME_FAILED = 2, 3, 130, 1
 
 SuiteArgument = Annotated[str, typer.Argument(help="A suite file, or the name of a built-in suite (see `mqttlab suite list`).", show_default=False)]
-BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="Comma-separated brokers, replacing the suite's list: mosquitto,rumqttd")]
+BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="Comma-separated brokers, replacing the suite's list: mosquitto,rumqttd; `all` = every broker available here")]
 QuickOption = Annotated[bool, typer.Option("--quick", help="The suite's short version (its `quick:` settings).")]
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Set a scenario field in every run: --set load.duration=30s (repeatable).")]
 RepetitionsOption = Annotated[Optional[int], typer.Option("--repetitions", "-n", min=1, help="Repetitions of every combination, replacing the suite's.")]
@@ -48,6 +48,10 @@ def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Opt
     broker_list = None
     if brokers is not None:
         broker_list = [name.strip() for name in brokers.split(",") if name.strip()]
+        if broker_list == ["all"]:
+            from mqttlab.brokers import available_launcher_names
+
+            broker_list = available_launcher_names()
         if not broker_list:
             raise _fail("error: --brokers: give at least one broker, e.g. --brokers mosquitto,rumqttd", BAD_INPUT)
     try:
@@ -145,8 +149,14 @@ def run_command(
     suite_dir = out if out is not None else Path("results") / (f"{suite.name}-quick" if quick else suite.name)
     suite_text = resolve_suite_path(suite_name).read_text(encoding="utf-8")
     console = Console(stderr=True)
+    runs, skipped = _without_missing_brokers(runs)
+    for name, reason in skipped.items():
+        console.print(f"note: {name} is skipped: not available here ({reason})", style="yellow")
+    if not runs:
+        raise _fail("error: none of the suite's brokers is available here; `mqttlab brokers list` says how to get them", UNREACHABLE)
     try:
         prepare_directory(suite_dir, suite_text, runs)
+        _record_skipped(suite_dir, skipped)
     except SuiteConflict as error:
         raise _fail(f"error: {error}", BAD_INPUT) from None
     except OSError as error:
@@ -163,9 +173,35 @@ def run_command(
     for record in failed:
         console.print(f"  failed: {record.run.id}: {record.detail}", style="red")
     if not no_report:
-        _write_report(console, suite_dir, baseline or (brokers.split(",")[0].strip() if brokers else suite.brokers[0]))
+        # Without --baseline the first broker that ran is the baseline (the suite's first may be skipped).
+        _write_report(console, suite_dir, baseline)
     if failed:
         raise typer.Exit(SOME_FAILED)
+
+
+def _without_missing_brokers(runs: list[PlannedRun]) -> tuple[list[PlannedRun], dict[str, str]]:
+    """The runs whose broker is available here, and each missing broker with the reason. The
+    built-in suites list the seeds' brokers; those no registry here offers are skipped, not failed."""
+    from mqttlab.brokers import get_launcher
+
+    skipped: dict[str, str] = {}
+    for name in dict.fromkeys(run.broker for run in runs):
+        found = get_launcher(name).availability()
+        if not found.available and name != "external" and "://" not in name:
+            skipped[name] = found.detail
+    return [run for run in runs if run.broker not in skipped], skipped
+
+
+def _record_skipped(suite_dir: Path, skipped: dict[str, str]) -> None:
+    import json
+
+    from mqttlab.analysis.compare import SKIPPED_BROKERS
+
+    path = suite_dir / SKIPPED_BROKERS
+    if skipped:
+        path.write_text(json.dumps([{"name": n, "reason": r} for n, r in skipped.items()], indent=2) + "\n", encoding="utf-8")
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _open_cluster(spec: str, stack: ExitStack) -> str:
@@ -189,7 +225,7 @@ def _print_progress(console: Console, index: int, total: int, record: RunRecord)
     console.print(f"{where}: [{style}]{record.status}[/{style}] in {record.seconds:.1f} s{detail}")
 
 
-def _write_report(console: Console, suite_dir: Path, baseline: str) -> None:
+def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) -> None:
     from mqttlab.analysis import ComparisonError, compare_directories
     from mqttlab.reports import write_report_bundle
 

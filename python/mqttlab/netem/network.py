@@ -109,7 +109,8 @@ class EmulatedNetwork:
 
     def placement(self) -> Placement:
         """Where a broker launcher runs the broker: in the namespace, on all its addresses."""
-        return Placement(command_prefix=("ip", "netns", "exec", self.namespace), listen_host="0.0.0.0", reach_host=self.control_address)
+        return Placement(command_prefix=("ip", "netns", "exec", self.namespace), listen_host="0.0.0.0",
+                         reach_host=self.control_address, client_hosts=(self.broker_address,))
 
     def counters(self) -> dict[str, Any]:
         """Bytes and packets each way so far. `up` = clients → broker. `ip_bytes` excludes any

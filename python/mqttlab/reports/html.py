@@ -97,10 +97,35 @@ def _intro(comparison: Comparison) -> str:
     ]
     if limited:
         lines.append(f'<span class="worse">{limited} run(s) were generator-limited: their figures describe mqttlab, not the broker.</span>')
+    for note in comparison.notes:
+        lines.append(f'<span class="worse">{html.escape(note)}</span>')
+    configs = _broker_configurations(comparison)
+    if configs:
+        lines.append("Broker configurations: " + html.escape("; ".join(configs)) + ".")
     if comparison.excluded:
         lines.append(f"{len(comparison.excluded)} run(s) did not complete and are left out: "
                      + html.escape("; ".join(f"{path} ({why})" for path, why in comparison.excluded)))
     return "".join(f'<p class="note">{line}</p>' for line in lines)
+
+
+def _broker_configurations(comparison: Comparison) -> list[str]:
+    """How each launched broker was configured (tuned / as-shipped / a file) and limited."""
+    seen: dict[str, str] = {}
+    for scenario in comparison.scenarios:
+        for broker, group in scenario.groups.items():
+            for run in group.runs:
+                entry = run.results.manifest.get("broker") or {}
+                config = entry.get("config")
+                if not config or broker in seen:
+                    continue
+                settings = ", ".join(item["setting"] for item in config.get("settings") or [])
+                text = f"{broker}: {config.get('mode')}" + (f" ({settings})" if settings else "")
+                limits = entry.get("limits") or {}
+                if limits.get("throttled_periods") or limits.get("oom_kills"):
+                    text += (f"; in its cgroup {limits.get('throttled_periods')} CPU periods throttled, "
+                             f"{limits.get('oom_kills') or 0} OOM kills")
+                seen[broker] = text
+    return list(seen.values())
 
 
 def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:

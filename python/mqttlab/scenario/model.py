@@ -182,12 +182,36 @@ class Transport(_Section):
     qos_minus_one: bool = Field(False, description="MQTT-SN: publishers send at QoS -1 (publishers.qos must be 0)")
 
 
+class LaunchLimits(_Section):
+    """A cgroup around a launched broker, as on a small host (seed 004: 1 vCPU, 1 GiB)."""
+
+    cpus: Optional[float] = Field(None, gt=0, le=1024, description="CPU quota in cores (CFS quota), e.g. 1 or 0.5")
+    cpuset: Optional[str] = Field(None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$", description="CPUs to pin the broker to, e.g. '0' or '0-1'")
+    memory: Optional[ByteAmount] = Field(None, gt=0, description="Memory limit, e.g. 1GiB")
+
+
+class Launch(_Section):
+    """How mqttlab configures a broker it launches (docs/brokers.md); not for broker URLs."""
+
+    config: str = Field(
+        "tuned",
+        description="tuned (benchmark settings, each documented), as-shipped (the package's defaults, only the listeners ours), or the path of a config file merged with mqttlab's listeners",
+    )
+    version: Optional[str] = Field(None, description="Pin a broker version where its registry offers several")
+    limits: Optional[LaunchLimits] = Field(None, description="Run the broker in a cgroup with these CPU and memory limits")
+    tls: bool = Field(False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
+
+    def is_default(self) -> bool:
+        return self == Launch()
+
+
 class Scenario(_Section):
     """One load test: who connects, what they publish and subscribe, for how long."""
 
     name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: Optional[str] = None
     broker: Broker = Field(None, description="mqtt(s)://HOST:PORT, or a broker name to launch; absent = embedded rumqttd")
+    launch: Launch = Field(default_factory=Launch, description="How a broker mqttlab launches is configured: tuned/as-shipped/file, version, CPU and memory limits")
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
     publishers: Publishers = Field(default_factory=Publishers)

@@ -7,7 +7,8 @@ from mqttlab.scenario.errors import Problem
 from mqttlab.scenario.fields import MAX_PAYLOAD, is_url, split_url
 from mqttlab.scenario.model import Scenario, payload_size_bounds
 
-# Every payload starts with publisher index (u32), sequence (u32) and intended send time (u64 ns).
+# Every payload starts with publisher index (u32), sequence (u32), intended send time (u48 µs of
+# the engine's clock) and the lag of the actual send (u16).
 HEADER_BYTES = 16
 
 
@@ -19,7 +20,20 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _protocol_problems(scenario)
     problems += _mqtt_sn_problems(scenario)
     problems += _round_trip_problems(scenario)
+    problems += _launch_problems(scenario)
     return problems
+
+
+def _launch_problems(s: Scenario) -> list[Problem]:
+    if s.launch.is_default():
+        return []
+    if is_url(s.broker):
+        return [Problem("launch", "applies to a broker mqttlab launches (a name such as mosquitto), not to a broker URL", ("broker",))]
+    if s.launch.tls and s.transport.kind == "mqtt-sn":
+        return [Problem("launch.tls", "MQTT-SN runs over plain UDP through the gateway; it cannot use the TLS listener", ("transport.kind",))]
+    if s.launch.tls and not s.tls.is_default():
+        return [Problem("tls", "is mqttlab's own with launch.tls (the launched broker's throwaway CA); leave it out", ("launch.tls",))]
+    return []
 
 
 def _client_problems(s: Scenario) -> list[Problem]:

@@ -136,10 +136,16 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario_problems(name: str, data: dict[str, Any], transport: str) -> list[Problem]:
-    if transport == "tls" and "network" in data:
-        # `mqttlab run` launches the broker inside the emulated network with its plain listener only.
-        return [Problem(f"[{name}] network", "network conditions run over the plain listener; drop the tls variant for this case (only:)")]
     trial = copy.deepcopy(data)
+    if transport == "tls" and "network" in data:
+        # `mqttlab run` launches this broker inside the emulated network, over its TLS listener.
+        set_by_path(trial, "launch.tls", True)
+        trial.pop("broker", None)
+        try:
+            validate_scenario(dict(trial, broker="mosquitto"), source=name)
+        except ScenarioError as error:
+            return [Problem(f"[{name}] {problem.path}" if problem.path else f"[{name}]", problem.message) for problem in error.problems]
+        return []
     trial["broker"] = PLACEHOLDER_URL[transport]
     if transport == "tls":
         # The CA exists only once the broker has started; validate the rest as if verified.

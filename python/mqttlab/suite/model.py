@@ -53,10 +53,14 @@ class Suite(BaseModel):
 
 
 def builtin_suites() -> dict[str, Path]:
-    """Built-in suite name -> file, from the source tree's suites/ folder."""
+    """Built-in suite name -> file, from the source tree's suites/ folder. Beside each seed's
+    suite lies its paper's numbers (`seed00N.paper.yaml`), which is data, not a suite."""
     if not BUILTIN_DIR.is_dir():
         return {}
-    return {path.stem: path for path in sorted(BUILTIN_DIR.glob("*.yaml"))}
+    return {path.stem: path for path in sorted(BUILTIN_DIR.glob("*.yaml")) if not path.name.endswith(PAPER_SUFFIX)}
+
+
+PAPER_SUFFIX = ".paper.yaml"
 
 
 def resolve_suite_path(name_or_path: str) -> Path:

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import yaml
 
-from mqttlab.results import MANIFEST
+from mqttlab.results import MANIFEST, record_launched_broker
 from mqttlab.suite.expand import PlannedRun
 
 RUNS_FILE = "runs.json"
@@ -118,18 +118,26 @@ def _run_one(run: PlannedRun, directory: Path, python: str, dask: Optional[str] 
     if "network" in run.scenario:
         # The broker must run inside the emulated network, which only `mqttlab run` builds: it
         # gets the broker's name and launches a fresh one there (and stops it) itself.
-        code = _run_scenario(dict(run.scenario, broker=run.broker), run, directory, python, options)
+        scenario = dict(run.scenario, broker=run.broker)
+        if run.transport == "tls":
+            scenario["launch"] = dict(scenario.get("launch") or {}, tls=True)
+        code = _run_scenario(scenario, run, directory, python, options)
     else:
         from mqttlab.brokers import BrokerError, get_launcher
 
+        launch = run.scenario.get("launch") or {}
         try:
-            broker = get_launcher(run.broker).start(directory / "broker", tls=run.transport == "tls")
+            launcher = get_launcher(run.broker).configure(
+                str(launch.get("config", "tuned")), launch.get("version"), _limits(launch.get("limits")))
+            broker = launcher.start(directory / "broker", tls=run.transport == "tls")
         except BrokerError as error:
             return RunRecord(run, "failed", time.monotonic() - started, f"broker did not start: {error}")
         except KeyboardInterrupt:
             raise SuiteInterrupted() from None
         with broker:
             code = _run_scenario(_scenario_for(run, broker), run, directory, python, options)
+            record_launched_broker(directory, broker.config,
+                                   broker.cgroup.outcome() if broker.cgroup is not None else None)
     seconds = time.monotonic() - started
     if code == INTERRUPTED_CODE:
         raise SuiteInterrupted()
@@ -148,10 +156,24 @@ def _run_scenario(scenario: dict[str, Any], run: PlannedRun, directory: Path, py
         return _run_child(command, directory, _time_limit(run))
 
 
+def _limits(limits: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """`launch.limits` of a suite's scenario keys with its memory in bytes (it may say 1GiB)."""
+    if not limits:
+        return None
+    from mqttlab.scenario.model import LaunchLimits
+
+    return LaunchLimits.model_validate(limits).model_dump()
+
+
 def _scenario_for(run: PlannedRun, broker: Any) -> dict[str, Any]:
     """The run's scenario keys pointed at the broker just started. The URL's query names the
-    broker and its PID, so the results manifest records it and its resources can be sampled."""
+    broker and its PID, so the results manifest records it and its resources can be sampled;
+    `launch` is the suite's business (it started the broker) and is recorded afterwards."""
     scenario = json.loads(json.dumps(run.scenario))
+    scenario.pop("launch", None)
+    mqtt = scenario.setdefault("mqtt", {})
+    if broker.credentials and mqtt.get("username") is None:
+        mqtt["username"], mqtt["password"] = broker.credentials  # a broker without anonymous login
     port = broker.port
     if run.transport == "tls":
         port = broker.tls_port
