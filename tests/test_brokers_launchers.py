@@ -270,6 +270,12 @@ def test_a_load_run_is_accounted_exactly_and_samples_the_brokers_process_tree(
     if started.name in KNOWN_RACES and (done.returncode != 0 or messages.get("delivered") != messages.get("expected")):
         # The broker's known defect (see KNOWN_RACES): reported, never retried inside a measurement.
         pytest.xfail(f"{started.name}'s known race: connections {summary.get('connections')}, messages {messages}")
+    if qos > started.max_qos:
+        # The broker's documented defect (RabbitMQ 3.10: PUBACK for a QoS 2 PUBLISH, QoS 1 granted):
+        # the run must name it, never pass it off as QoS 2.
+        kinds = {v["kind"] for v in summary.get("violations") or []} | {e["kind"] for e in summary.get("errors") or []}
+        assert {"puback_for_qos2", "qos_downgraded"} <= kinds, summary.get("violations")
+        return
     assert done.returncode == 0, done.stderr[-2000:]
     assert messages["expected"] == messages["sent"] > 0  # p2p: one subscriber per publisher
     assert messages["delivered"] == messages["expected"], messages

@@ -17,8 +17,11 @@ def merge_results(results_json: list[str]) -> str:
     """Exact merge of raw shard results of one plan: counters and histograms add."""
 
 def summarize(plan_json: str, result_json: str) -> str:
-    """Delivery accounting against the plan's expected fan-out, histogram statistics, rates and
-    the generator-limited verdict, as summary JSON."""
+    """Delivery accounting against the plan's expected fan-out (late deliveries past
+    `load.deadline_ms` counted in `lost`), histogram statistics, rates, the generator-limited
+    verdict and `measurement` (method `header` / `topic-sequence`, `open` / `closed` pacing,
+    deadline), as summary JSON. Plan keys: `publishers.measure`, `publishers.arrival: "closed"`
+    with `think_us` and `complete_on`, `load.deadline_ms` (docs/scenarios.md)."""
 
 def histogram_stats(encoded: str) -> str:
     """Statistics (count, min, max, mean, stdev, percentiles in µs) of one HdrHistogram V2 base64 value."""

@@ -99,6 +99,9 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "messages": pubs.messages,
             "payload": _payload(pubs.payload.model_dump()),
             "inflight": pubs.inflight,
+            # Absent keys keep the engine's defaults (header, open loop), so plans stay as they were.
+            **({"measure": pubs.measure} if pubs.measure != "header" else {}),
+            **({"think_us": round(pubs.think_time * 1e6), "complete_on": pubs.complete_on} if pubs.arrival == "closed" else {}),
         },
         "subscribers": {
             "count": subs.count,
@@ -112,6 +115,7 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "grace_ms": _ms(load.grace),
             "connect_rate": float(load.connect_rate),
             "seed": load.seed,
+            **({"deadline_ms": _ms(load.deadline)} if load.deadline is not None else {}),
         },
         "shard": {"publishers": [0, pubs.count], "subscribers": [0, subs.count]},
         "options": {
@@ -130,6 +134,17 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
         # Absent means MQTT, so plans of MQTT runs stay as they were.
         plan["transport"] = _sn_transport(scenario)
     return plan
+
+
+def single_process_problem(scenario: Scenario) -> Optional[str]:
+    """Why the scenario's measurement needs all its clients in one engine process (shards on
+    other processes or hosts cannot do it), or None. The engine refuses such a shard too."""
+    pubs = scenario.publishers
+    if pubs.measure == "topic-sequence":
+        return "publishers.measure: topic-sequence looks up each message's send record in the engine process that sent it"
+    if pubs.arrival == "closed" and pubs.complete_on == "delivery":
+        return "publishers.complete_on: delivery needs the subscribers in the publishers' engine process"
+    return None
 
 
 def _sn_transport(scenario: Scenario) -> dict[str, Any]:

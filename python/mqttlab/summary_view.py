@@ -64,9 +64,36 @@ def _headline(summary: Mapping[str, Any]) -> Text:
         text.append(f"   measured {measured:.1f} s")
     if warmup:
         text.append(f" after {warmup:g} s of warm-up; rates and latencies exclude it, message counts cover the whole run", style="dim")
+    method = measurement_line(summary.get("measurement"))
+    if method:
+        text.append(f"\n{method}", style="dim")
     if summary.get("error"):
         text.append(f"\nerror: {summary['error']}", style="red")
     return text
+
+
+def measurement_line(measurement: Optional[Mapping[str, Any]]) -> str:
+    """How the run was measured, in one line: the method tying deliveries to sends, open or
+    closed loop, and the loss deadline. Empty for results written before these existed."""
+    if not measurement:
+        return ""
+    method = measurement.get("method", "header")
+    parts = [
+        "measured by the 16-byte payload header" if method == "header"
+        else "measured by topic and sequence number (topic-sequence: no payload header)"
+    ]
+    if measurement.get("pacing") == "closed":
+        think = measurement.get("think_s") or 0
+        parts.append(
+            f"closed loop: each message sent when the previous one's {measurement.get('complete_on')} came"
+            + (f", plus {think:g} s" if think else "")
+            + "; latency from the actual send"
+        )
+    else:
+        parts.append("open loop: latency from the intended send time")
+    if measurement.get("deadline_s") is not None:
+        parts.append(f"loss deadline {measurement['deadline_s']:g} s after each send (late counts as lost)")
+    return "; ".join(parts)
 
 
 def _generator_limited_warning(summary: Mapping[str, Any]) -> Panel:
@@ -89,6 +116,12 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
             value = messages[key]
             bad = key in ("lost", "duplicated", "out_of_order", "unexpected", "dropped") and value
             table.add_row(key.replace("_", " "), Text(f"{value:,}", style="bold red" if bad else ""))
+    if messages.get("late"):
+        table.add_row("late (past the deadline, in lost)", Text(f"{messages['late']:,}", style="bold red"))
+    if messages.get("unmeasured"):
+        table.add_row("unmeasured (send record gone)", Text(f"{messages['unmeasured']:,}", style="yellow"))
+    if messages.get("completion_timeouts"):
+        table.add_row("closed loop: given up", Text(f"{messages['completion_timeouts']:,}", style="yellow"))
     if messages.get("retransmitted"):
         # MQTT-SN only, and only when it happened: resends after Tretry are UDP recovering (not a
         # finding), but they explain latencies of a Tretry and the extra bytes.

@@ -120,6 +120,8 @@ pub struct PairState {
     pub unique: u64,
     pub duplicates: u64,
     pub out_of_order: u64,
+    /// First deliveries past the plan's deadline.
+    pub late: u64,
     max_seq: Option<u32>,
 }
 

@@ -1,6 +1,8 @@
 //! The two kinds of client: a publisher following its open-loop schedule, and a subscriber
 //! accounting for every delivery. Each is one task on its worker's runtime.
-use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival, PairState};
+use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival as Seen, PairState};
+use crate::closed::Awaiting;
+use crate::plan::Arrival;
 use crate::clock::now_ns;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
 use crate::delivery::{delivered, Receiver};
@@ -107,7 +109,14 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
     let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + replies.is_some() as u64;
     let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
-    let sizes = SizeSampler::new(&p.payload);
+    let sequence = ctx.sequence.clone();
+    let sizes = if sequence.is_some() { SizeSampler::with_min(&p.payload, 1) } else { SizeSampler::new(&p.payload) };
+    let closed = p.arrival == Arrival::Closed;
+    let tracker = ctx.tracker.clone();
+    let mut awaiting: Option<Awaiting> = None;
+    // The earliest pacer wake-up still pending for this publisher (closed loop), so waits that
+    // end early do not pile up stale wake-ups in the pacer's queue.
+    let mut armed_ns = 0u64;
     let mut scratch = vec![0u8; sizes.max()];
     let (slot, wake) = ctx.pacer.register();
     let phase_changed = ctx.phase_changes();
@@ -142,7 +151,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         start_ns = c.start_ns;
                         let (s, first) = start_schedule(&ctx, index, start_ns);
                         schedule = Some(s);
-                        next_due = first;
+                        next_due = if closed { Some(start_ns) } else { first };
                         match next_due {
                             Some(d) => ctx.pacer.schedule(slot, d),
                             None => finish_sending(&ctx, &mut done),
@@ -166,7 +175,13 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                             conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
                             r.awaiting_release.clear();
                         }
-                        if let (Some(sched), Some(mut due)) = (schedule.as_mut(), next_due) {
+                        if closed {
+                            // The message waited on died with the connection: carry on at once.
+                            if awaiting.take().is_some() {
+                                next_due = Some(now_ns());
+                                arm(&ctx, slot, &mut armed_ns, now_ns());
+                            }
+                        } else if let (Some(sched), Some(mut due)) = (schedule.as_mut(), next_due) {
                             let now = now_ns();
                             let mut missed = 0;
                             while due <= now {
@@ -192,11 +207,80 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                             lost = true;
                             break;
                         }
+                        if closed && awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
+                            awaiting = None;
+                            next_due = Some(now + p.think_us * 1000);
+                            arm(&ctx, slot, &mut armed_ns, now + p.think_us * 1000);
+                        }
                     }
                     Ok(IoEvent::Wrote) => {}
                 }
             }
-            _ = wake.notified(), if next_due.is_some() => {
+            _ = async { tracker.as_deref().expect("closed loop on delivery").changed(index).await }, if tracker.is_some() && awaiting.is_some() => {
+                let now = now_ns();
+                if awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
+                    awaiting = None;
+                    next_due = Some(now + p.think_us * 1000);
+                    arm(&ctx, slot, &mut armed_ns, now + p.think_us * 1000);
+                }
+            }
+            _ = wake.notified(), if closed && next_due.is_some() => {
+                let now = now_ns();
+                if armed_ns <= now {
+                    armed_ns = 0;
+                }
+                if let Some(a) = awaiting.as_ref() {
+                    if is_complete(&ctx, index, a, &inflight, fanout) {
+                        awaiting = None;
+                        next_due = Some(now + p.think_us * 1000);
+                    } else if now >= a.give_up_ns {
+                        awaiting = None;
+                        ctx.stats.borrow_mut().counters.completion_timeouts += 1;
+                        next_due = Some(now + p.think_us * 1000);
+                    } else {
+                        let at = a.give_up_ns;
+                        arm(&ctx, slot, &mut armed_ns, at);
+                        continue;
+                    }
+                }
+                let due = next_due.expect("checked by the branch");
+                if due > now {
+                    arm(&ctx, slot, &mut armed_ns, due);
+                    continue;
+                }
+                let end = if plan.load.duration_ms > 0 { start_ns + plan.load.duration_ms * 1_000_000 } else { u64::MAX };
+                if p.messages.is_some_and(|m| seq as u64 >= m) || now >= end {
+                    next_due = None;
+                    finish_sending(&ctx, &mut done);
+                    continue;
+                }
+                let sched = schedule.as_mut().expect("the run has started");
+                if conn.wbuf.len() >= MAX_PENDING_WRITE {
+                    count_drop(&ctx, now);
+                    next_due = Some(now + p.think_us.max(1000) * 1000);
+                    arm(&ctx, slot, &mut armed_ns, now + p.think_us.max(1000) * 1000);
+                    continue;
+                }
+                if let Some(t) = tracker.as_deref() {
+                    t.start(index, seq);
+                }
+                let size = sizes.sample(sched.rng());
+                let pkid = if qos == QoS::AtMostOnce { 0 } else { allocate_pkid(&mut next_pkid, &inflight) };
+                // No schedule to fall behind: the intended send time is the actual one.
+                let sent_at = now_ns();
+                let this = seq;
+                send_publish(&ctx, &mut conn, &mut scratch[..size], &topic, qos, pkid, index, &mut seq, sent_at, sent_at, fanout);
+                if qos != QoS::AtMostOnce {
+                    inflight.insert(pkid, InFlight { intended_ns: sent_at, released: false });
+                    WorkerShared::add(&ctx.shared.inflight, 1);
+                }
+                let give_up_ns = sent_at + plan.load.grace_ms * 1_000_000;
+                awaiting = Some(Awaiting { seq: this, pkid: (qos != QoS::AtMostOnce).then_some(pkid), give_up_ns });
+                next_due = Some(give_up_ns);
+                arm(&ctx, slot, &mut armed_ns, give_up_ns);
+                last_write = now;
+            }
+            _ = wake.notified(), if !closed && next_due.is_some() => {
                 let now = now_ns();
                 let sched = schedule.as_mut().expect("a due time comes from a schedule");
                 while let Some(due) = next_due {
@@ -206,32 +290,13 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         let pkid = if qos == QoS::AtMostOnce { 0 } else { allocate_pkid(&mut next_pkid, &inflight) };
                         let size = sizes.sample(sched.rng());
                         let sent_at = now_ns();
-                        let lag_ns = sent_at.saturating_sub(due);
-                        Header { publisher: index, seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
-                            .write(&mut scratch[..HEADER_LEN]);
-                        let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, p.retain, false, &topic, pkid, None, &scratch[..size])
-                            .expect("publish within MQTT limits");
-                        conn.bytes_out += n as u64;
-                        seq = seq.wrapping_add(1);
+                        send_publish(&ctx, &mut conn, &mut scratch[..size], &topic, qos, pkid, index, &mut seq, due, sent_at, fanout);
                         if qos != QoS::AtMostOnce {
                             inflight.insert(pkid, InFlight { intended_ns: due, released: false });
                             WorkerShared::add(&ctx.shared.inflight, 1);
                         }
-                        WorkerShared::inc(&ctx.shared.sent);
-                        WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
-                        let mut st = ctx.stats.borrow_mut();
-                        st.counters.sent += 1;
-                        if lag_ns > 1_000_000 { st.counters.late_sends += 1; }
-                        if st.measured(due) { st.record(H::ScheduleLag, lag_ns / 1000); }
-                        if let Some(row) = st.second(sent_at) {
-                            row.sent += 1;
-                            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
-                        }
                     } else {
-                        WorkerShared::inc(&ctx.shared.dropped);
-                        let mut st = ctx.stats.borrow_mut();
-                        st.counters.dropped += 1;
-                        if let Some(row) = st.second(now) { row.dropped += 1; }
+                        count_drop(&ctx, now);
                     }
                     next_due = sched.next().map(|o| start_ns + o);
                 }
@@ -304,6 +369,77 @@ async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: b
     }
 }
 
+/// Writes one PUBLISH intended at `due` (ns) and actually sent at `sent_at`, with the measurement
+/// the plan asks for in `payload`, and counts it. `seq` is this message's number; it moves on.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn send_publish(
+    ctx: &WorkerCtx,
+    conn: &mut Conn,
+    payload: &mut [u8],
+    topic: &[u8],
+    qos: QoS,
+    pkid: u16,
+    index: u32,
+    seq: &mut u32,
+    due: u64,
+    sent_at: u64,
+    fanout: u64,
+) {
+    let lag_ns = sent_at.saturating_sub(due);
+    match ctx.sequence.as_deref() {
+        None => Header { publisher: index, seq: *seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
+            .write(&mut payload[..HEADER_LEN]),
+        Some(table) => {
+            crate::sequence::write(*seq, payload);
+            // Recorded before the bytes can reach the broker, so a receiver always finds it.
+            table.record_send(index, *seq, due, lag_ns);
+        }
+    }
+    let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, ctx.plan.publishers.retain, false, topic, pkid, None, payload)
+        .expect("publish within MQTT limits");
+    conn.bytes_out += n as u64;
+    *seq = seq.wrapping_add(1);
+    WorkerShared::inc(&ctx.shared.sent);
+    WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.sent += 1;
+    if lag_ns > 1_000_000 {
+        st.counters.late_sends += 1;
+    }
+    if st.measured(due) {
+        st.record(H::ScheduleLag, lag_ns / 1000);
+    }
+    if let Some(row) = st.second(sent_at) {
+        row.sent += 1;
+        row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
+    }
+}
+
+fn count_drop(ctx: &WorkerCtx, now: u64) {
+    WorkerShared::inc(&ctx.shared.dropped);
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.dropped += 1;
+    if let Some(row) = st.second(now) {
+        row.dropped += 1;
+    }
+}
+
+/// Closed loop: whether the message waited on is complete (module `closed`).
+fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &FxHashMap<u16, InFlight>, fanout: u64) -> bool {
+    let acked = a.pkid.is_none_or(|pkid| !inflight.contains_key(&pkid));
+    let delivered = ctx.tracker.as_deref().is_none_or(|t| t.count(index, a.seq) >= fanout);
+    acked && delivered
+}
+
+/// Closed loop: a pacer wake-up at `at` unless one at or before it is already pending.
+fn arm(ctx: &WorkerCtx, slot: usize, armed_ns: &mut u64, at: u64) {
+    if *armed_ns == 0 || at < *armed_ns {
+        *armed_ns = at;
+        ctx.pacer.schedule(slot, at);
+    }
+}
+
 fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
     if !*done {
         *done = true;
@@ -350,20 +486,28 @@ struct Replies {
 impl Replies {
     fn received(&mut self, ctx: &WorkerCtx, p: &mqttlab_codec::Publish, now: u64) {
         let mut st = ctx.stats.borrow_mut();
-        let Some(h) = Header::read(&p.payload).filter(|h| h.publisher == self.index) else {
+        let identified = match ctx.sequence.as_deref() {
+            None => Header::read(&p.payload).filter(|h| h.publisher == self.index).map(|h| (h.seq, Some(h.intended_us * 1000))),
+            Some(table) => table.identify_from(self.index, &p.payload).map(|m| (m.seq, m.sent.map(|s| s.0))),
+        };
+        let Some((seq, intended)) = identified else {
             st.counters.unexpected += 1;
             return;
         };
-        match self.seen.record(h.seq, true) {
-            Arrival::New => {
+        match self.seen.record(seq, true) {
+            Seen::New => {
                 st.counters.replies += 1;
                 WorkerShared::inc(&ctx.shared.unique_deliveries);
-                let intended_ns = h.intended_us * 1000;
-                if st.measured(intended_ns) {
-                    st.record(H::Rtt, now.saturating_sub(intended_ns) / 1000);
+                if let Some(t) = ctx.tracker.as_deref() {
+                    t.delivered(self.index, seq);
+                }
+                match intended {
+                    Some(intended_ns) if st.measured(intended_ns) => st.record(H::Rtt, now.saturating_sub(intended_ns) / 1000),
+                    Some(_) => {}
+                    None => st.counters.unmeasured += 1,
                 }
             }
-            Arrival::Duplicate => st.counters.reply_duplicates += 1,
+            Seen::Duplicate => st.counters.reply_duplicates += 1,
         }
     }
 }
@@ -437,6 +581,11 @@ fn complete(ctx: &WorkerCtx, inflight: &mut FxHashMap<u16, InFlight>, a: &Ack, n
     }
     if matches!(h, H::Pubcomp) && !f.released {
         st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for packet id {} before its PUBREC", a.pkid));
+    }
+    // A broker without QoS 2 (RabbitMQ 3.10) answers a QoS 2 PUBLISH with PUBACK: the message left,
+    // but exactly-once was never agreed (MQTT 3.1.1 §4.3.3, MQTT 5 §4.3.3).
+    if matches!(h, H::Puback) && ctx.plan.publishers.qos == 2 {
+        st.violation("puback_for_qos2", &format!("PUBACK instead of PUBREC for QoS 2 packet id {}", a.pkid));
     }
     WorkerShared::inc(&ctx.shared.acked);
     st.counters.acked += 1;

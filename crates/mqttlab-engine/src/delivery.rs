@@ -37,17 +37,31 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
         st.counters.retained_received += 1;
         return;
     }
-    let Some(h) = Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count) else {
-        st.counters.unexpected += 1;
-        return;
+    // Which message this is, and when it was meant to leave (intended ns, lag ns; None when the
+    // topic-sequence send record is gone). The header path is the default and the hot one.
+    let (publisher, seq, sent) = match ctx.sequence.as_deref() {
+        None => match Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count) {
+            Some(h) => (h.publisher, h.seq, Some((h.intended_us * 1000, h.lag_us as u64 * 1000))),
+            None => {
+                st.counters.unexpected += 1;
+                return;
+            }
+        },
+        Some(table) => match table.identify(topic, payload) {
+            Some(m) => (m.publisher, m.seq, m.sent),
+            None => {
+                st.counters.unexpected += 1;
+                return;
+            }
+        },
     };
     // Matching the topic against the filters for every delivery would cost more than the rest of
     // the accounting: a message on its publisher's own topic reuses that publisher's unit.
-    let own_topic = ctx.units.publisher_topics[h.publisher as usize].as_bytes() == topic;
+    let own_topic = ctx.units.publisher_topics[publisher as usize].as_bytes() == topic;
     let unit = if own_topic {
         *rx.unit_by_publisher
-            .entry(h.publisher)
-            .or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[h.publisher as usize]))
+            .entry(publisher)
+            .or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[publisher as usize]))
     } else {
         ctx.units.unit_for(index, std::str::from_utf8(topic).unwrap_or(""))
     };
@@ -56,27 +70,40 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
         return;
     };
     let shared_group = ctx.units.is_shared(unit);
-    let pair = st.pairs.entry((h.publisher, unit)).or_default();
+    let pair = st.pairs.entry((publisher, unit)).or_default();
     let ooo_before = pair.out_of_order;
-    let arrival = pair.record(h.seq, !shared_group);
+    let arrival = pair.record(seq, !shared_group);
     let reordered = pair.out_of_order > ooo_before;
     match arrival {
         Arrival::New => {
             WorkerShared::inc(&ctx.shared.unique_deliveries);
-            let same_clock = match ctx.plan.options.latency_publishers {
-                Some([a, b]) => (a..b).contains(&h.publisher),
-                None => true,
-            };
-            if same_clock {
-                st.record_delivery_latency(now, h.intended_us * 1000, h.lag_us as u64 * 1000);
+            if let Some(tracker) = ctx.tracker.as_deref() {
+                tracker.delivered(publisher, seq);
+            }
+            match sent {
+                Some((intended_ns, lag_ns)) => {
+                    if let Some(deadline_ms) = ctx.plan.load.deadline_ms {
+                        if now.saturating_sub(intended_ns) > deadline_ms * 1_000_000 {
+                            pair.late += 1;
+                        }
+                    }
+                    let same_clock = match ctx.plan.options.latency_publishers {
+                        Some([a, b]) => (a..b).contains(&publisher),
+                        None => true,
+                    };
+                    if same_clock {
+                        st.record_delivery_latency(now, intended_ns, lag_ns);
+                    }
+                }
+                None => st.counters.unmeasured += 1,
             }
             if reordered && effective_qos >= 1 {
-                st.violation("ordering", &format!("publisher {} message {} arrived after a later one (QoS {effective_qos})", h.publisher, h.seq));
+                st.violation("ordering", &format!("publisher {publisher} message {seq} arrived after a later one (QoS {effective_qos})"));
             }
         }
         Arrival::Duplicate => {
             if effective_qos == 2 {
-                st.violation("qos2_duplicate", &format!("publisher {} message {} delivered twice at QoS 2", h.publisher, h.seq));
+                st.violation("qos2_duplicate", &format!("publisher {publisher} message {seq} delivered twice at QoS 2"));
             }
         }
     }

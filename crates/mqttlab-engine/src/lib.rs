@@ -6,6 +6,7 @@
 
 pub mod accounting;
 pub mod client;
+pub mod closed;
 pub mod clock;
 pub mod conn;
 pub mod delivery;
@@ -15,6 +16,7 @@ pub mod payload;
 pub mod plan;
 pub mod result;
 pub mod run;
+pub mod sequence;
 pub mod sn_client;
 pub mod smc;
 pub mod stats;

@@ -43,21 +43,27 @@ impl Header {
     }
 }
 
-/// Draws payload sizes; every size is clamped to [HEADER_LEN, 256 MiB).
+/// Draws payload sizes; every size is clamped to [min, 256 MiB), min = HEADER_LEN with the header.
 pub struct SizeSampler {
     kind: PayloadSize,
+    min: usize,
     max: usize,
 }
 
 impl SizeSampler {
     pub fn new(kind: &PayloadSize) -> SizeSampler {
+        SizeSampler::with_min(kind, HEADER_LEN)
+    }
+
+    /// Sizes from `min` up: 1 for the topic-sequence method, which needs no header.
+    pub fn with_min(kind: &PayloadSize, min: usize) -> SizeSampler {
         let max = match *kind {
             PayloadSize::Fixed { size } => size as usize,
             PayloadSize::Uniform { max, .. } => max as usize,
             PayloadSize::Normal { mean, std } => (mean + 6.0 * std) as usize,
             PayloadSize::Exponential { mean } => (mean * 12.0) as usize,
         };
-        SizeSampler { kind: kind.clone(), max: max.clamp(HEADER_LEN, 256 << 20) }
+        SizeSampler { kind: kind.clone(), min, max: max.clamp(min, 256 << 20) }
     }
 
     /// The largest size this sampler returns (the scratch buffer's size).
@@ -72,7 +78,7 @@ impl SizeSampler {
             PayloadSize::Normal { mean, std } => Normal::new(mean, std).map(|d| d.sample(rng)).unwrap_or(mean),
             PayloadSize::Exponential { mean } => Exp::new(1.0 / mean).map(|d| d.sample(rng)).unwrap_or(mean),
         };
-        (v.round().max(0.0) as usize).clamp(HEADER_LEN, self.max)
+        (v.round().max(0.0) as usize).clamp(self.min, self.max)
     }
 }
 

@@ -141,6 +141,16 @@ pub struct Publishers {
     /// echoes of its own messages as round trips, on its own clock.
     #[serde(default)]
     pub reply_filter: Option<String>,
+    /// How a delivery is tied to its send (payload.rs): the 16-byte header, or the topic and a
+    /// sequence number modulo 256^size for payloads smaller than the header.
+    #[serde(default)]
+    pub measure: Measure,
+    /// Closed loop (`arrival: closed`): the pause between a message's completion and the next send.
+    #[serde(default)]
+    pub think_us: u64,
+    /// Closed loop: what completes a message before the next is sent.
+    #[serde(default)]
+    pub complete_on: CompleteOn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +158,37 @@ pub struct Publishers {
 pub enum Arrival {
     Constant,
     Poisson,
+    /// Closed loop: the next send is due when the previous message completed (`complete_on`),
+    /// plus `think_us`; `rate` is not used.
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Measure {
+    #[default]
+    #[serde(rename = "header")]
+    Header,
+    #[serde(rename = "topic-sequence")]
+    TopicSequence,
+}
+
+impl Measure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Header => "header",
+            Measure::TopicSequence => "topic-sequence",
+        }
+    }
+}
+
+/// Closed loop: `ack` = the PUBACK/PUBCOMP (QoS 1/2); `delivery` = also the first copy at every
+/// receiver owed the message (the echo in round-trip mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompleteOn {
+    #[default]
+    Ack,
+    Delivery,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -183,6 +224,10 @@ pub struct Load {
     #[serde(default)]
     pub connect_rate: f64,
     pub seed: u64,
+    /// A delivery later than this after its message's intended send time counts as late, and
+    /// late deliveries count as lost (seed 004's definition). None = no deadline.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
 }
 
 /// Client index ranges `[start, end)` this shard runs. Every shard computes its own share of the
@@ -274,7 +319,8 @@ impl RunPlan {
         if s.qos > 2 {
             problems.push(format!("subscribers.qos: must be 0, 1 or 2 (got {})", s.qos));
         }
-        if p.count > 0 && p.messages.is_none() && !(p.rate > 0.0 && p.rate.is_finite()) {
+        let closed = p.arrival == Arrival::Closed;
+        if p.count > 0 && p.messages.is_none() && !closed && !(p.rate > 0.0 && p.rate.is_finite()) {
             problems.push(format!("publishers.rate: must be > 0 (got {})", p.rate));
         }
         if p.count > 0 && p.messages.is_none() && self.load.duration_ms == 0 {
@@ -302,10 +348,28 @@ impl RunPlan {
             }
             PayloadSize::Exponential { mean } => mean,
         };
-        if min_size < HEADER_LEN as f64 {
-            problems.push(format!(
-                "publishers.payload: sizes must be at least {HEADER_LEN} bytes (the measurement header)"
-            ));
+        match p.measure {
+            Measure::Header if min_size < HEADER_LEN as f64 => problems.push(format!(
+                "publishers.payload: sizes must be at least {HEADER_LEN} bytes (the measurement header) unless publishers.measure is topic-sequence"
+            )),
+            Measure::TopicSequence => problems.extend(crate::sequence::plan_problems(self, min_size)),
+            _ => {}
+        }
+        if closed {
+            if p.complete_on == CompleteOn::Ack && p.qos == 0 {
+                problems.push("publishers.complete_on: ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery".into());
+            }
+            if p.complete_on == CompleteOn::Delivery && p.count > 0 && !self.is_whole() {
+                problems.push("publishers.complete_on: delivery needs every client in one engine process (this plan is a shard)".into());
+            }
+        }
+        if let Some(d) = self.load.deadline_ms {
+            if d == 0 {
+                problems.push("load.deadline_ms: must be > 0".into());
+            }
+            if self.load.grace_ms < d {
+                problems.push(format!("load.grace_ms: must be at least load.deadline_ms ({d}), or deliveries still within their deadline are cut off"));
+            }
         }
         if self.load.warmup_ms > 0 && self.load.duration_ms > 0 && self.load.warmup_ms >= self.load.duration_ms {
             problems.push("load.warmup_ms: must be shorter than load.duration_ms".into());
@@ -334,6 +398,9 @@ impl RunPlan {
         }
         if let Transport::MqttSn(sn) = &self.transport {
             problems.extend(crate::sn_client::plan_problems(self, sn));
+            if p.measure != Measure::Header || closed {
+                problems.push("publishers.measure / publishers.arrival: topic-sequence and closed loop are MQTT only, not over MQTT-SN".into());
+            }
         }
         if problems.is_empty() {
             Ok(())

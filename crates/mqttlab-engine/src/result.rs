@@ -41,6 +41,13 @@ pub struct Counters {
     /// but it costs latency and bytes, so it is counted. Absent in results written before it.
     #[serde(default)]
     pub retransmitted: u64,
+    /// Closed loop: messages given up after load.grace_ms without completing.
+    #[serde(default)]
+    pub completion_timeouts: u64,
+    /// Topic-sequence method: first deliveries whose send record was already overwritten, so
+    /// their latency (and deadline) could not be measured.
+    #[serde(default)]
+    pub unmeasured: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
 }
@@ -60,6 +67,8 @@ impl Counters {
         self.reply_duplicates += o.reply_duplicates;
         self.reconnects += o.reconnects;
         self.retransmitted += o.retransmitted;
+        self.completion_timeouts += o.completion_timeouts;
+        self.unmeasured += o.unmeasured;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
     }
@@ -92,6 +101,10 @@ pub struct PairDelivery {
     pub unique: u64,
     pub duplicates: u64,
     pub out_of_order: u64,
+    /// First deliveries later than `load.deadline_ms` after their intended send time (counted
+    /// as lost). Absent in results written before deadlines.
+    #[serde(default)]
+    pub late: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -231,6 +244,7 @@ impl RawResult {
                     e.unique += d.unique;
                     e.duplicates += d.duplicates;
                     e.out_of_order += d.out_of_order;
+                    e.late += d.late;
                 }
                 None => {
                     pairs.insert((d.publisher, d.unit.clone()), d);

@@ -255,6 +255,9 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     drop(rt);
     let units = Arc::new(UnitTable::build(&plan));
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
+    let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence)
+        .then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
+    let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
     let workers = worker_count(&plan, &units, (n_pubs + n_subs) as u32);
@@ -274,7 +277,19 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
-            worker::spawn(i, workers, plan.clone(), target.clone(), units.clone(), fanout.clone(), a, co.shared[i].clone(), ctl_rx.clone())
+            worker::spawn(
+                i,
+                workers,
+                plan.clone(),
+                target.clone(),
+                units.clone(),
+                fanout.clone(),
+                sequence.clone(),
+                tracker.clone(),
+                a,
+                co.shared[i].clone(),
+                ctl_rx.clone(),
+            )
         })
         .collect();
     // The coordinator only watches counters: it polls briskly while connecting (the start instant
@@ -455,8 +470,10 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
                 unique: 0,
                 duplicates: 0,
                 out_of_order: 0,
+                late: 0,
             });
             e.unique += s.unique;
+            e.late += s.late;
             e.duplicates += s.duplicates;
             e.out_of_order += s.out_of_order;
         }

@@ -2,7 +2,7 @@
 //! fan-out, latency statistics, rates, and whether the generator could keep up.
 use crate::accounting::UnitTable;
 use crate::histogram;
-use crate::plan::RunPlan;
+use crate::plan::{Arrival, CompleteOn, RunPlan};
 use crate::result::{RawResult, Status, HISTOGRAM_NAMES};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -15,19 +15,23 @@ const CPU_LIMIT_SHARE: f64 = 0.95;
 pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
     let units = UnitTable::build(plan);
     let owed = units.expected_units();
-    let received: HashMap<(u32, &str), (u64, u64, u64)> =
-        r.deliveries.iter().map(|d| ((d.publisher, d.unit.as_str()), (d.unique, d.duplicates, d.out_of_order))).collect();
+    let received: HashMap<(u32, &str), (u64, u64)> =
+        r.deliveries.iter().map(|d| ((d.publisher, d.unit.as_str()), (d.unique, d.late))).collect();
     let (mut expected, mut delivered, mut lost, mut unexpected) = (0u64, 0u64, 0u64, r.counters.unexpected);
+    let mut late = 0u64;
     let mut owed_pairs = std::collections::HashSet::new();
     for (p, us) in owed.iter().enumerate() {
         let sent = r.sent_per_publisher.get(&(p as u32)).copied().unwrap_or(0);
         for u in us {
             let name = units.names[*u as usize].as_str();
             owed_pairs.insert((p as u32, name));
-            let unique = received.get(&(p as u32, name)).map(|x| x.0).unwrap_or(0);
+            let (unique, late_here) = received.get(&(p as u32, name)).copied().unwrap_or((0, 0));
+            // A delivery past the deadline is counted as late and, like one that never came, lost.
+            let on_time = unique - late_here.min(unique);
             expected += sent;
-            delivered += unique.min(sent);
-            lost += sent.saturating_sub(unique);
+            delivered += on_time.min(sent);
+            lost += sent.saturating_sub(on_time);
+            late += late_here;
             // More distinct messages than were sent cannot be ours.
             unexpected += unique.saturating_sub(sent);
         }
@@ -54,11 +58,13 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
     let mut violations: Vec<Value> =
         r.violations.iter().map(|(k, v)| json!({"kind": k, "count": v.count, "detail": v.example})).collect();
     let effective_qos = plan.publishers.qos.min(plan.subscribers.qos);
-    if effective_qos >= 1 && lost > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {
+    // Late deliveries arrived: missing the deadline breaks no QoS guarantee.
+    let never = lost.saturating_sub(late);
+    if effective_qos >= 1 && never > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {
         violations.push(json!({
             "kind": format!("qos{effective_qos}_loss"),
-            "count": lost,
-            "detail": format!("{lost} messages sent at QoS {effective_qos} on connections that never broke were not delivered within the grace period"),
+            "count": never,
+            "detail": format!("{never} messages sent at QoS {effective_qos} on connections that never broke were not delivered within the grace period"),
         }));
     }
 
@@ -105,7 +111,11 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
             "unexpected": unexpected,
             "retained": r.counters.retained_received,
             "retransmitted": r.counters.retransmitted,
+            "late": late,
+            "unmeasured": r.counters.unmeasured,
+            "completion_timeouts": r.counters.completion_timeouts,
         },
+        "measurement": measurement(plan),
         "rates": {
             "sent_per_s": rate(in_window(&|s| s.sent)),
             "acked_per_s": rate(in_window(&|s| s.acked)),
@@ -132,4 +142,19 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
             "duplicated": r.counters.reply_duplicates,
         })),
     }))
+}
+
+/// How the run was measured, for the report's header line and summary.json: the method that tied
+/// deliveries to sends, open or closed loop, and the loss deadline.
+fn measurement(plan: &RunPlan) -> Value {
+    let p = &plan.publishers;
+    let closed = p.arrival == Arrival::Closed;
+    json!({
+        "method": p.measure.name(),
+        "pacing": if closed { "closed" } else { "open" },
+        "latency_from": if closed { "actual send" } else { "intended send (schedule)" },
+        "complete_on": closed.then_some(match p.complete_on { CompleteOn::Ack => "ack", CompleteOn::Delivery => "delivery" }),
+        "think_s": closed.then(|| p.think_us as f64 / 1e6),
+        "deadline_s": plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
+    })
 }

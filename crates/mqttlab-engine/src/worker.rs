@@ -40,6 +40,10 @@ pub struct WorkerCtx {
     pub units: Arc<UnitTable>,
     /// Number of receivers owed each publisher's messages.
     pub fanout: Arc<Vec<u32>>,
+    /// Send records for the topic-sequence method; None with the header.
+    pub sequence: Option<Arc<crate::sequence::SequenceTable>>,
+    /// Closed loop completing on delivery: the receivers tell the publishers.
+    pub tracker: Option<Arc<crate::closed::DeliveryTracker>>,
     pub stats: RefCell<WorkerStats>,
     pub shared: Arc<WorkerShared>,
     ctl: watch::Receiver<Ctl>,
@@ -126,6 +130,8 @@ pub fn spawn(
     target: Arc<Target>,
     units: Arc<UnitTable>,
     fanout: Arc<Vec<u32>>,
+    sequence: Option<Arc<crate::sequence::SequenceTable>>,
+    tracker: Option<Arc<crate::closed::DeliveryTracker>>,
     assignment: Assignment,
     shared: Arc<WorkerShared>,
     ctl: watch::Receiver<Ctl>,
@@ -148,6 +154,8 @@ pub fn spawn(
                 target,
                 units,
                 fanout,
+                sequence,
+                tracker,
                 shared,
                 ctl,
                 pacer: Rc::new(PacerQueue::default()),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from mqttlab.analysis.configuration import configuration, configuration_key, describe, differing_fields
 from mqttlab.analysis.runs import METRICS, ComparisonError, RunFigures, read_runs
 from mqttlab.analysis.stats import Difference, Estimate, mean_interval, welch_difference
 
@@ -51,6 +52,7 @@ class Comparison:
     confidence: float
     excluded: list[tuple[Path, str]] = field(default_factory=list)  # runs left out, and why
     notes: list[str] = field(default_factory=list)  # e.g. brokers a suite could not run here, and why
+    paper: Optional[Any] = None  # the paper vs this run (paper_figures.PaperSection), when a seed's paper applies
 
     @property
     def run_count(self) -> int:
@@ -96,6 +98,7 @@ class Comparison:
                 {"scenario": s.scenario, "broker": b, "measure": g.latency_measure, **(g.pooled_latency or {})}
                 for s in self.scenarios for b, g in s.groups.items()
             ],
+            **({"paper": self.paper.to_dict()} if self.paper is not None else {}),
         }
 
 
@@ -112,15 +115,31 @@ def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, conf
     chosen = baseline if baseline is not None else brokers[0]
     if chosen not in brokers:
         raise ComparisonError(f"--baseline: no runs of broker {chosen!r} (brokers in these results: {', '.join(brokers)})")
+    labels = scenario_labels(usable)
     scenarios = []
-    for scenario in dict.fromkeys(run.scenario for run in usable):
+    for scenario in dict.fromkeys(labels[id(run)] for run in usable):
         groups = {}
         for broker in brokers:
-            members = [run for run in usable if run.scenario == scenario and run.broker == broker]
+            members = [run for run in usable if labels[id(run)] == scenario and run.broker == broker]
             if members:
                 groups[broker] = _group(scenario, broker, members, confidence)
         scenarios.append(_scenario_comparison(scenario, groups, chosen, confidence))
     return Comparison(scenarios, brokers, chosen, confidence, excluded)
+
+
+def scenario_labels(runs: list[RunFigures]) -> dict[int, str]:
+    """The scenario each run is compared under (by id(run)): its name, and where runs of one name
+    were configured differently (--set, or directories compared by hand), the name followed by the
+    fields that differ, so that they are never averaged together."""
+    configs = {id(run): configuration(run.results.scenario) for run in runs}
+    labels: dict[int, str] = {}
+    for name in dict.fromkeys(run.scenario for run in runs):
+        named = [run for run in runs if run.scenario == name]
+        distinct = {configuration_key(run.results.scenario): configs[id(run)] for run in named}
+        fields = differing_fields(distinct.values())
+        for run in named:
+            labels[id(run)] = f"{name} [{describe(configs[id(run)], fields)}]" if fields else name
+    return labels
 
 
 def compare_directories(paths: Iterable[Path], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:

@@ -1,6 +1,8 @@
 """`mqttlab compare RESULTS…`: brokers side by side over runs and suites, with confidence
 intervals and differences from a baseline; `--out DIR` also writes the HTML report, the CSV
-tables and the PNG figures (docs/compare.md)."""
+tables and the PNG figures (docs/compare.md). With a seed's paper (`--paper seed003`, or found from
+the suite directory's suite.yaml) the report also sets the paper's figures beside ours; seed 000's
+`mqttlab smc paper` directory is compared with `--paper seed000 DIR`."""
 
 from __future__ import annotations
 
@@ -31,26 +33,109 @@ def compare_command(
     no_png: Annotated[bool, typer.Option("--no-png", help="With --out: skip the PNG figures.")] = False,
     title: Annotated[str, typer.Option("--title", help="Title of the HTML report.")] = "mqttlab comparison",
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
+    paper: Annotated[Optional[str], typer.Option("--paper", help="Set this seed's paper beside the runs: seed001..seed004 "
+                                                 "(default: the suite's own, from its suite.yaml), or seed000 with a "
+                                                 "`mqttlab smc paper` directory; or a paper file.")] = None,
 ) -> None:
     """Compare brokers: per scenario, throughput, latency p50/p99/max, loss, broker CPU and RSS
     with confidence intervals, and each broker's difference from the baseline."""
     # Imported here: scipy and plotly would slow down every other command's start.
     from mqttlab.analysis import ComparisonError, compare_directories
+    from mqttlab.analysis.paper_figures import attach_paper, is_smc_directory
+    from mqttlab.analysis.paper_file import PaperFileError
 
+    smc = [path for path in paths if is_smc_directory(path)]
+    if smc:
+        _compare_smc(smc, paths, paper, out, title, as_json)
+        return
     try:
         comparison = compare_directories(paths, baseline=baseline, confidence=confidence)
+        attach_paper(comparison, paths, paper)
     except ComparisonError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
+    except PaperFileError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(BAD_INPUT) from None
     if as_json:
         typer.echo(json.dumps(comparison.to_dict(), indent=2))
     else:
         print_comparison(Console(), comparison)
+        if comparison.paper is not None:
+            print_paper_section(Console(), comparison.paper)
     if out is not None:
         from mqttlab.reports import write_report_bundle
 
         written = write_report_bundle(comparison, out, title=title, png=not no_png)
         typer.echo(f"report: {written['html']}", err=True)
+
+
+def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: Optional[Path], title: str, as_json: bool) -> None:
+    """Seed 000: its Tables 2, 3 and 4 (and the learned coefficients) from a `mqttlab smc paper`
+    directory beside the paper's; no runs to compare, so the report is the section alone."""
+    from mqttlab.analysis.paper_figures import paper_section
+    from mqttlab.analysis.paper_file import PaperFileError
+
+    if len(smc) != 1 or len(paths) != 1:
+        typer.echo("error: give one `mqttlab smc paper` directory alone (seed 000 has no runs to compare beside it)", err=True)
+        raise typer.Exit(BAD_INPUT)
+    if paper not in (None, "seed000"):
+        typer.echo(f"error: --paper: {smc[0]} is a `mqttlab smc paper` directory, which only seed000 describes (got {paper})", err=True)
+        raise typer.Exit(BAD_INPUT)
+    try:
+        section = paper_section("seed000", smc_directory=smc[0])
+    except PaperFileError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(BAD_INPUT) from None
+    if as_json:
+        typer.echo(json.dumps(section.to_dict(), indent=2))
+    else:
+        print_paper_section(Console(), section)
+    if out is not None:
+        from mqttlab.reports.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_page, paper_rows
+        from mqttlab.reports.tables import write_csv
+
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(paper_rows(section), out / f"{CSV_NAME}.csv")
+        write_csv(claim_rows(section), out / f"{CLAIMS_CSV}.csv")
+        (out / "comparison.json").write_text(json.dumps({"paper": section.to_dict()}, indent=2) + "\n", encoding="utf-8")
+        page = out / "report.html"
+        page.write_text(paper_page(section, title if title != "mqttlab comparison" else "Seed 000: the paper vs this run"), encoding="utf-8")
+        typer.echo(f"report: {page}", err=True)
+
+
+def print_paper_section(console: Console, section: Any) -> None:
+    """Compact: the measured and flagged figures (the not-reproducible ones are counted, listed in
+    the report), then each claim's verdict."""
+    from mqttlab.analysis.paper_figures import MEASURED, value_text
+    from mqttlab.reports.paper_section import BAD, GOOD
+
+    coverage = section.coverage()
+    table = Table(title=f"The paper (seed {section.seed}) vs this run", title_justify="left", header_style="bold", pad_edge=False)
+    for column, justify in (("figure", "left"), ("where", "left"), ("paper", "right"), ("ours", "right"), ("ratio", "right"), ("status", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+
+    for row in section.rows:
+        if row.status not in MEASURED and row.ours is None:  # the rest is counted below and listed in the report
+            continue
+        style = "green" if row.status in GOOD else "red" if row.status in BAD else ""
+        where = ", ".join(part for part in (row.scenario, row.broker) if part)
+        status = ("⚑ " if row.flagged else "") + row.status
+        table.add_row(row.figure, where, value_text(row.paper), value_text(row.ours),
+                      f"{row.ratio:.3g}" if row.ratio is not None else "", f"[{style}]{status}[/{style}]" if style else status)
+    console.print(table)
+    for row in section.flagged:
+        console.print(f"⚑ {row.figure}: {row.reason}", style="red")
+    claims = Table(title="The paper's claims", title_justify="left", header_style="bold", pad_edge=False)
+    claims.add_column("claim", overflow="fold")
+    claims.add_column("verdict")
+    for claim in section.claims:
+        style = "green" if claim.verdict in GOOD else "red" if claim.verdict in BAD else "dim"
+        claims.add_row(claim.claim, f"[{style}]{claim.verdict}[/{style}]")
+    console.print(claims)
+    unmeasured = len({r.figure for r in section.rows}) - coverage["measured"] - coverage["not_here"]
+    console.print(f"{coverage['figures']} paper figures: {coverage['measured']} measured here, {unmeasured} not in these "
+                  f"results, {coverage['not_here']} not reproducible here (the report says why).", style="dim")
 
 
 def print_comparison(console: Console, comparison: "Comparison") -> None:

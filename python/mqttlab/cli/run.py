@@ -159,6 +159,9 @@ def run_command(
     if source_addresses and dask is None:
         raise _fail("error: --source-addresses: only with --dask (it names worker hosts)", Exit.BAD_INPUT)
     if dask is not None:
+        problem = engine.single_process_problem(scenario)
+        if problem:
+            raise _fail(f"error: {problem}; not with --dask", Exit.BAD_INPUT)
         from mqttlab.distributed import BadClusterSpec, PlanningError, SchedulerUnreachable, check_reachable, parse_source_addresses
 
         try:
@@ -168,10 +171,16 @@ def run_command(
             raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
         except SchedulerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
+    capture_problem = None
     if capture:
         problem = _capture_problem(scenario, dask)
         if problem:
             raise _fail(f"error: --capture: {problem}", Exit.BAD_INPUT)
+    elif scenario.options.capture:
+        # Asked for by the scenario (so by every run of a suite): a host or run that cannot be
+        # captured is still measured, and its summary says why it has no bundling table.
+        capture_problem = _capture_problem(scenario, dask)
+        capture = capture_problem is None
     directory = out if out is not None else results.default_results_dir(scenario.name)
     try:
         results.check_writable(directory)
@@ -182,7 +191,7 @@ def run_command(
     try:
         code = _run_and_record(
             scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
-            capture=capture,
+            capture=capture, capture_problem=capture_problem,
         )
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
@@ -198,6 +207,7 @@ def _run_and_record(
     allow_missing_shards: bool = False,
     source_addresses: Optional[dict[str, list[str]]] = None,
     capture: bool = False,
+    capture_problem: Optional[str] = None,
 ) -> Exit:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
@@ -236,6 +246,8 @@ def _run_and_record(
                                          limits=cgroup.outcome() if cgroup is not None else None)
         if capturing is not None:
             outcome.summary["capture"] = _analyse_capture(capturing)
+        elif capture_problem is not None:
+            outcome.summary["capture"] = {"error": f"options.capture: {capture_problem}"}
         if network is not None:
             outcome.summary["network"] = session.measure_after(network, network_info, plan, outcome.result)
 
@@ -250,6 +262,8 @@ def _run_and_record(
         mqttlab_version=__version__,
         engine_version=engine.engine_version(),
     )
+    if "measurement" in outcome.summary:
+        manifest["measurement"] = outcome.summary["measurement"]
     if dask is not None:
         manifest["distributed"] = outcome.manifest_section()
     if "network" in outcome.summary:

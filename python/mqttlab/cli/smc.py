@@ -66,25 +66,74 @@ def parse_thresholds(text: str) -> list[float]:
     return sorted(set(values))
 
 
+def _growth_table(growth) -> Table:
+    view = Table(title=f"Growing the data set until R² stops rising (tolerance {growth.tolerance:g})")
+    for column in ("round", "cases", "messages", "R²", "rise"):
+        view.add_column(column, justify="right")
+    for r in growth.rounds:
+        view.add_row(str(r.round), str(r.cases), str(r.messages), "-" if r.r_squared != r.r_squared else f"{r.r_squared:.4f}",
+                     "" if r.gain != r.gain else f"{r.gain:+.4f}")
+    view.caption = growth.describe()
+    return view
+
+
 @app.command()
 def learn(
-    logs: Annotated[list[Path], typer.Argument(help="Explore logs (CSV with a JSON sidecar each) or folders of them.")],
+    logs: Annotated[Optional[list[Path]], typer.Argument(help="Explore logs (CSV with a JSON sidecar each) or folders of them.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the models, tables and figures.")] = Path("results/smc/model"),
     seed: Annotated[int, typer.Option(help="Seed of the workload hold-out and the scoring draws.")] = 0,
+    grow: Annotated[bool, typer.Option("--grow", help="The paper's rule: add cases a round at a time, refit, stop when R² stops rising.")] = False,
+    round_cases: Annotated[int, typer.Option(help="Cases per round with --grow.", min=1)] = 10,
+    r2_tolerance: Annotated[float, typer.Option(help="With --grow: a rise of R² up to this counts as no rise.")] = 0.005,
+    max_rounds: Annotated[int, typer.Option(help="With --grow: stop after this many rounds anyway.", min=2)] = 20,
+    broker: Annotated[Optional[str], typer.Option(help="With --grow and no LOGS: explore this broker live, a round at a time, into OUT/explore.")] = None,
+    broker_config: Annotated[str, typer.Option(help="With --broker: tuned, as-shipped, or a config file.")] = "tuned",
+    clients: Annotated[str, typer.Option(help="With --broker: clients per case (the paper: 3..100).")] = "3..100",
+    length: Annotated[int, typer.Option(help="With --broker: messages per client and case.", min=1)] = 50,
 ) -> None:
     """Fit the paper's OLS and better latency models; choose the best on held-out workloads."""
     import pandas as pd
 
+    from mqttlab.brokers import BrokerError, UnknownBroker
+    from mqttlab.smc.explore import parse_client_range
+    from mqttlab.smc.grow import LiveRounds, grow_until_plateau, rounds_of
     from mqttlab.smc.learn import LearnError, learn as run_learn, save_learned
     from mqttlab.smc.log import LogFormatError, read_logs
     from mqttlab.smc.plots import learn_figures
 
+    growth = None
     try:
-        parsed = read_logs(logs)
+        if broker is not None and not grow:
+            raise ValueError("--broker: learn explores only with --grow (else run `smc explore` first)")
+        if broker is not None and logs:
+            raise ValueError("--broker: give LOGS or --broker, not both")
+        if broker is None and not logs:
+            raise ValueError("LOGS: give explore logs (or --grow --broker NAME to explore live)")
+        if grow:
+            if broker is not None:
+                rounds = LiveRounds(broker, out / "explore", round_cases, parse_client_range(clients), length, seed,
+                                    broker_config=broker_config)
+            else:
+                rounds = rounds_of(read_logs(logs), round_cases)
+            growth = grow_until_plateau(rounds, tolerance=r2_tolerance, max_rounds=max_rounds,
+                                        on_round=lambda r: _console.print(f"round {r.round}: {r.cases} cases, R² = {r.r_squared:.4f}"))
+            if isinstance(rounds, LiveRounds):
+                rounds.write_summary(growth)
+                _console.print(f"explore: {rounds.host_load.describe()}")
+            parsed = growth.logs
+        else:
+            parsed = read_logs(logs)
         result = run_learn(parsed, seed=seed)
-    except (LogFormatError, LearnError) as error:
+    except (LogFormatError, LearnError, ValueError, UnknownBroker, BrokerError, ConnectionError) as error:
         raise _fail(str(error)) from None
     chosen_path = save_learned(result, out, sources=[str(log.path) for log in parsed])
+    if growth is not None:
+        growth.table().to_csv(out / "growth.csv", index=False)
+        summary_path = out / "summary.json"
+        summary_data = json.loads(summary_path.read_text())
+        summary_data["growth"] = growth.to_dict()
+        summary_path.write_text(json.dumps(summary_data, indent=2) + "\n")
+        _console.print(_growth_table(growth))
     rows = pd.concat([log.ok_rows for log in parsed], ignore_index=True)
     learn_figures(rows, result.correlation, out, seed=seed)
 
@@ -205,6 +254,7 @@ def predict(
 # explore, verify, validate: the steps that talk to a real broker ------------------------------
 
 _BROKER_HELP = "A launcher name (a fresh broker per replication unless --reuse-broker) or mqtt://HOST:PORT."
+_CONFIG_HELP = "How a launched broker is configured: tuned, as-shipped (the package's defaults), or a config file."
 
 
 def _timeout_ms(text: str) -> int:
@@ -249,6 +299,7 @@ def explore(
     topics: Annotated[int, typer.Option(help="Distinct topics the clients use.", min=1, max=64)] = 10,
     timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all cases instead of a fresh one each.")] = False,
+    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of client counts and walks.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for case-NNN.csv and their sidecars.")] = Path("results/smc/explore"),
 ) -> None:
@@ -274,11 +325,12 @@ def explore(
 
     try:
         summary = run_explore(name, out, cases=cases, clients=counts, length=length, seed=seed, walk=walk,
-                              fresh_broker=not reuse_broker, on_case=on_case)
+                              fresh_broker=not reuse_broker, broker_config=broker_config, on_case=on_case)
     except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
     failures = ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())) or "none"
     _console.print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}")
+    _console.print(f"broker config {summary.broker_config.get('mode')}; {summary.host_load.describe()}")
 
 
 @app.command()
@@ -295,6 +347,7 @@ def verify(
     length: Annotated[int, typer.Option(help="Messages per sequence (one sample).", min=1)] = 10,
     timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="Keep one broker for all client counts.")] = False,
+    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of the clients' walks.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for verify.csv and verify.json.")] = Path("results/smc/verify"),
 ) -> None:
@@ -321,7 +374,7 @@ def verify(
             prediction = None
         hypotheses = hypotheses_for(counts, thresholds, fixed, prediction, indifference)
         settings = VerifySettings(length=length, indifference=indifference, alpha=alpha, beta=beta, seed=seed,
-                                  timeout_ms=_timeout_ms(timeout), fresh_broker=not reuse_broker)
+                                  timeout_ms=_timeout_ms(timeout), fresh_broker=not reuse_broker, broker_config=broker_config)
         for h in hypotheses:
             h.test(alpha, beta)
     except (ValueError, ProfileError) as error:
@@ -331,14 +384,20 @@ def verify(
         _console.print(f"{label}: {count} clients, stopped ({run.stopped}) after {_fmt_min_s(run.elapsed_s)}, "
                        f"{len(run.failures)} functional failures")
 
+    from mqttlab.smc.hostload import NO_LOAD
+
+    loads = []
     try:
-        table = run_verify(names, usage, hypotheses, out, settings, on_run, _every(15.0))
-    except (UnknownBroker, BrokerError, ConnectionError) as error:
+        table = run_verify(names, usage, hypotheses, out, settings, on_run, _every(15.0),
+                           on_load=lambda _label, _count, load: loads.append(load))
+    except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
+    load = sum(loads, NO_LOAD)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "verify.csv", index=False)
     about = {"profile": usage.name, "length": length, "alpha": alpha, "beta": beta, "indifference": indifference,
-             "h1": h1, "prediction": str(prediction) if prediction else None, "seed": seed, "rows": table.to_dict("records")}
+             "h1": h1, "prediction": str(prediction) if prediction else None, "seed": seed,
+             "broker_config": broker_config, "host_cpu": load.to_dict(), "rows": table.to_dict("records")}
     (out / "verify.json").write_text(json.dumps(about, indent=2) + "\n")
 
     view = Table(title=f"SPRT on the real broker — {usage.name}, sequences of {length}, α = {alpha:g}, β = {beta:g}")
@@ -364,6 +423,7 @@ def verify(
                     "client. Time: until the last client decided. System: one SPRT on all clients' sequences pooled "
                     "in completion order (samples).")
     _console.print(view)
+    _console.print(load.describe())
     _console.print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}")
 
 
@@ -381,6 +441,7 @@ def validate(
     many_clients: Annotated[int, typer.Option(help="Client counts from here on are flagged (the paper: 130).", min=1)] = 130,
     timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all replications (not independent in state).")] = False,
+    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of walks and simulation.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for validate.csv and validate.json.")] = Path("results/smc/validate"),
 ) -> None:
@@ -400,7 +461,7 @@ def validate(
         models = models_from(model_path)
         settings = ValidateSettings(length=length, replications=replications, confidence=confidence,
                                     prediction_samples=samples, seed=seed, timeout_ms=_timeout_ms(timeout),
-                                    fresh_broker=not reuse_broker, many_clients=many_clients)
+                                    fresh_broker=not reuse_broker, many_clients=many_clients, broker_config=broker_config)
     except (ValueError, ProfileError) as error:
         raise _fail(str(error)) from None
 
@@ -440,3 +501,124 @@ def validate(
         summary.add_row(r["region"], str(r["points"]), *[f"{r[f'mae_{m}']:.3f} ({r[f'inside_{m}']:.0%})" for m in names_m])
     _console.print(summary)
     _console.print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}")
+
+
+# paper: seed 000's whole pipeline in one command -------------------------------------------
+
+
+@app.command()
+def paper(
+    quick: Annotated[bool, typer.Option("--quick", help="Few clients, short sequences, short waits, every step still run on a real broker (for tests).")] = False,
+    broker: Annotated[Optional[str], typer.Option(help="Brokers (the paper: mosquitto,emqx); one that cannot run here is skipped with a note.")] = None,
+    broker_config: Annotated[Optional[str], typer.Option(help="tuned, as-shipped or a config file (the paper: as-shipped, its 'default configuration').")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="Built-in usage profiles (the paper: UP1,UP2).")] = None,
+    clients: Annotated[Optional[str], typer.Option(help="Client counts predicted (the paper: 50..150, step 20).")] = None,
+    verify_clients: Annotated[Optional[str], typer.Option(help="Client counts verified by SPRT (the paper: 50..130).")] = None,
+    threshold: Annotated[Optional[str], typer.Option(help="Latency thresholds (the paper: 30ms,50ms,70ms).")] = None,
+    length: Annotated[Optional[int], typer.Option(help="Messages per client sequence (the paper: 10).", min=1)] = None,
+    epsilon: Annotated[Optional[float], typer.Option(help="Chernoff–Hoeffding ε (the paper: 0.05).")] = None,
+    delta: Annotated[Optional[float], typer.Option(help="Chernoff–Hoeffding δ (the paper: 0.01 → 1060 samples).")] = None,
+    indifference: Annotated[Optional[float], typer.Option(help="H0 = H1 − this (the paper: 0.1).")] = None,
+    alpha: Annotated[Optional[float], typer.Option(help="SPRT type I error (the paper: 0.01).")] = None,
+    beta: Annotated[Optional[float], typer.Option(help="SPRT type II error (the paper: 0.01).")] = None,
+    cases: Annotated[Optional[int], typer.Option(help="Explore test cases without --grow (the paper: 100).", min=1)] = None,
+    explore_clients: Annotated[Optional[str], typer.Option(help="Clients per explore case (the paper: 3..100).")] = None,
+    explore_length: Annotated[Optional[int], typer.Option(help="Messages per client and explore case (the paper: 50).", min=1)] = None,
+    grow: Annotated[bool, typer.Option("--grow", help="Explore in rounds until R² stops rising (the paper's rule) instead of a fixed --cases.")] = False,
+    round_cases: Annotated[Optional[int], typer.Option(help="Explore cases per round with --grow (default 10).", min=1)] = None,
+    r2_tolerance: Annotated[Optional[float], typer.Option(help="With --grow: a rise of R² up to this is no rise (default 0.005).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option(help="With --grow: at most this many rounds (default 20).", min=2)] = None,
+    validate: Annotated[bool, typer.Option("--validate", help="Also measure every point with independent replications (ours, not the paper's).")] = False,
+    replications: Annotated[Optional[int], typer.Option(help="Replications per client count with --validate (default 30).", min=2)] = None,
+    timeout: Annotated[Optional[str], typer.Option(help="An exchange not done by then is a functional failure (default 5s).")] = None,
+    reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker per step instead of a fresh one per case/run.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of walks and simulations.")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="One folder for every step's output and the summary.")] = Path("results/smc/paper"),
+) -> None:
+    """Seed 000's pipeline in one command: explore → learn → predict → verify (→ validate), the paper's settings by default."""
+    from dataclasses import replace
+
+    from mqttlab.brokers import BrokerError, UnknownBroker
+    from mqttlab.smc.broker import split_brokers
+    from mqttlab.smc.explore import parse_client_range
+    from mqttlab.smc.paper import QUICK, PaperSettings, run_paper, sprt_view, table2_view
+
+    base = QUICK if quick else PaperSettings()
+    given: dict = {}
+    try:
+        if broker is not None:
+            given["brokers"] = tuple(split_brokers(broker))
+        if broker_config is not None:
+            given["broker_config"] = broker_config
+        if profile is not None:
+            given["profiles"] = tuple(p.strip().upper() for p in profile.split(","))
+        if clients is not None:
+            given["predict_clients"] = tuple(parse_clients(clients))
+        if verify_clients is not None:
+            given["verify_clients"] = tuple(parse_clients(verify_clients))
+        if threshold is not None:
+            given["thresholds_ms"] = tuple(parse_thresholds(threshold))
+        if explore_clients is not None:
+            given["explore_clients"] = parse_client_range(explore_clients)
+        if timeout is not None:
+            given["timeout_ms"] = _timeout_ms(timeout)
+        for key, value in (("length", length), ("epsilon", epsilon), ("delta", delta), ("indifference", indifference),
+                           ("alpha", alpha), ("beta", beta), ("explore_cases", cases), ("explore_length", explore_length),
+                           ("round_cases", round_cases), ("r2_tolerance", r2_tolerance), ("max_rounds", max_rounds),
+                           ("replications", replications)):
+            if value is not None:
+                given[key] = value
+        if grow:
+            given["grow"] = True
+        if validate:
+            given["validate"] = True
+        if reuse_broker:
+            given["fresh_broker"] = False
+        settings = replace(base, seed=seed, **given)
+        problems = settings.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+    except ValueError as error:
+        raise _fail(str(error)) from None
+
+    _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}")
+    try:
+        result = run_paper(out, settings, say=lambda text: _console.print(escape(text)))
+    except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
+        raise _fail(str(error)) from None
+
+    table2 = table2_view(result.table2)
+    view = Table(title=escape(f"Table 2: Monte Carlo time per point [min:s], n = {settings.samples} "
+                              f"(ε = {settings.epsilon:g}, δ = {settings.delta:g})"))
+    view.add_column("profile broker — model")
+    for column in table2.columns:
+        view.add_column(str(column), justify="right")
+    for label, row in table2.iterrows():
+        view.add_row(escape(str(label)), *[str(v) for v in row])
+    view.caption = "paper: the paper's delay function (the default); the others are ours, fitted by `learn`"
+    _console.print(view)
+    for number, name in zip((3, 4), settings.profiles):
+        part = sprt_view(result.sprt, name)
+        if part.empty:
+            continue
+        table = Table(title=f"Table {number}: SPRT on the real broker, {name}; H1 from the paper's model, "
+                            f"α = {settings.alpha:g}, β = {settings.beta:g}")
+        for column in part.columns:
+            table.add_column(escape(str(column)), justify="right")
+        for row in part.itertuples(index=False):
+            table.add_row(*[escape(f"{v:.3g}" if isinstance(v, float) else str(v)) for v in row])
+        table.caption = "#Samples: mean per client; ours …: p: our models' predictions for the same point"
+        _console.print(table)
+    cpu = Table(title="Host CPU during the steps that drive the broker (the paper: under 60 %)")
+    for column in ("broker", "step", "profile", "mean", "max", "time above 60 %"):
+        cpu.add_column(column, justify="left" if column in ("broker", "step", "profile") else "right")
+    for row in result.host_cpu.itertuples():
+        cpu.add_row(row.broker, row.step, row.profile, f"{row.mean_share:.0%}", f"{row.max_share:.0%}",
+                    f"{row.share_of_time_above_limit:.0%}")
+    _console.print(cpu)
+    for name, why in result.skipped.items():
+        _console.print(f"[yellow]skipped {escape(name)}[/yellow]: {escape(why)}")
+    for warning in result.warnings:
+        _console.print(f"[yellow]warning[/yellow]: {escape(warning)}")
+    _console.print(f"written: {out}/ (summary.md, paper.json, table2-monte-carlo-time.csv, table3-4-sprt.csv, "
+                   f"predictions.csv, host-cpu.csv, and one folder per broker)")

@@ -227,6 +227,8 @@ def _print_progress(console: Console, index: int, total: int, record: RunRecord)
 
 def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) -> None:
     from mqttlab.analysis import ComparisonError, compare_directories
+    from mqttlab.analysis.paper_figures import attach_paper
+    from mqttlab.analysis.paper_file import PaperFileError
     from mqttlab.reports import write_report_bundle
 
     try:
@@ -234,5 +236,10 @@ def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) ->
     except ComparisonError as error:
         console.print(f"no comparison: {error}", style="yellow")
         return
+    try:
+        # A seed's suite (suite.yaml names it) gets the paper's figures beside ours.
+        attach_paper(comparison, [suite_dir])
+    except PaperFileError as error:
+        console.print(f"no paper section: {error}", style="yellow")
     paths = write_report_bundle(comparison, suite_dir / "report")
     console.print(f"report: {paths['html']}")

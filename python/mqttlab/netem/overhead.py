@@ -13,7 +13,8 @@ ETHERNET_HEADER = 14
 ACK_PACKET = 4  # fixed header + remaining length 2 + packet id: PUBACK, PUBREC, PUBREL, PUBCOMP
 
 
-def _varint_len(n: int) -> int:
+def varint_len(n: int) -> int:
+    """Bytes of MQTT's variable-length integer for `n` (a packet's remaining length)."""
     length = 1
     while n >= 128:
         n //= 128
@@ -24,7 +25,7 @@ def _varint_len(n: int) -> int:
 def publish_bytes(topic_len: int, payload: int, qos: int, v5: bool = False) -> int:
     """Size of one PUBLISH packet on the wire (MQTT 3.1.1; v5 adds an empty property length)."""
     remaining = 2 + topic_len + (2 if qos else 0) + payload + (1 if v5 else 0)
-    return 1 + _varint_len(remaining) + remaining
+    return 1 + varint_len(remaining) + remaining
 
 
 def exchange_table(topic_len: int, payload: int, qos: int, v5: bool = False) -> list[dict[str, Any]]:

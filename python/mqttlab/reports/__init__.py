@@ -18,6 +18,11 @@ def write_report_bundle(comparison: Comparison, directory: Path, *, title: str =
     paths: dict[str, Path] = {}
     for name, rows in all_tables(comparison).items():
         paths[f"csv:{name}"] = write_csv(rows, directory / f"{name}.csv")
+    if comparison.paper is not None:
+        from mqttlab.reports.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
+
+        paths[f"csv:{CSV_NAME}"] = write_csv(paper_rows(comparison.paper), directory / f"{CSV_NAME}.csv")
+        paths[f"csv:{CLAIMS_CSV}"] = write_csv(claim_rows(comparison.paper), directory / f"{CLAIMS_CSV}.csv")
     paths["json"] = directory / "comparison.json"
     paths["json"].write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
     if png:

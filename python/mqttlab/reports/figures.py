@@ -13,7 +13,8 @@ from plotly.subplots import make_subplots
 from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 
-BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
+BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss",
+               "broker_rss_mean")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 # Percentiles to read from a histogram: 0..90 evenly, then ever more nines up to 99.999.
 NINES = [round(100 * (1 - 10 ** (-k / 10)), 6) for k in range(0, 51)]
@@ -134,6 +135,11 @@ def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
     for key in BAR_METRICS:
         if any(g.estimates[key].mean is not None for s in comparison.scenarios for g in s.groups.values()):
             figures.append(("Brokers by scenario", f"bars-{key}", metric_bars(comparison, key)))
+    from mqttlab.reports.paper import mean_sd_bars
+
+    seed001 = mean_sd_bars(comparison)
+    if seed001 is not None:
+        figures.append(("As in seed 001: mean ± SD", "paper-mean-sd", seed001))
     for index, scenario in enumerate(comparison.scenarios):
         distribution = latency_distribution(comparison, scenario)
         if distribution is not None:

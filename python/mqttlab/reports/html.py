@@ -39,6 +39,7 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
         "</head><body>",
         f"<h1>{html.escape(title)}</h1>",
         _intro(comparison),
+        *_paper_section(comparison),
         "<h2>Summary</h2>",
         _summary_html(comparison, tables["summary"]),
         _csv_link("summary"),
@@ -48,17 +49,35 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
         _plain_html(tables["latency"]),
         _csv_link("latency"),
     ]
+    parts += [
+        "<h2>The seeds' statistics</h2>",
+        '<p class="note">Mean latency over the repetitions with two standard deviations: over the per-run means '
+        "(seed 001's diffusion: one message per run, 20 runs) and of the samples with all repetitions pooled "
+        "(seed 001's write/read); <i>paper_sd</i> says which one the seed's figure uses. Throughput mean and best "
+        "(seed 003 reported the best of 5), broker memory as a mean over the run (seed 003) and as the peak "
+        "(ours).</p>",
+        _plain_html(tables["paper_statistics"]),
+        _csv_link("paper_statistics"),
+    ]
     if "rate_sweep" in tables:
         parts += [
             "<h2>Latency and loss against rate, per protocol</h2>",
-            '<p class="note">Runs grouped by their shape (publishers → subscribers, link); each point is the '
-            "mean over the repetitions at one rate per publisher. Latency is end-to-end p50 from the intended "
-            "send time; loss counts messages not delivered within the grace period. Dashed: MQTT-SN.</p>",
+            '<p class="note">A line joins runs whose whole configuration is equal except the rate per publisher '
+            "(the axis) and the protocol; figures gather the lines of one shape (publishers → subscribers, QoS, "
+            "link) and the legend names whatever else differs (payload, limit, loss, ...). Each point is the mean "
+            "over the repetitions at one rate, whiskers ± the standard deviation over those repetitions (seed 004's "
+            "figure: mean ± SD over its 10 runs). Latency is end-to-end from the intended send time: p50 (ours) and "
+            "the mean (as in seed 004); loss counts messages not delivered within the grace period. Dashed: "
+            "MQTT-SN.</p>",
         ]
         for index, (_, figure) in enumerate(sweep_figures(comparison, tables["rate_sweep"])):
             parts.append(pio.to_html(figure, include_plotlyjs=False, full_html=False, div_id=f"sweep-{index}",
                                      config={"displaylogo": False, "responsive": True}))
         parts += [_plain_html(tables["rate_sweep"]), _csv_link("rate_sweep")]
+    if "rtt" in tables:
+        parts += _rtt_section(comparison, tables)
+    if "bundling" in tables:
+        parts += _bundling_section(tables)
     section = None
     for heading, figure_id, figure in all_figures(comparison):
         if heading != section:
@@ -80,6 +99,52 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
     return "\n".join(parts)
 
 
+def _paper_section(comparison: Comparison) -> list[str]:
+    """The paper vs this run, first after the introduction: the question a reader of a seed's suite asks first."""
+    if comparison.paper is None:
+        return []
+    from mqttlab.reports.paper_section import paper_html
+
+    return [paper_html(comparison.paper)]
+
+
+def _rtt_section(comparison: Comparison, tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Seed 002: the round-trip figures and table, and the protocol overhead tables."""
+    from mqttlab.reports.rtt import rtt_figures
+
+    parts = ["<h2>Round-trip time (as in seed 002)</h2>"]
+    for figure_id, caption, figure in rtt_figures(comparison):
+        parts.append(pio.to_html(figure, include_plotlyjs=False, full_html=False, div_id=figure_id,
+                                 config={"displaylogo": False, "responsive": True}))
+        parts.append(f'<p class="note">{html.escape(caption)}</p>')
+    parts += [
+        '<p class="note">One row per configuration and broker: RTT statistics are means over the repetitions of '
+        "each run's figure; sd is over the repetitions; round trips are summed.</p>",
+        _plain_html(tables["rtt"]), _csv_link("rtt"),
+        "<h2>Protocol overhead (as in seed 002)</h2>",
+        '<p class="note">Connection packets and acknowledgements: bytes computed from the MQTT encoding of what the '
+        "engine sends for the run's settings (no capture is needed: the sizes are fixed by the protocol); frame = "
+        "MQTT + 66 B (Ethernet 14, IP 20, TCP 32 with timestamps), as the seed's captures counted, for a packet "
+        "alone in its segment.</p>",
+        _plain_html(tables["overhead_connection"]), _csv_link("overhead_connection"),
+        '<p class="note">PUBLISH: the bytes a PUBLISH adds to its payload for the run\'s topic and QoS, computed '
+        "(the seed's 46 B belong to its 42-byte topic); what the clients wrote and read per message sent, measured "
+        "by the engine (connects and subscriptions included); over an emulated link, packets and frame bytes per "
+        "message as the link counted them.</p>",
+        _plain_html(tables["overhead_publish"]), _csv_link("overhead_publish"),
+    ]
+    return parts
+
+
+def _bundling_section(tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    parts = ["<h2>Message bundling (as in seed 002)</h2>"]
+    if "bundling" in tables:
+        parts += ['<p class="note">Message bundling from the runs captured with tshark (<code>options.capture</code> '
+                  "or <code>--capture</code>): MQTT packets per TCP segment by type and direction.</p>",
+                  _plain_html(tables["bundling"]), _csv_link("bundling")]
+    return parts
+
+
 def _intro(comparison: Comparison) -> str:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     versions = sorted({v for s in comparison.scenarios for g in s.groups.values() for v in g.versions})
@@ -92,7 +157,9 @@ def _intro(comparison: Comparison) -> str:
         "repetition no interval exists and none is shown. Best-of-N is the best repetition, as seed003 reported.",
         "Latency is end-to-end from the intended send time (corrected for coordinated omission); runs without "
         "subscribers are judged by PUBLISH → PUBACK (or PUBCOMP). Warm-up is excluded. CPU is in cores "
-        "(1.0 = one core busy), RSS is the peak in MB, both over the measured window.",
+        "(1.0 = one core busy), RSS is the peak in MB (and its mean, as seed 003 reported it), both over the measured "
+        "window. Runs are averaged together only when their whole configuration is equal; runs of one scenario name "
+        "configured differently are shown apart, the name followed by what differs.",
         html.escape(HEADER_NOTE),
     ]
     if limited:

@@ -4,6 +4,7 @@ confidence intervals as error bars, and one latency-by-percentile plot per scena
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import matplotlib
@@ -29,10 +30,54 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150) -> list[
     for index, shape in enumerate(dict.fromkeys(row["shape"] for row in sweep)):
         written.append(_sweep(comparison, [row for row in sweep if row["shape"] == shape], directory / f"rate-sweep-{index}.png", dpi))
     for scenario in comparison.scenarios:
-        path = _percentiles(comparison, scenario, directory / f"latency-{scenario.scenario}.png", dpi)
+        path = _percentiles(comparison, scenario, directory / f"latency-{_file_name(scenario.scenario)}.png", dpi)
         if path is not None:
             written.append(path)
+    path = _mean_sd(comparison, directory / "mean-sd-seed001.png", dpi)
+    if path is not None:
+        written.append(path)
     return written
+
+
+def _file_name(label: str) -> str:
+    # A scenario split by configuration is labelled `name [field=value, ...]`.
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")
+
+
+def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
+    """As in seed 001: mean latency ± SD (see reports.paper for which SD), lower whiskers cut at 0."""
+    from mqttlab.reports.paper import paper_sd
+
+    brokers = comparison.brokers
+    if not any(g.estimates["latency_mean"].mean is not None for s in comparison.scenarios for g in s.groups.values()):
+        return None
+    colors = broker_colors(comparison)
+    width = 0.8 / max(1, len(brokers))
+    labels = [s.scenario for s in comparison.scenarios]
+    figure, axes = plt.subplots(figsize=(max(5.0, 0.6 * len(labels) * max(1, len(brokers)) + 2), 3.8))
+    for index, broker in enumerate(brokers):
+        xs, means, errors = [], [], [[], []]
+        for position, scenario in enumerate(comparison.scenarios):
+            group = scenario.groups.get(broker)
+            mean = group.estimates["latency_mean"].mean if group else None
+            if mean is None:
+                continue
+            sd = paper_sd(group)[0] or 0.0
+            xs.append(position + (index - (len(brokers) - 1) / 2) * width)
+            means.append(mean)
+            errors[0].append(min(sd, mean))
+            errors[1].append(sd)
+        axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker],
+                 error_kw={"linestyle": "--", "elinewidth": 1})
+    axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    axes.set_ylabel("latency (ms)")
+    axes.set_title("As in seed 001: mean ± SD (one-message runs: SD of run means; others: SD of samples)", fontsize=9)
+    axes.legend(fontsize=8)
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path
 
 
 def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None:
@@ -95,25 +140,32 @@ def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path
 
 
 def _sweep(comparison: Comparison, rows: list[dict], path: Path, dpi: int) -> Path:
-    """Latency p50 and loss against the rate per publisher, one line per protocol and broker
-    (dashed = MQTT-SN), as seed 004 drew them."""
+    """Latency p50 (ours), mean latency (as in seed 004) and loss against the rate per publisher,
+    each ± the SD over the repetitions; one line per configuration, protocol and broker (dashed =
+    MQTT-SN)."""
     from mqttlab.reports.figures import PALETTE
+    from mqttlab.reports.sweep import line_keys, line_name
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
-    # One colour per line (protocol × broker): with one broker the protocols must still differ.
-    for index, (protocol, broker) in enumerate(dict.fromkeys((row["protocol"], row["broker"]) for row in rows)):
-        line = sorted((row for row in rows if (row["protocol"], row["broker"]) == (protocol, broker)), key=lambda row: row["rate_per_publisher"])
+    panels = (("latency_p50_ms", "latency_p50_sd_ms", "latency p50 ± SD (ms), ours"),
+              ("latency_mean_ms", "latency_mean_sd_ms", "mean latency ± SD (ms), as in seed 004"),
+              ("loss_percent", "loss_sd_percent", "loss ± SD (%)"))
+    figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    # One colour per line: with one broker the protocols (and configurations) must still differ.
+    for index, key in enumerate(line_keys(rows)):
+        line = sorted((row for row in rows if (row["line"], row["protocol"], row["broker"]) == key), key=lambda row: row["rate_per_publisher"])
         x = [row["rate_per_publisher"] for row in line]
-        style = {"color": PALETTE[index % len(PALETTE)], "linestyle": "--" if protocol == "mqtt-sn" else "-", "marker": "o", "label": f"{protocol} ({broker})"}
-        left.plot(x, [math.nan if row["latency_p50_ms"] is None else row["latency_p50_ms"] for row in line], **style)
-        right.plot(x, [math.nan if row["loss_percent"] is None else row["loss_percent"] for row in line], **style)
-    for axis, label in ((left, "latency p50 (ms)"), (right, "loss (%)")):
+        style = {"color": PALETTE[index % len(PALETTE)], "linestyle": "--" if key[1] == "mqtt-sn" else "-", "marker": "o",
+                 "label": line_name(line[0]), "capsize": 3}
+        for axis, (value, spread, _) in zip(axes, panels):
+            axis.errorbar(x, [math.nan if row[value] is None else row[value] for row in line],
+                          yerr=[row[spread] or 0.0 for row in line], **style)
+    for axis, (_, _, label) in zip(axes, panels):
         axis.set_xscale("log")
         axis.set_xlabel("msg/s per publisher")
-        axis.set_ylabel(label)
+        axis.set_ylabel(label, fontsize=8)
         axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     figure.suptitle(rows[0]["shape"], fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=dpi)

@@ -12,8 +12,9 @@ from mqttlab.analysis import METRICS, Comparison
 Table = list[dict[str, Any]]
 SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
 HEADER_NOTE = (
-    "Every payload carries mqttlab's 16-byte measurement header, so 16 B is the smallest payload: "
-    "scenarios standing for a 1-byte payload (seed001) ran with 16 B."
+    "Payloads of 16 B and more carry mqttlab's 16-byte measurement header; smaller ones (the seeds' "
+    "1-byte messages) are measured by topic and sequence number (publishers.measure: topic-sequence), "
+    "as each run's summary states."
 )
 
 
@@ -110,9 +111,22 @@ def all_tables(comparison: Comparison) -> dict[str, Table]:
         "scenarios": scenarios_table(comparison),
         "runs": runs_table(comparison),
     }
+    from mqttlab.reports.overhead import bundling_table, connection_table, publish_table
+    from mqttlab.reports.paper import paper_statistics_table
+    from mqttlab.reports.rtt import rtt_table
+
+    tables["paper_statistics"] = paper_statistics_table(comparison)
     sweep = sweep_table(comparison)
     if sweep:  # only comparisons that sweep the rate or the protocol (seed004) have this table
         tables["rate_sweep"] = sweep
+    rtt = rtt_table(comparison)
+    if rtt:  # round-trip runs (seed002): their figures, and the protocol overhead they were about
+        tables["rtt"] = rtt
+        tables["overhead_connection"] = connection_table(comparison)
+        tables["overhead_publish"] = publish_table(comparison)
+    bundling = bundling_table(comparison)
+    if bundling:
+        tables["bundling"] = bundling
     return tables
 
 

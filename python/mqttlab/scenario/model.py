@@ -102,7 +102,7 @@ def _payload_shorthand(value: object) -> object:
 def _payload_schema_with_shorthand(schema: dict) -> None:
     # The before-validator accepts a bare size; say so in the published schema too.
     distributions = {"oneOf": schema.pop("oneOf"), "discriminator": schema.pop("discriminator")}
-    schema["anyOf"] = [{"type": "integer", "minimum": 16}, {"type": "string"}, distributions]
+    schema["anyOf"] = [{"type": "integer", "minimum": 1}, {"type": "string"}, distributions]
 
 
 Payload = Annotated[
@@ -118,12 +118,24 @@ class Publishers(_Section):
     topic: TopicTemplate = Field("bench/%i", description="%i = publisher index, %c = client id")
     qos: Literal[0, 1, 2] = 1
     retain: bool = False
-    rate: float = Field(100.0, ge=0, description="Messages per second per publisher")
-    arrival: Literal["constant", "poisson"] = "constant"
+    rate: float = Field(100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed)")
+    arrival: Literal["constant", "poisson", "closed"] = Field(
+        "constant",
+        description="Open loop: constant or poisson schedule at `rate`. closed: the next message is sent when the previous one completed (complete_on) plus think_time",
+    )
+    complete_on: Literal["ack", "delivery"] = Field(
+        "ack",
+        description="Closed loop: ack = PUBACK/PUBCOMP (QoS 1/2); delivery = also received by every subscriber owed it (the echo back in round-trip mode)",
+    )
+    think_time: Duration = Field(0.0, ge=0, le=3600, description="Closed loop: pause between a message's completion and the next send")
+    measure: Literal["header", "topic-sequence"] = Field(
+        "header",
+        description="header: a 16-byte header in every payload (payload >= 16 B). topic-sequence: each publisher on its own topic, the payload carries the sequence number modulo 256^size (payload >= 1 B; one engine process)",
+    )
     messages: Optional[int] = Field(None, ge=1, description="Per publisher; null = run for load.duration")
     payload: Payload = Field(
         default_factory=lambda: FixedPayload(size=64),
-        description='Bytes (64, "1KB") or a size distribution; every payload starts with a 16-byte header',
+        description='Bytes (64, "1KB") or a size distribution; with measure: header every payload starts with a 16-byte header',
         json_schema_extra=_payload_schema_with_shorthand,
     )
     inflight: int = Field(100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
@@ -150,6 +162,9 @@ class Load(_Section):
     grace: Duration = Field(2.0, description="Wait for in-flight deliveries after the last send")
     connect_rate: float = Field(0.0, ge=0, description="New connections per second, 0 = unlimited")
     seed: int = Field(1, ge=0, le=2**64 - 1)
+    deadline: Optional[Duration] = Field(
+        None, gt=0, description="A delivery later than this after its message's intended send time counts as late, and late counts as lost; needs grace >= deadline"
+    )
 
 
 class Options(_Section):
@@ -162,6 +177,11 @@ class Options(_Section):
     threads: int = Field(
         0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
+    )
+    capture: bool = Field(
+        False,
+        description="Capture the run's MQTT traffic with tshark and report message bundling, as `mqttlab run --capture` "
+                    "(a suite's runs too); where it cannot, the run goes on and its summary says why",
     )
 
 

@@ -64,25 +64,64 @@ def _client_problems(s: Scenario) -> list[Problem]:
 def _payload_problems(s: Scenario) -> list[Problem]:
     smallest, largest = payload_size_bounds(s.publishers.payload)
     problems = []
-    if smallest < HEADER_BYTES:
+    if s.publishers.measure == "header" and smallest < HEADER_BYTES:
         problems.append(
             Problem(
                 "publishers.payload",
-                f"every payload must be at least {HEADER_BYTES} bytes, the size of the measurement header (got {smallest:g})",
+                f"every payload must be at least {HEADER_BYTES} bytes with publishers.measure: header, the size of the measurement header "
+                f"(got {smallest:g}); for smaller payloads set publishers.measure: topic-sequence",
+                ("publishers.measure",),
             )
         )
+    if s.publishers.measure == "topic-sequence":
+        problems += _topic_sequence_problems(s, smallest)
     if largest > MAX_PAYLOAD and s.publishers.payload.dist in ("fixed", "uniform"):
         problems.append(Problem("publishers.payload", f"must be at most {MAX_PAYLOAD} bytes, the MQTT packet limit (got {largest:g})"))
     return problems
 
 
+def _topic_sequence_problems(s: Scenario, smallest: float) -> list[Problem]:
+    """The topic-sequence method names the publisher by its topic: every publisher needs its own."""
+    problems = []
+    if smallest < 1:
+        problems.append(Problem("publishers.payload", f"must be at least 1 byte with publishers.measure: topic-sequence (got {smallest:g})", ("publishers.measure",)))
+    topic, client_id = s.publishers.topic, s.publishers.client_id
+    distinct = "%i" in topic or ("%c" in topic and "%i" in client_id)
+    if s.publishers.count > 1 and not distinct:
+        problems.append(
+            Problem(
+                "publishers.topic",
+                f"must give each publisher its own topic with publishers.measure: topic-sequence (put %i in it; got {topic!r})",
+                ("publishers.measure", "publishers.count"),
+            )
+        )
+    if s.transport.kind == "mqtt-sn":
+        problems.append(Problem("publishers.measure", "topic-sequence is MQTT only, not over MQTT-SN", ("transport.kind",)))
+    return problems
+
+
 def _timing_problems(s: Scenario) -> list[Problem]:
     problems = []
+    closed = s.publishers.arrival == "closed"
+    if closed and s.publishers.complete_on == "ack" and s.publishers.qos == 0:
+        problems.append(
+            Problem("publishers.complete_on", "ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery", ("publishers.arrival", "publishers.qos"))
+        )
+    if closed and s.load.grace <= 0:
+        problems.append(Problem("load.grace", "must be > 0 with publishers.arrival: closed (a message not complete within it is given up)", ("publishers.arrival",)))
+    if closed and s.transport.kind == "mqtt-sn":
+        problems.append(Problem("publishers.arrival", "closed is MQTT only, not over MQTT-SN", ("transport.kind",)))
+    if not closed and s.publishers.think_time > 0:
+        problems.append(Problem("publishers.arrival", "publishers.think_time applies to closed loop: set arrival: closed", ("publishers.think_time",)))
+    if s.load.deadline is not None and s.load.grace < s.load.deadline:
+        problems.append(
+            Problem("load.grace", f"must be at least load.deadline ({s.load.deadline:g}s), or deliveries still within their deadline are cut off (got {s.load.grace:g}s)", ("load.deadline",))
+        )
     if s.load.warmup >= s.load.duration:
         problems.append(
             Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s)", ("load.duration",))
         )
-    if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None:
+    if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None and not closed:
         problems.append(
             Problem("publishers.rate", "must be greater than 0 unless publishers.messages is given", ("publishers.messages", "publishers.count"))
         )

@@ -4,6 +4,10 @@ otherwise) or a URL (an external broker, never started or stopped by us).
 Fresh state per replication is what makes replications independent: retained sessions,
 subscriptions and the allocator of a broker that ran the previous replication cannot leak into
 the next one.
+
+A launcher broker is configured as the step asks (`tuned`, `as-shipped`, or a config file; see
+`Launcher.configure`), and the configuration is recorded with the results (`config_record`). A URL
+broker's configuration is not ours to set; it is recorded as external.
 """
 
 from __future__ import annotations
@@ -33,15 +37,23 @@ def split_brokers(text: str) -> list[str]:
 class BrokerSource:
     """Hands out a broker per replication; `fresh=False` starts one and keeps it."""
 
-    def __init__(self, spec: str, workdir: Path, fresh: bool = True) -> None:
+    def __init__(self, spec: str, workdir: Path, fresh: bool = True, config: str | None = None) -> None:
         self.spec = spec
         self.workdir = Path(workdir)
         self.is_url = spec.startswith(_URL_SCHEMES)
         self.fresh = fresh and not self.is_url
         self.launcher = get_launcher(spec)  # UnknownBroker names the known ones
+        if config is not None and not self.is_url:
+            self.launcher.configure(config)
+            self.launcher.check_config()  # a bad mode or file is refused before any broker starts
         self._kept: RunningBroker | None = None
         self._count = itertools.count()
         self.version: str | None = None
+
+    def config_record(self) -> dict[str, object]:
+        if self.is_url:
+            return {"mode": "external", "note": "started and configured outside mqttlab"}
+        return self.launcher.config_record()
 
     @property
     def label(self) -> str:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from mqttlab import _engine
 from mqttlab.smc.broker import BrokerSource
+from mqttlab.smc.hostload import NO_LOAD, HostLoad, HostLoadSampler
 from mqttlab.smc.log import COLUMNS, MESSAGE_TYPES, CaseMeta, write_log
 
 UNIFORM = {m: 1.0 for m in MESSAGE_TYPES}
@@ -164,6 +165,8 @@ class ExploreSummary:
     messages: int
     failures: Counter
     elapsed_s: float
+    host_load: HostLoad = NO_LOAD
+    broker_config: dict[str, Any] = field(default_factory=dict)
 
 
 def explore(
@@ -176,17 +179,23 @@ def explore(
     seed: int = 0,
     walk: WalkSettings = WalkSettings(),
     fresh_broker: bool = True,
+    broker_config: str | None = None,
+    first_case: int = 0,
     on_case: Callable[[int, int, CaseResult], None] | None = None,
 ) -> ExploreSummary:
-    """Runs `cases` test cases and writes one log per case into `out`."""
+    """Runs `cases` test cases and writes one log per case into `out`.
+
+    `first_case` numbers the logs on from an earlier call into the same folder (explore in rounds);
+    the host's CPU load is sampled while the cases run and written to ``explore.json``."""
     if cases < 1 or length < 1:
         raise ValueError("cases and length must be at least 1")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     written, failures, messages, elapsed = [], Counter(), 0, 0.0
-    with BrokerSource(broker, out / "brokers", fresh=fresh_broker) as source:
-        for index in range(cases):
+    with BrokerSource(broker, out / "brokers", fresh=fresh_broker, config=broker_config) as source, \
+            HostLoadSampler() as sampler:
+        for index in range(first_case, first_case + cases):
             count = clients.draw(rng)
             case_seed = int(rng.integers(0, 2**63))
             with source.replication() as running:
@@ -198,6 +207,7 @@ def explore(
                 seed=case_seed,
                 extra={
                     "broker_version": source.version,
+                    "broker_config": source.config_record(),
                     "fresh_broker": source.fresh,
                     "length": length,
                     "weights": walk.weights,
@@ -218,6 +228,9 @@ def explore(
                 on_case(index, count, result)
             if result.status == "interrupted":
                 break
-    summary = {"broker": broker, "cases": len(written), "messages": messages, "failures": dict(failures), "seed": seed}
+    load = sampler.result or NO_LOAD
+    summary = {"broker": broker, "broker_config": source.config_record(), "cases": len(written), "messages": messages,
+               "failures": dict(failures), "seed": seed, "host_cpu": load.to_dict()}
     (out / "explore.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return ExploreSummary(cases=written, messages=messages, failures=failures, elapsed_s=elapsed)
+    return ExploreSummary(cases=written, messages=messages, failures=failures, elapsed_s=elapsed, host_load=load,
+                          broker_config=source.config_record())

@@ -97,9 +97,15 @@ def fit_lognormal(rows: pd.DataFrame) -> LogNormalModel:
 def fit_gamma(rows: pd.DataFrame) -> GammaModel:
     _check_coverage(rows)
     y = np.maximum(rows["Latency_us"].to_numpy(float), _MIN_LATENCY_US)
-    fit = sm.GLM(y, _design(rows), family=sm.families.Gamma(sm.families.links.Log())).fit()
+    x = _design(rows)
+    glm = sm.GLM(y, x, family=sm.families.Gamma(sm.families.links.Log()))
+    fit = glm.fit(maxiter=1000)
     if not fit.converged:
-        raise LearnError("the gamma GLM did not converge (IRLS iteration limit); inspect learn.html for odd data")
+        # On small logs IRLS can fall into a two-cycle (its deviance alternating between two values).
+        # Newton's method on the same likelihood, started from the log-scale OLS, reaches the maximum.
+        fit = glm.fit(method="newton", start_params=sm.OLS(np.log(y), x).fit().params, maxiter=200)
+        if not fit.mle_retvals.get("converged", False):
+            raise LearnError("the gamma GLM did not converge (IRLS and Newton); inspect learn.html for odd data")
     return GammaModel(coef=fit.params.tolist(), stderr=fit.bse.tolist(), shape=float(1.0 / fit.scale))
 
 

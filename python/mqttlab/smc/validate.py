@@ -52,6 +52,7 @@ class ValidateSettings:
     timeout_ms: int = 5000
     fresh_broker: bool = True
     many_clients: int = 130
+    broker_config: str | None = None  # tuned, as-shipped or a file; None: the launcher's default (tuned)
 
 
 def outcome_matrix(runs: list[ProfileRun], clients: int, thresholds_ms: list[float]) -> np.ndarray:
@@ -161,11 +162,12 @@ def validate(
         raise ValueError("--replications must be at least 2 (the interval needs the spread between replications)")
     if not 0 < settings.confidence < 1:
         raise ValueError(f"--confidence must be strictly between 0 and 1, got {settings.confidence!r}")
-    with BrokerSource(broker, Path(workdir) / "brokers", fresh=settings.fresh_broker) as source:
+    with BrokerSource(broker, Path(workdir) / "brokers", fresh=settings.fresh_broker, config=settings.broker_config) as source:
         measured = pd.concat(
             [measure(source, profile, n, thresholds_ms, settings, on_replication) for n in clients], ignore_index=True
         )
         measured.insert(0, "broker", source.label)
+        measured.insert(1, "broker_config", source.config_record()["mode"])
     prediction_settings = PredictionSettings(length=settings.length, seed=settings.seed, samples=settings.prediction_samples)
     for name, model in models.items():
         predicted = predict(model, profile, clients, thresholds_ms, prediction_settings).table

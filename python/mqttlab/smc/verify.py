@@ -40,6 +40,7 @@ import pandas as pd
 from mqttlab import _engine
 from mqttlab.smc.broker import BrokerSource
 from mqttlab.smc.explore import WalkSettings, engine_config, run_id
+from mqttlab.smc.hostload import NO_LOAD, HostLoad, HostLoadSampler
 from mqttlab.smc.log import OUTCOME_OK
 from mqttlab.smc.profiles import UsageProfile
 from mqttlab.smc.sprt import ACCEPT_H0, ACCEPT_H1, SPRT
@@ -244,6 +245,7 @@ class VerifySettings:
     seed: int = 0
     timeout_ms: int = 5000
     fresh_broker: bool = True
+    broker_config: str | None = None  # tuned, as-shipped or a file; None: the launcher's default (tuned)
 
 
 def hypotheses_for(
@@ -272,26 +274,35 @@ def verify(
     settings: VerifySettings = VerifySettings(),
     on_run: Callable[[str, int, ProfileRun], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    on_load: Callable[[str, int, HostLoad], None] | None = None,
 ) -> pd.DataFrame:
     """One real-time run per broker and client count answers every threshold of that count.
 
-    `progress` is handed to the engine: ``{"messages": n, "elapsed_s": s}`` about every 100 ms."""
+    `progress` is handed to the engine: ``{"messages": n, "elapsed_s": s}`` about every 100 ms.
+    The host's CPU load is sampled during each run: in the table's ``host_cpu_*`` columns, and
+    handed to `on_load` so that a caller can add the runs up."""
     tests = {h: h.test(settings.alpha, settings.beta) for h in hypotheses}  # validates all first
     rows = []
     for broker in brokers:
-        with BrokerSource(broker, Path(workdir) / "brokers", fresh=settings.fresh_broker) as source:
+        with BrokerSource(broker, Path(workdir) / "brokers", fresh=settings.fresh_broker,
+                          config=settings.broker_config) as source:
             for count in sorted({h.clients for h in hypotheses}):
                 mine = [h for h in hypotheses if h.clients == count]
                 cap = max(sample_cap(tests[h]) for h in mine)
-                with source.replication() as running:
+                with source.replication() as running, HostLoadSampler() as sampler:
                     run = run_profile(
                         running.host, running.port, profile, count, settings.length, cap,
                         [(h.threshold_ms, tests[h]) for h in mine],
                         seed=settings.seed, timeout_ms=settings.timeout_ms, progress=progress,
                     )
+                load = sampler.result or NO_LOAD
                 if on_run is not None:
                     on_run(source.label, count, run)
-                rows.extend(asdict(decide(run, h, tests[h], source.label, cap)) for h in mine)
+                if on_load is not None:
+                    on_load(source.label, count, load)
+                extra = {"broker_config": source.config_record()["mode"], "host_cpu_mean": load.mean_share,
+                         "host_cpu_max": load.max_share}
+                rows.extend({**asdict(decide(run, h, tests[h], source.label, cap)), **extra} for h in mine)
                 if run.stopped == "interrupted":
                     return pd.DataFrame(rows)
     return pd.DataFrame(rows)

@@ -136,22 +136,32 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario_problems(name: str, data: dict[str, Any], transport: str) -> list[Problem]:
+    """Every problem of one run's scenario keys, as `mqttlab run` will see them."""
     trial = copy.deepcopy(data)
-    if transport == "tls" and "network" in data:
-        # `mqttlab run` launches this broker inside the emulated network, over its TLS listener.
-        set_by_path(trial, "launch.tls", True)
-        trial.pop("broker", None)
-        try:
-            validate_scenario(dict(trial, broker="mosquitto"), source=name)
-        except ScenarioError as error:
-            return [Problem(f"[{name}] {problem.path}" if problem.path else f"[{name}]", problem.message) for problem in error.problems]
-        return []
-    trial["broker"] = PLACEHOLDER_URL[transport]
-    if transport == "tls":
-        # The CA exists only once the broker has started; validate the rest as if verified.
-        set_by_path(trial, "tls.insecure", True)
+    if "network" in data:
+        # `mqttlab run` launches this broker itself, inside the emulated network (by name), over
+        # its TLS listener for a tls variant.
+        trial["broker"] = "mosquitto"
+        if transport == "tls":
+            set_by_path(trial, "launch.tls", True)
+    else:
+        # The suite launches this broker and hands the run its URL; `launch` is the suite's, and
+        # is checked alone. The CA exists only once the broker has started: a tls run is checked
+        # as if verified.
+        launch = trial.pop("launch", None)
+        trial["broker"] = PLACEHOLDER_URL[transport]
+        if transport == "tls":
+            set_by_path(trial, "tls.insecure", True)
+        if launch is not None:
+            problems = _problems_of(name, {"broker": "mosquitto", "launch": launch})
+            if problems:
+                return problems
+    return _problems_of(name, trial)
+
+
+def _problems_of(name: str, scenario: dict[str, Any]) -> list[Problem]:
     try:
-        validate_scenario(trial, source=name)
+        validate_scenario(scenario, source=name)
     except ScenarioError as error:
         return [Problem(f"[{name}] {problem.path}" if problem.path else f"[{name}]", problem.message) for problem in error.problems]
     return []

@@ -1,0 +1,681 @@
+"""The paper vs this run: each figure of a seed's paper file beside ours for the same configuration,
+with the ratio or difference, and a verdict on each of the paper's claims.
+
+Where our figure comes from is the figure's `reproduce:` mapping in the paper file (paper_file.py):
+a suite's runs (a Comparison, which already keeps each whole configuration apart, so a row never
+averages different configurations), a computation (deterministic figures), or seed 000's
+`mqttlab smc paper` directory. Deterministic figures (`exact: true`) must be equal; when they are
+not, the row is flagged and says why (the inputs that differ from the paper's)."""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Union
+
+from mqttlab.analysis.compare import BrokerGroup, Comparison
+from mqttlab.analysis.configuration import scenario_value
+from mqttlab.analysis.paper_file import Check, Claim, Figure, PaperFile, Reproduce, load_paper, paper_path
+
+# Row statuses.
+MATCHES = "matches"  # exact figure, equal
+DIFFERS = "differs"  # exact figure, not equal: flagged
+AGREES = "agrees"  # in the paper's range, or within the mapping's tolerance factor
+DISAGREES = "disagrees"
+NO_PAPER_NUMBER = "no number in the paper"  # a plot without numbers: ours shown, nothing to compare
+NOT_MEASURED = "not measured in these results"
+NOT_HERE = "not reproducible here"
+MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES)
+
+HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", "not measured here", "not judged"
+
+# Keys of a dict-valued exact figure that still depend on the host (an SPRT row's wall time):
+# compared with the tolerance, never flagged.
+HOST_DEPENDENT_KEYS = {"time_s"}
+FRAME_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32 with timestamps, as seed 002's captures counted
+
+Value = Union[float, str, list, dict, None]
+
+
+@dataclass
+class FigureRow:
+    figure: str
+    quote: str
+    kind: str
+    unit: Optional[str]
+    exact: bool
+    paper: Value
+    ours: Value
+    status: str
+    scenario: Optional[str] = None
+    broker: Optional[str] = None
+    runs: Optional[int] = None
+    source: str = ""  # what ours is: "mean of 5 runs", "computed", "smc table2", or why not here
+    ratio: Optional[float] = None  # ours / paper's, single numbers only
+    difference: Optional[float] = None  # ours - paper's
+    flagged: bool = False
+    reason: str = ""  # why a flagged figure differs, or why it is not measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ClaimVerdict:
+    claim: str
+    text: str
+    verdict: str
+    evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PaperSection:
+    seed: str
+    title: str
+    source: str  # the paper file
+    rows: list[FigureRow]
+    claims: list[ClaimVerdict]
+
+    @property
+    def flagged(self) -> list[FigureRow]:
+        return [row for row in self.rows if row.flagged]
+
+    def coverage(self) -> dict[str, int]:
+        figures = {row.figure: row for row in self.rows}
+        return {"figures": len(figures), "not_here": sum(r.status == NOT_HERE for r in figures.values()),
+                "measured": len({r.figure for r in self.rows if r.status in MEASURED or (r.status == NO_PAPER_NUMBER and r.ours is not None)})}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "title": self.title, "source": self.source, "coverage": self.coverage(),
+                "figures": [row.to_dict() for row in self.rows], "claims": [claim.to_dict() for claim in self.claims]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Which paper applies
+
+
+def paper_name_for(paths: Iterable[Path]) -> Optional[str]:
+    """The built-in paper of the suite the results come from: the suite directory's suite.yaml
+    names it (`name: seed003`); None when no path is a suite directory of a seed."""
+    import yaml
+
+    for path in paths:
+        for candidate in (Path(path), *Path(path).parents[:4]):  # a run lies at <suite>/runs/<scenario>/<broker>/rep-N
+            copy = candidate / "suite.yaml"
+            if not copy.is_file():
+                continue
+            try:
+                name = (yaml.safe_load(copy.read_text(encoding="utf-8")) or {}).get("name")
+            except (OSError, ValueError):
+                continue
+            if name:
+                try:
+                    paper_path(str(name))
+                    return str(name)
+                except Exception:  # a suite without a paper file
+                    return None
+    return None
+
+
+def is_smc_directory(path: Path) -> bool:
+    """A `mqttlab smc paper` output directory (seed 000), not a results directory."""
+    return (Path(path) / "paper.json").is_file() and (Path(path) / "table3-4-sprt.csv").exists()
+
+
+def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[str] = None) -> Optional[PaperSection]:
+    """Sets `comparison.paper` to the section of `paper`, or of the seed whose suite the results
+    come from; leaves it None when neither applies. A malformed paper file raises PaperFileError."""
+    name = paper if paper is not None else paper_name_for(paths)
+    if name is None:
+        return None
+    comparison.paper = paper_section(name, comparison)
+    return comparison.paper
+
+
+# ------------------------------------------------------------------------------------------------
+# The section
+
+
+def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Comparison] = None,
+                  smc_directory: Optional[Path] = None) -> PaperSection:
+    """Every figure of the paper beside ours from `comparison` (a suite's runs) and/or a seed-000
+    `smc paper` directory, and a verdict per claim."""
+    source = str(paper_path(paper)) if not isinstance(paper, PaperFile) else (paper.source or "")
+    if not isinstance(paper, PaperFile):
+        paper = load_paper(paper)
+    smc = SmcPaperResults(Path(smc_directory)) if smc_directory is not None else None
+    rows: list[FigureRow] = []
+    for figure in paper.figures:
+        rows += _figure_rows(figure, comparison, smc)
+    by_figure: dict[str, list[FigureRow]] = {}
+    for row in rows:
+        by_figure.setdefault(row.figure, []).append(row)
+    claims = [_verdict(claim, by_figure) for claim in paper.claims]
+    return PaperSection(paper.seed, paper.title, source, rows, claims)
+
+
+def _figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
+    how = figure.reproduce
+    paper = _paper_value(figure)
+    base = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
+    if how.not_here is not None:
+        return [FigureRow(**base, ours=None, status=NOT_HERE, source="", reason=how.not_here)]
+    if how.computed is not None:
+        found = _computed(figure, how, comparison)
+    elif how.smc is not None:
+        if smc is None:
+            return [FigureRow(**base, ours=None, status=NOT_MEASURED, source=f"smc {how.smc}",
+                              reason="seed 000's figures come from a `mqttlab smc paper` directory")]
+        found = smc.values(figure, how)
+    else:
+        found = _measured(how, comparison)
+    if not found:
+        where = f"scenario {how.scenario}" if how.scenario else (how.smc or how.computed or "")
+        return [FigureRow(**base, ours=None, status=NOT_MEASURED, source=where,
+                          reason=f"no run of {where}" + (f" on {how.broker}" if how.broker else "") + " in these results")]
+    rows = []
+    for match in found:
+        row = FigureRow(**base, ours=match.value, status="", scenario=match.scenario, broker=match.broker, runs=match.runs,
+                        source=match.source)
+        _judge(row, figure, how, match.inputs)
+        rows.append(row)
+    return rows
+
+
+@dataclass
+class _Ours:
+    value: Value
+    source: str
+    scenario: Optional[str] = None
+    broker: Optional[str] = None
+    runs: Optional[int] = None
+    inputs: str = ""  # for a computed figure: what it was computed from (the "why" of a difference)
+
+
+def _paper_value(figure: Figure) -> Value:
+    if figure.range is not None:
+        return list(figure.range)
+    if figure.values is not None:
+        return figure.values
+    return figure.value
+
+
+# ---- measured: a suite's runs -------------------------------------------------------------------
+
+
+def _base_name(label: str) -> str:
+    # Runs of one name configured differently are labelled "name [field=value, ...]" (compare.py).
+    return label.split(" [", 1)[0]
+
+
+def _broker_matches(label: str, wanted: Optional[list[str]]) -> bool:
+    return wanted is None or any(label == name or label.startswith(name + " (") for name in wanted)
+
+
+def _groups(how: Reproduce, comparison: Optional[Comparison]) -> list[tuple[str, str, BrokerGroup]]:
+    if comparison is None or how.scenario is None:
+        return []
+    wanted = [how.broker] if how.broker else how.brokers
+    return [(scenario.scenario, broker, group) for scenario in comparison.scenarios
+            if fnmatch.fnmatchcase(_base_name(scenario.scenario), how.scenario)
+            for broker, group in scenario.groups.items() if _broker_matches(broker, wanted)]
+
+
+def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
+    found = []
+    for scenario, broker, group in _groups(how, comparison):
+        value = group_value(group, how.metric or "", how.statistic)
+        if value is None:
+            continue
+        n = len(group.runs)
+        found.append(_Ours(value, f"{how.metric}, {'best' if how.statistic == 'best' else 'mean'} of {n} run{'s' * (n != 1)}",
+                           scenario, broker, n))
+    if how.aggregate == "range" and found:
+        numbers = [f.value for f in found if isinstance(f.value, (int, float))]
+        if not numbers:
+            return []
+        return [_Ours([min(numbers), max(numbers)], f"{how.metric}: range over {len(numbers)} broker/configuration groups",
+                      how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in found)), sum(f.runs or 0 for f in found))]
+    return found
+
+
+def group_value(group: BrokerGroup, metric: str, statistic: str = "mean") -> Value:
+    """Our figure `metric` (paper_file.METRIC_UNITS) of one scenario on one broker."""
+    def pick(key: str) -> Optional[float]:
+        estimate = group.estimates[key]
+        return estimate.best if statistic == "best" else estimate.mean
+
+    if metric == "latency_mean_sd":
+        from mqttlab.reports.paper import paper_sd  # which SD the seeds drew lives with their statistics table
+
+        mean = pick("latency_mean")
+        sd, _ = paper_sd(group)
+        return None if mean is None else {"mean": mean, "std": sd}
+    if metric == "broker_cpu_percent":
+        cores = pick("broker_cpu")
+        return None if cores is None else 100.0 * cores
+    if metric == "sent":
+        sent = [(run.results.summary.get("messages") or {}).get("sent") for run in group.runs]
+        sent = [s for s in sent if s is not None]
+        if not sent:
+            return None
+        return float(max(sent)) if statistic == "best" else sum(sent) / len(sent)
+    if metric in group.estimates:
+        return pick(metric)
+    return None
+
+
+# ---- computed: deterministic figures -----------------------------------------------------------
+
+
+def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
+    config = figure.config
+    extra = FRAME_HEADERS if how.layer == "frame" else 0
+    layer = " + 66 B of Ethernet/IP/TCP headers" if extra else ""
+    if how.computed == "ack_bytes":
+        from mqttlab.netem.overhead import ACK_PACKET
+
+        return [_Ours(ACK_PACKET + extra, "computed from the MQTT 3.1.1 encoding", inputs=f"fixed header 2 + packet id 2{layer}")]
+    if how.computed in ("connack_bytes", "disconnect_bytes"):
+        # CONNACK: fixed header 2 + flags 1 + return code 1; DISCONNECT: fixed header 2 (MQTT 3.1.1).
+        size, parts = (4, "fixed header 2 + flags 1 + return code 1") if how.computed == "connack_bytes" else (2, "fixed header 2")
+        return [_Ours(size + extra, "computed from the MQTT 3.1.1 encoding", inputs=parts + layer)]
+    if how.computed == "ack_overhead":
+        from mqttlab.netem.overhead import ACK_PACKET
+
+        # Per PUBLISH exchange: each acknowledgement (PUBACK / PUBREC / PUBREL / PUBCOMP) is 4 B of MQTT in
+        # a frame of its own; at QoS 0 nothing acknowledges the PUBLISH but TCP's bare 66-byte ACK.
+        n = how.packets or 0
+        value = {"mqtt": ACK_PACKET * n, "mqtt_tcp": (ACK_PACKET + FRAME_HEADERS) * n if n else FRAME_HEADERS}
+        return [_Ours(value, "computed from the MQTT 3.1.1 encoding and a 66-byte Ethernet/IP/TCP frame",
+                      inputs=f"{n} acknowledgement(s) of 4 B" + (", each in its own frame" if n else ", a bare TCP ACK"))]
+    if how.computed == "chernoff_samples":
+        from mqttlab.smc.stats import chernoff_sample_size
+
+        epsilon, delta = float(config["epsilon"]), float(config["delta"])
+        return [_Ours(chernoff_sample_size(epsilon, delta), "computed: mqttlab.smc chernoff_sample_size",
+                      inputs=f"ε = {epsilon:g}, δ = {delta:g}: ⌈ln(2/δ) / (2ε²)⌉")]
+    if how.computed == "sprt_samples_all_successes":
+        from mqttlab.smc.sprt import SPRT
+
+        p0, p1, alpha, beta = (float(config[k]) for k in ("p0", "p1", "alpha", "beta"))
+        result = SPRT(p0, p1, alpha, beta).run(itertools.repeat(True))
+        return [_Ours(result.samples, "computed: mqttlab.smc SPRT on a stream of successes",
+                      inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success")]
+    found = []
+    for scenario, broker, group in _groups(how, comparison) if how.scenario else _all_groups(comparison):
+        data = group.runs[0].results.scenario
+        if how.computed == "publish_overhead":
+            value, inputs = _publish_overhead(data)
+        else:  # connect_bytes
+            value, inputs = _connect(data)
+            if _number(figure.value) and int(figure.value) - extra != value:
+                # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
+                implied = int(inputs.split("client id ", 1)[1].split(" B", 1)[0]) + int(figure.value) - extra - value
+                inputs += f" (the paper's {figure.value} B imply a client id of {implied} B without credentials)"
+        found.append(_Ours(value + extra, "computed from the MQTT encoding of the run's packet", scenario, broker,
+                           len(group.runs), inputs + layer))
+    return found
+
+
+def _all_groups(comparison: Optional[Comparison]) -> list[tuple[str, str, BrokerGroup]]:
+    if comparison is None:
+        return []
+    return [(s.scenario, b, g) for s in comparison.scenarios for b, g in s.groups.items()]
+
+
+def _publish_overhead(data: dict[str, Any]) -> tuple[int, str]:
+    from mqttlab.netem.overhead import publish_bytes
+
+    qos = int(scenario_value(data, "publishers.qos", 0) or 0)
+    topic = str(scenario_value(data, "publishers.topic", "")).replace("%i", "0")
+    payload = int(scenario_value(data, "publishers.payload.size", 0) or 0)
+    v5 = int(scenario_value(data, "mqtt.version", 3) or 3) == 5
+    total = publish_bytes(len(topic.encode()), payload, qos, v5)
+    overhead = total - payload
+    length_field = overhead - 1 - 2 - len(topic.encode()) - (2 if qos else 0) - (1 if v5 else 0)
+    inputs = (f"topic {len(topic.encode())} B, QoS {qos}, payload {payload} B: fixed header 1 + remaining length "
+              f"{length_field} + topic length 2 + topic {len(topic.encode())}" + (" + packet id 2" if qos else "")
+              + (" + properties 1" if v5 else ""))
+    return overhead, inputs
+
+
+def _connect(data: dict[str, Any]) -> tuple[int, str]:
+    from mqttlab.reports.overhead import connect_bytes  # the encoding of the engine's CONNECT lives there
+
+    version = int(scenario_value(data, "mqtt.version", 3) or 3)
+    client_id = str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")).replace("%i", "0")
+    username, password = scenario_value(data, "mqtt.username"), scenario_value(data, "mqtt.password")
+    size = connect_bytes(client_id, 0, version, username, password)
+    return size, (f"MQTT {'5' if version == 5 else '3.1.1'}, client id {len(client_id.encode())} B"
+                  + (", with user name and password" if username is not None else ", no credentials"))
+
+
+# ---- judging a row -------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
+    paper, ours = row.paper, row.ours
+    if ours is None:
+        row.status, row.reason = NOT_MEASURED, "no value in these results"
+        return
+    if isinstance(paper, dict):
+        _judge_values(row, paper, ours if isinstance(ours, dict) else {}, how.tolerance)
+    elif isinstance(paper, list) and len(paper) == 2 and all(_number(v) for v in paper):
+        low, high = float(paper[0]), float(paper[1])
+        span = ours if isinstance(ours, list) else [ours, ours]
+        if not all(_number(v) for v in span):
+            row.status = NO_PAPER_NUMBER
+            return
+        # A range of ours (over brokers) agrees when it overlaps the paper's.
+        row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
+    elif _number(paper):
+        value = float(paper)
+        if isinstance(ours, list) and all(_number(v) for v in ours):
+            row.status = AGREES if all(_within(float(v), value, how.tolerance) for v in ours) else DISAGREES
+        elif _number(ours):
+            row.difference = float(ours) - value
+            row.ratio = float(ours) / value if value else None
+            if figure.exact:
+                row.status = MATCHES if math.isclose(float(ours), value, rel_tol=1e-9, abs_tol=1e-9) else DIFFERS
+            else:
+                row.status = AGREES if _within(float(ours), value, how.tolerance) else DISAGREES
+        else:
+            row.status = NO_PAPER_NUMBER
+    else:
+        row.status = NO_PAPER_NUMBER
+    if row.status == DIFFERS or (figure.exact and row.status == DISAGREES):
+        row.status, row.flagged = DIFFERS, True
+        row.reason = _why(row, figure, inputs)
+    elif figure.exact and row.status == AGREES:
+        row.status = MATCHES
+
+
+def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], tolerance: float) -> None:
+    """Key by key on the keys both have; exact figures must be equal except in host-dependent keys."""
+    compared, differing = 0, []
+    for key, theirs in paper.items():
+        mine = ours.get(key, ours.get(str(key)))
+        if theirs is None or mine is None or (isinstance(mine, float) and math.isnan(mine)):
+            continue
+        compared += 1
+        if _number(theirs) and _number(mine):
+            same = (math.isclose(float(mine), float(theirs), rel_tol=1e-9, abs_tol=1e-9) if row.exact and key not in HOST_DEPENDENT_KEYS
+                    else _within(float(mine), float(theirs), tolerance))
+        else:
+            same = str(mine) == str(theirs)
+        if not same:
+            differing.append(f"{key}: ours {_text(mine)}, the paper's {_text(theirs)}")
+    if not compared:
+        row.status = NO_PAPER_NUMBER
+        return
+    if "mean" in paper and _number(paper.get("mean")) and _number(ours.get("mean")):
+        row.difference = float(ours["mean"]) - float(paper["mean"])
+        row.ratio = float(ours["mean"]) / float(paper["mean"]) if paper["mean"] else None
+    row.status = AGREES if not differing else DISAGREES
+    row.reason = "; ".join(differing)
+
+
+def _within(ours: float, paper: float, tolerance: float) -> bool:
+    if paper == 0:
+        return ours == 0
+    ratio = ours / paper
+    return 1 / tolerance <= ratio <= tolerance
+
+
+def _why(row: FigureRow, figure: Figure, inputs: str) -> str:
+    """Why an exact figure differs: what ours was computed from, and the paper's configuration for it."""
+    parts = [f"ours {_text(row.ours)} ≠ the paper's {_text(row.paper)}"]
+    if row.reason:
+        parts.append(row.reason)
+    if inputs:
+        parts.append(f"ours from {inputs}")
+    stated = {k: v for k, v in figure.config.items() if k in ("topic_bytes", "qos", "packet", "layer", "h0", "h1", "p0", "p1")}
+    if stated:
+        parts.append("the paper's: " + ", ".join(f"{k} {v}" for k, v in stated.items()))
+    if figure.config.get("topic_bytes") is not None and "topic " in inputs:
+        mine = int(inputs.split("topic ", 1)[1].split(" B", 1)[0])
+        if mine != int(figure.config["topic_bytes"]):
+            parts.append(f"the topic differs: {mine} B here, {figure.config['topic_bytes']} B in the paper")
+    return "; ".join(parts)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "–".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if v is not None)
+    return str(value)
+
+
+value_text = _text
+
+
+# ---- claims ----------------------------------------------------------------------------------------
+
+
+def _verdict(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
+    if claim.not_here:
+        return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [claim.not_here])
+    if not claim.check:
+        evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}"
+                    for name in claim.figures for row in rows.get(name, []) if row.ours is not None]
+        return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE,
+                            evidence or ["no figure of this claim is measured in these results"])
+    outcomes = [_check(check, rows) for check in claim.check]
+    evidence = [line for _, lines in outcomes for line in lines]
+    results = [ok for ok, _ in outcomes]
+    if any(ok is False for ok in results):
+        verdict = DOES_NOT_HOLD
+    elif all(ok is None for ok in results):
+        verdict = NOT_MEASURED_HERE
+    else:
+        verdict = HOLDS
+        unmeasured = sum(ok is None for ok in results)
+        if unmeasured:
+            evidence.append(f"{unmeasured} of {len(results)} conditions not measured here")
+    return ClaimVerdict(claim.id, claim.text, verdict, evidence)
+
+
+def _at(row: FigureRow) -> str:
+    where = ", ".join(part for part in (row.scenario, row.broker) if part)
+    return f" ({where})" if where else ""
+
+
+def _scalar(row: FigureRow) -> Optional[float]:
+    value = row.ours
+    if isinstance(value, dict):
+        value = value.get("mean")
+    if isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value):
+        return (float(value[0]) + float(value[1])) / 2
+    return float(value) if _number(value) else None
+
+
+def _by_broker(rows: list[FigureRow]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        value = _scalar(row)
+        if value is not None:
+            out.setdefault(row.broker or "", []).append(value)
+    return out
+
+
+def _aligned(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[str, list[float]]]:
+    """Our values of each figure by broker, for comparing figures broker by broker; figures of one
+    broker each (Aedes vs Mosquitto) are compared with each other under one key."""
+    per_figure = [_by_broker(rows.get(name, [])) for name in names]
+    common = [b for b in per_figure[0] if all(b in figure for figure in per_figure)] if per_figure else []
+    if not common and per_figure and all(len(figure) == 1 for figure in per_figure):
+        return [{"": next(iter(figure.values()))} for figure in per_figure]
+    return [{b: figure[b] for b in common} for figure in per_figure]
+
+
+def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[bool], list[str]]:
+    """(True / False / None = not measured, the numbers it rests on)."""
+    if check.agree is not None:
+        measured = [row for name in check.agree for row in rows.get(name, []) if row.status in MEASURED]
+        if not measured:
+            return None, [f"not measured: {', '.join(check.agree)}"]
+        bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
+        lines = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)} → {row.status}" for row in measured]
+        return not bad, lines
+    if check.increasing is not None or check.decreasing is not None:
+        names = check.increasing or check.decreasing or []
+        rising = check.increasing is not None
+        per_figure = _aligned(names, rows)
+        brokers = list(per_figure[0]) if per_figure else []
+        if not brokers:
+            return None, [f"not measured together: {', '.join(names)}"]
+        lines, ok = [], True
+        for broker in brokers:
+            spans = [(min(f[broker]), max(f[broker])) for f in per_figure]
+            steady = all((a[1] < b[0]) if rising else (a[0] > b[1]) for a, b in zip(spans, spans[1:]))
+            ok &= steady
+            sign = " < " if rising else " > "
+            lines.append(f"{broker or 'ours'}: " + sign.join(f"{_text(s[0] if s[0] == s[1] else list(s))} ({n})" for s, n in zip(spans, names))
+                         + ("" if steady else " — not " + ("rising" if rising else "falling")))
+        return ok, lines
+    if check.best is not None:
+        candidates = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, []) if _scalar(row) is not None]
+        if not any(row.figure == check.best for row, _ in candidates):
+            return None, [f"not measured: {check.best}"]
+        winner, value = (max if check.higher_is_better else min)(candidates, key=lambda item: item[1])
+        ok = winner.figure == check.best
+        return ok, [f"best: {winner.figure}{_at(winner)} {_text(value)} (expected {check.best}; of "
+                    + ", ".join(f"{row.broker or row.figure} {_text(v)}" for row, v in candidates) + ")"]
+    if check.ratio is not None:
+        top, bottom = _aligned(check.ratio, rows)
+        brokers = list(top)
+        if not brokers:
+            return None, [f"not measured together: {' / '.join(check.ratio)}"]
+        low, high = check.within or (0.0, math.inf)
+        lines, ok = [], True
+        for broker in brokers:
+            a, b = sum(top[broker]) / len(top[broker]), sum(bottom[broker]) / len(bottom[broker])
+            ratio = a / b if b else math.inf
+            ok &= low <= ratio <= high
+            lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
+                         f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
+        return ok, lines
+    measured = [(row, _scalar(row)) for row in rows.get(check.figure or "", []) if _scalar(row) is not None]
+    if not measured:
+        return None, [f"not measured: {check.figure}"]
+    low, high = check.within or (0.0, math.inf)
+    ok = all(low <= v <= high for _, v in measured)
+    return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
+                for row, v in measured]
+
+
+# ------------------------------------------------------------------------------------------------
+# Seed 000: a `mqttlab smc paper` directory
+
+
+class SmcPaperResults:
+    """The tables `mqttlab smc paper` wrote (smc/paper.py): Table 2, Tables 3/4, predictions,
+    each broker's learned coefficients, and paper.json."""
+
+    def __init__(self, directory: Path):
+        import pandas as pd
+
+        self.directory = directory
+        if not is_smc_directory(directory):
+            raise FileNotFoundError(f"{directory}: not a `mqttlab smc paper` directory (no paper.json and table3-4-sprt.csv)")
+        self.about = json.loads((directory / "paper.json").read_text(encoding="utf-8"))
+        self.table2 = self._csv(pd, "table2-monte-carlo-time.csv")
+        self.sprt = self._csv(pd, "table3-4-sprt.csv")
+        self.predictions = self._csv(pd, "predictions.csv")
+
+    def _csv(self, pd: Any, name: str) -> Any:
+        path = self.directory / name
+        try:
+            return pd.read_csv(path)
+        except (OSError, ValueError):  # absent, or empty (a step that did not run)
+            return pd.DataFrame()
+
+    def values(self, figure: Figure, how: Reproduce) -> list[_Ours]:
+        broker = how.broker or str(figure.config.get("broker") or "")
+        source = f"smc paper: {how.smc}"
+        if how.smc == "table2":
+            part = self._rows(self.table2, broker, how.profile, model="paper")
+            if part is None:
+                return []
+            return [_Ours({int(r.clients): float(r.seconds) for r in part.itertuples()}, source + " (the paper's model), seconds",
+                          how.profile, broker, None)]
+        if how.smc == "sprt":
+            part = self._rows(self.sprt, broker, how.profile)
+            if part is None:
+                return []
+            part = part[(part["threshold_ms"] == how.threshold_ms) & (part["clients"] == how.clients)]
+            if part.empty:
+                return []
+            r = part.iloc[0]
+            value = {"h0": round(float(r["H0"]), 4), "h1": round(float(r["H1"]), 4), "result": r["result"],
+                     "mean_samples": _float(r.get("samples")), "time_s": _float(r.get("time_s"))}
+            return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", how.profile, broker, None)]
+        if how.smc == "predictions":
+            part = self._rows(self.predictions, broker, how.profile, model="paper")
+            if part is None:
+                return []
+            return [_Ours([float(part["p"].min()), float(part["p"].max())], source + ": range of P over clients × thresholds",
+                          how.profile, broker, None)]
+        learned = (self.about.get("learn") or {}).get(broker)
+        if how.smc == "r_squared":
+            return [_Ours(learned["r_squared_ols"], source, None, broker)] if learned else []
+        return self._coefficient(broker, how.term or "", source)
+
+    def _coefficient(self, broker: str, term: str, source: str) -> list[_Ours]:
+        import pandas as pd
+
+        path = self.directory / broker.replace("/", "_").replace(":", "_") / "learn" / "coefficients.csv"
+        if not path.is_file():
+            return []
+        table = pd.read_csv(path).set_index("term")
+        if term not in table.index:
+            return []
+        r = table.loc[term]
+        # Ours are fitted in µs, the paper's Listing 1.1 in ms.
+        value = {"estimate": float(r["Estimate"]) / 1000.0, "std_error": float(r["Std. Error"]) / 1000.0, "t_value": float(r["t value"])}
+        return [_Ours(value, source + " (ms)", term, broker)]
+
+    @staticmethod
+    def _rows(table: Any, broker: str, profile: Optional[str], model: Optional[str] = None) -> Any:
+        if table.empty or "broker" not in table:
+            return None
+        part = table[table["broker"] == broker]
+        if profile is not None and "profile" in part:
+            part = part[part["profile"] == profile]
+        if model is not None and "model" in part:
+            part = part[part["model"] == model]
+        return None if part.empty else part
+
+
+def _float(value: Any) -> Optional[float]:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+__all__ = [
+    "AGREES", "DIFFERS", "DISAGREES", "DOES_NOT_HOLD", "HOLDS", "MATCHES", "NOT_HERE", "NOT_JUDGED", "NOT_MEASURED",
+    "NOT_MEASURED_HERE", "NO_PAPER_NUMBER", "ClaimVerdict", "FigureRow", "PaperSection",
+    "SmcPaperResults", "attach_paper", "group_value", "is_smc_directory", "paper_name_for", "paper_section", "value_text",
+]

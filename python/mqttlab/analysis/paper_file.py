@@ -1,0 +1,260 @@
+"""A seed's paper as data (`suites/seed00N.paper.yaml`): every figure the paper states, the
+configuration it belongs to, the claims it rests on, and for each figure how mqttlab reproduces it
+(`reproduce:`). Read and checked here, once: every problem of a file is reported together, each
+naming its field (`figures[12] (publish-overhead).reproduce.metric: ...`).
+
+A figure's `reproduce:` is one of
+- `{not_here: reason}`: mqttlab cannot measure it here (a hardware fact, a broker no registry
+  offers, a WAN link, a plot without a number and no configuration of ours);
+- `{scenario: GLOB, metric: NAME, ...}`: a headline figure of the suite's runs whose scenario name
+  matches GLOB, per broker (`broker:` / `brokers:` narrow it), as the mean or best of the
+  repetitions, each matching configuration on its own row, or their range (`aggregate: range`);
+- `{computed: NAME, ...}`: a deterministic figure computed from the protocol or the paper's own
+  parameters (PUBLISH overhead for the run's topic, Chernoff sample size, SPRT samples on a stream
+  of successes); these must equal the paper's or the report says why not;
+- `{smc: TABLE, ...}`: seed 000, read from a `mqttlab smc paper` output directory.
+
+A claim's `check:` says how the runs judge it (every condition must hold); without one the claim
+is listed with the numbers it rests on and no verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mqttlab.suite.model import BUILTIN_DIR, PAPER_SUFFIX
+
+# Our figures a `metric:` may name, with their unit (the per-group extraction lives in paper_figures).
+METRIC_UNITS = {
+    "throughput": "msg/s",
+    "latency_mean": "ms",
+    "latency_p50": "ms",
+    "latency_p99": "ms",
+    "latency_max": "ms",
+    "latency_mean_sd": "ms",  # {mean, std}: the seeds' mean ± SD bars (which SD: reports/paper.py)
+    "loss": "%",
+    "broker_cpu": "cores",
+    "broker_cpu_percent": "%",  # one core busy = 100 %, as top and docker stats count
+    "broker_rss": "MB",
+    "broker_rss_mean": "MB",
+    "sent": "messages",  # messages a publisher sent in the run (seed 002's shark-fin counts)
+}
+COMPUTED = ("publish_overhead", "connect_bytes", "connack_bytes", "disconnect_bytes", "ack_bytes", "ack_overhead",
+            "chernoff_samples", "sprt_samples_all_successes")
+SMC_TABLES = ("table2", "sprt", "coefficient", "r_squared", "predictions")
+
+
+class PaperFileError(Exception):
+    """A paper file that cannot be read or is malformed; `problems` lists every one, each naming its field."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reproduce(_Strict):
+    not_here: Optional[str] = None
+    # from the suite's runs
+    scenario: Optional[str] = None  # a glob over the suite's scenario names (fnmatch)
+    metric: Optional[str] = None
+    broker: Optional[str] = None
+    brokers: Optional[list[str]] = None
+    statistic: Literal["mean", "best"] = "mean"
+    aggregate: Literal["each", "range"] = "each"
+    # computed; parameters that override the figure's config (e.g. layer: frame)
+    computed: Optional[str] = None
+    layer: Literal["mqtt", "frame"] = "mqtt"
+    packets: Optional[int] = Field(None, ge=0)  # ack_overhead: acknowledgements per exchange (QoS 0: none)
+    # seed 000's `smc paper` directory
+    smc: Optional[str] = None
+    profile: Optional[str] = None
+    threshold_ms: Optional[float] = None
+    clients: Optional[int] = None
+    term: Optional[str] = None
+    # a non-exact single value agrees when ours / paper's lies within [1/tolerance, tolerance]
+    tolerance: float = Field(2.0, gt=1.0)
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Reproduce":
+        sources = [name for name in ("not_here", "metric", "computed", "smc") if getattr(self, name) is not None]
+        if len(sources) != 1:
+            raise ValueError("give exactly one of not_here, metric (with scenario), computed or smc"
+                             + (f" (got {', '.join(sources)})" if sources else ""))
+        problems = []
+        if self.metric is not None:
+            if self.metric not in METRIC_UNITS:
+                problems.append(f"metric: unknown {self.metric!r}; choose among {', '.join(METRIC_UNITS)}")
+            if self.scenario is None:
+                problems.append("scenario: required with metric (a glob over the suite's scenario names)")
+        if self.computed is not None and self.computed not in COMPUTED:
+            problems.append(f"computed: unknown {self.computed!r}; choose among {', '.join(COMPUTED)}")
+        if self.computed == "publish_overhead" and self.scenario is None:
+            problems.append("scenario: required with computed: publish_overhead (the runs whose topic counts)")
+        if self.smc is not None and self.smc not in SMC_TABLES:
+            problems.append(f"smc: unknown {self.smc!r}; choose among {', '.join(SMC_TABLES)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Figure(BaseModel):
+    model_config = ConfigDict(extra="allow")  # free-form extras the reader added: printed, scope, claim, ...
+
+    id: str
+    quote: str
+    where: str
+    kind: str
+    unit: Optional[str] = None
+    exact: bool
+    config: dict[str, Any] = Field(default_factory=dict)
+    value: Any = None
+    values: Any = None
+    range: Optional[list[Optional[float]]] = None
+    note: Optional[str] = None
+    reproduce: Reproduce
+
+    @property
+    def has_number(self) -> bool:
+        if isinstance(self.value, (int, float)) and not isinstance(self.value, bool):
+            return True
+        if self.range and all(isinstance(v, (int, float)) for v in self.range):
+            return True
+        return isinstance(self.values, dict) and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values.values())
+
+
+class Check(_Strict):
+    """One condition of a claim, on our figures of the named paper figures."""
+
+    # every measured row of these figures agrees with the paper (exact equal, in range, within tolerance)
+    agree: Optional[list[str]] = None
+    # ours rises (or falls) along these figures, each taken as the mean of its rows
+    increasing: Optional[list[str]] = None
+    decreasing: Optional[list[str]] = None
+    # `expect` has the best value (highest if higher_is_better) of the rows of `among`
+    best: Optional[str] = None
+    among: Optional[list[str]] = None
+    higher_is_better: bool = True
+    # ours(first) / ours(second) lies in `within`
+    ratio: Optional[list[str]] = None
+    # our value(s) of one figure lie in `within`
+    figure: Optional[str] = None
+    within: Optional[list[float]] = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Check":
+        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "figure") if getattr(self, name) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of agree, increasing, decreasing, best (with among), ratio (with within), "
+                             "figure (with within)" + (f" (got {', '.join(kinds)})" if kinds else ""))
+        if self.best is not None and not self.among:
+            raise ValueError("among: required with best (the figures compared)")
+        if self.ratio is not None and (len(self.ratio) != 2 or self.within is None):
+            raise ValueError("ratio: give two figures and within: [low, high]")
+        if self.figure is not None and self.within is None:
+            raise ValueError("within: required with figure ([low, high])")
+        if self.within is not None and (len(self.within) != 2 or self.within[0] > self.within[1]):
+            raise ValueError("within: give [low, high] with low <= high")
+        return self
+
+    def figure_ids(self) -> list[str]:
+        ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or [])]
+        ids += [name for name in (self.best, self.figure) if name]
+        return ids
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    text: str
+    figures: list[str] = Field(default_factory=list)
+    check: Optional[list[Check]] = None
+    not_here: Optional[str] = None  # why no run here can judge it
+
+
+class PaperFile(BaseModel):
+    model_config = ConfigDict(extra="allow")  # setup, inconsistencies, suite_differences: free-form prose as data
+
+    seed: str
+    title: str
+    figures: list[Figure]
+    claims: list[Claim] = Field(default_factory=list)
+    source: Optional[str] = None
+
+    def figure(self, figure_id: str) -> Figure:
+        return next(f for f in self.figures if f.id == figure_id)
+
+
+def paper_path(name_or_path: Union[str, Path]) -> Path:
+    """`seed003` (a built-in paper beside the suites) or a path to a paper file."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    builtin = BUILTIN_DIR / f"{name_or_path}{PAPER_SUFFIX}"
+    if builtin.is_file():
+        return builtin
+    known = ", ".join(sorted(p.name.removesuffix(PAPER_SUFFIX) for p in BUILTIN_DIR.glob(f"*{PAPER_SUFFIX}"))) or "none"
+    raise PaperFileError(str(name_or_path), [f"--paper: no paper file {name_or_path!r} and no built-in one of that name (built-in: {known})"])
+
+
+def load_paper(name_or_path: Union[str, Path]) -> PaperFile:
+    path = paper_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise PaperFileError(str(path), [f"cannot read: {error}"]) from None
+    return validate_paper(data, str(path))
+
+
+def validate_paper(data: Any, source: str) -> PaperFile:
+    """The paper file, or PaperFileError with every problem: shape, then the ids claims refer to."""
+    if not isinstance(data, dict):
+        raise PaperFileError(source, ["the file must be a mapping with seed, title, figures and claims"])
+    try:
+        paper = PaperFile.model_validate(data)
+    except ValidationError as error:
+        raise PaperFileError(source, [_where(data, e["loc"]) + ": " + e["msg"].removeprefix("Value error, ") for e in error.errors()]) from None
+    problems = []
+    seen: set[str] = set()
+    for index, figure in enumerate(paper.figures):
+        if figure.id in seen:
+            problems.append(f"figures[{index}] ({figure.id}).id: duplicate id")
+        seen.add(figure.id)
+    for index, claim in enumerate(paper.claims):
+        for name in claim.figures:
+            if name not in seen:
+                problems.append(f"claims[{index}] ({claim.id}).figures: no figure {name!r}")
+        for number, check in enumerate(claim.check or []):
+            for name in check.figure_ids():
+                if name not in seen:
+                    problems.append(f"claims[{index}] ({claim.id}).check[{number}]: no figure {name!r}")
+    if problems:
+        raise PaperFileError(source, problems)
+    return paper
+
+
+def _where(data: dict[str, Any], loc: tuple[Any, ...]) -> str:
+    """A pydantic location as a field path, with the figure's or claim's id beside its index."""
+    parts: list[str] = []
+    current: Any = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if isinstance(current, list) and item < len(current):
+                current = current[item]
+                if isinstance(current, dict) and current.get("id"):
+                    label += f" ({current['id']})"
+            parts.append(label)
+        else:
+            parts.append(("." if parts else "") + str(item))
+            current = current.get(item) if isinstance(current, dict) else None
+    return "".join(parts) or "(top level)"

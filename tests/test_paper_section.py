@@ -1,0 +1,188 @@
+"""The suite report's "paper vs this run" section (issue 13): a seed's paper figures beside ours,
+the verdicts on its claims, and exact figures that differ flagged with the reason.
+
+Two real short round-trip runs against the embedded broker, laid out as seed 002's suite directory
+(suite.yaml names the suite, runs/<scenario>/<broker>/rep-1): one with the seed's 42-byte topic,
+whose PUBLISH overhead is the paper's 46 B, and one with a 3-byte topic, whose overhead is not."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mqttlab.analysis import compare_directories
+from mqttlab.analysis.paper_figures import (
+    DIFFERS, DOES_NOT_HOLD, HOLDS, MATCHES, NOT_HERE, NOT_MEASURED_HERE, attach_paper, paper_name_for, paper_section,
+)
+from mqttlab.analysis.paper_file import PaperFileError, load_paper, paper_path, validate_paper
+from mqttlab.cli import app as cli_app
+from mqttlab.reports import write_report_bundle
+
+cli_app._register()
+app = cli_app.app
+
+SEED_TOPIC = "mqttlab/seed002/round-trip/publisher-%i/msg"  # 42 bytes, as the seed's
+RUNS = {
+    # scenario name (as the seed002 suite names it) -> topic
+    "full-bandwidth-qos0-p1B-r10": SEED_TOPIC,
+    "full-bandwidth-qos0-p1B-r100": "t/%i",  # 3 bytes: 43 B less than the paper's overhead
+}
+
+
+def _scenario(name: str, topic: str) -> dict:
+    rate = int(name.rsplit("-r", 1)[1])
+    return {
+        "name": name,
+        "publishers": {"count": 1, "topic": topic, "reply_filter": topic + "/rtt", "qos": 0, "payload": "1B",
+                       "measure": "topic-sequence", "rate": rate},
+        "subscribers": {"count": 1, "filters": [topic], "echo_topic": topic + "/rtt", "qos": 0},
+        "load": {"duration": "1.5s", "warmup": "0.5s", "grace": "1s"},
+    }
+
+
+@pytest.fixture(scope="module")
+def suite_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("paper") / "seed002"
+    (root / "runs").mkdir(parents=True)
+    (root / "suite.yaml").write_text(yaml.safe_dump({"name": "seed002", "brokers": ["embedded"]}))
+    for name, topic in RUNS.items():
+        source = root.parent / f"{name}.yaml"
+        source.write_text(yaml.safe_dump(_scenario(name, topic)))
+        done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(source), "--out", str(root / "runs" / name / "embedded" / "rep-1"),
+                               "--json"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(suite_dir, tmp_path_factory) -> Path:
+    comparison = compare_directories([suite_dir])
+    assert attach_paper(comparison, [suite_dir]) is not None  # found from suite.yaml's name
+    out = tmp_path_factory.mktemp("report")
+    write_report_bundle(comparison, out, png=False)
+    return out
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_suite_names_its_paper(suite_dir):
+    assert paper_name_for([suite_dir]) == "seed002"
+    assert paper_name_for([suite_dir / "runs"]) == "seed002"
+
+
+def test_exact_publish_overhead_matches_with_the_papers_topic_and_is_flagged_with_another(suite_dir):
+    section = paper_section("seed002", compare_directories([suite_dir]))
+    rows = {row.scenario: row for row in section.rows if row.figure == "publish-overhead"}
+    same, other = rows["full-bandwidth-qos0-p1B-r10"], rows["full-bandwidth-qos0-p1B-r100"]
+    assert (same.paper, same.ours, same.status, same.flagged) == (46, 46, MATCHES, False)
+    assert (other.ours, other.status, other.flagged) == (7, DIFFERS, True)
+    assert "the topic differs: 3 B here, 42 B in the paper" in other.reason
+    assert [row for row in section.flagged if row.figure == "publish-overhead"] == [other]
+    # The engine's CONNECT carries a 13-byte client id: 27 B, not the paper's 25 B, and the row says so.
+    connect = [row for row in section.flagged if row.figure == "connect-mqtt-bytes"]
+    assert connect and all(row.ours == 27 and "client id 13 B" in row.reason for row in connect)
+    verdicts = {claim.claim: claim for claim in section.claims}
+    # One of the two runs has another topic: the claim "46 B in this setup" does not hold for all.
+    assert verdicts["publish-overhead-46"].verdict == DOES_NOT_HOLD
+    assert any("ours 7" in line for line in verdicts["publish-overhead-46"].evidence)
+    assert verdicts["qos-overhead-fixed"].verdict == HOLDS
+    assert verdicts["loss-25-aborts"].verdict == NOT_MEASURED_HERE
+
+
+def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(report):
+    html = (report / "report.html").read_text(encoding="utf-8")
+    assert "The paper vs this run" in html
+    assert "exact figure(s) differ from the paper" in html and 'class="worse flagged">publish-overhead' in html
+    assert "the topic differs: 3 B here, 42 B in the paper" in html
+    for verdict in (HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE):
+        assert f">{verdict}</span>" in html
+
+    rows = _rows(report / "paper_vs_ours.csv")
+    overhead = {row["scenario"]: row for row in rows if row["figure"] == "publish-overhead"}
+    assert overhead["full-bandwidth-qos0-p1B-r10"]["paper"] == "46" and overhead["full-bandwidth-qos0-p1B-r10"]["ours"] == "46"
+    assert overhead["full-bandwidth-qos0-p1B-r100"]["flagged"] == "True"
+    rtt = [row for row in rows if row["figure"] == "rtt-by-qos-and-payload"]
+    assert len(rtt) == 2 and all(float(row["ours"]) > 0 for row in rtt)  # our round trip (ms), one row per configuration
+    assert any(row["status"] == NOT_HERE and row["reason"] for row in rows)
+    claims = {row["claim"]: row["verdict"] for row in _rows(report / "paper_claims.csv")}
+    assert claims["qos-overhead-fixed"] == HOLDS and claims["rtt-milliseconds"] == HOLDS
+
+    paper = json.loads((report / "comparison.json").read_text())["paper"]
+    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 47
+    flagged = [row for row in paper["figures"] if row["flagged"]]
+    assert ("publish-overhead", 46, 7) in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
+    assert ("publish-overhead", 46, 46) not in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
+
+
+def test_compare_prints_the_paper_table_with_an_explicit_paper(suite_dir):
+    result = CliRunner().invoke(app, ["compare", str(suite_dir / "runs"), "--paper", "seed002"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "The paper (seed 002) vs this run" in result.output
+    assert "⚑ publish-overhead: ours 7 ≠ the paper's 46" in result.output
+    assert "publish-overhead-46" in result.output and DOES_NOT_HOLD in result.output
+
+
+def test_compare_names_an_unknown_paper(suite_dir):
+    result = CliRunner().invoke(app, ["compare", str(suite_dir), "--paper", "seed009"])
+    assert result.exit_code == 2
+    assert "--paper: no paper file 'seed009'" in result.output
+
+
+def test_every_builtin_paper_file_is_valid_and_maps_every_figure():
+    for n in range(5):
+        paper = load_paper(f"seed00{n}")
+        assert all(figure.reproduce is not None for figure in paper.figures)
+
+
+def test_a_bad_paper_file_reports_every_problem_naming_the_field():
+    data = yaml.safe_load(paper_path("seed002").read_text())
+    data["figures"][0]["reproduce"] = {"scenario": "x-*", "metric": "speed"}
+    del data["figures"][1]["reproduce"]
+    data["claims"][0]["check"] = [{"agree": ["no-such-figure"]}]
+    with pytest.raises(PaperFileError) as raised:
+        validate_paper(data, "seed002.paper.yaml")
+    problems = raised.value.problems
+    first, second = data["figures"][0]["id"], data["figures"][1]["id"]
+    assert any(p.startswith(f"figures[0] ({first}).reproduce") and "metric: unknown 'speed'" in p for p in problems)
+    assert any(p.startswith(f"figures[1] ({second}).reproduce") and "required" in p.lower() for p in problems)
+    # shape problems come first; the ids claims refer to are checked once the shape is right
+    data["figures"][0]["reproduce"] = {"not_here": "test"}
+    data["figures"][1]["reproduce"] = {"not_here": "test"}
+    with pytest.raises(PaperFileError) as raised:
+        validate_paper(data, "seed002.paper.yaml")
+    assert raised.value.problems == [f"claims[0] ({data['claims'][0]['id']}).check[0]: no figure 'no-such-figure'"]
+
+
+def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
+    """Seed 000 has no suite: `mqttlab compare --paper seed000 DIR` reads `smc paper`'s tables.
+    The directory is written by hand in the shape smc/paper.py writes (its pipeline takes minutes)."""
+    smc = tmp_path / "smc"
+    (smc / "mosquitto" / "learn").mkdir(parents=True)
+    (smc / "paper.json").write_text(json.dumps({"learn": {"mosquitto": {"r_squared_ols": 0.61}}}))
+    (smc / "table2-monte-carlo-time.csv").write_text("profile,broker,model,clients,samples,seconds\nUP2,mosquitto,paper,50,1060,3.5\n")
+    (smc / "table3-4-sprt.csv").write_text(
+        "profile,broker,threshold_ms,clients,H0,H1,result,samples,time_s,system\n"
+        "UP1,mosquitto,30.0,50,0.9,1.0,H1,44.0,120.0,\n"
+        "UP1,mosquitto,30.0,70,0.87,0.97,H1,60.0,200.0,\n")
+    (smc / "predictions.csv").write_text("broker,profile,model,clients,threshold_ms,p\nmosquitto,UP1,paper,50,30.0,0.99\n")
+    (smc / "mosquitto" / "learn" / "coefficients.csv").write_text(
+        "term,Estimate,Std. Error,t value,Pr(>|t|)\nActiveMsgs,1400.0,4.0,350.0,0.0\n")
+    result = CliRunner().invoke(app, ["compare", str(smc), "--paper", "seed000", "--out", str(tmp_path / "out")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    rows = {(row["figure"]): row for row in _rows(tmp_path / "out" / "paper_vs_ours.csv")}
+    assert rows["chernoff-samples"]["status"] == MATCHES and rows["chernoff-samples"]["ours"] == "1060"
+    assert rows["sprt-up1-t30-c50-mosquitto"]["status"] == MATCHES  # 44 successes in a row, forced
+    assert rows["sprt-up1-t30-c70-mosquitto"]["ours"].startswith("h0 0.87, h1 0.97, result H1")
+    assert rows["mc-time-up2-mosquitto"]["ours"] == "50 3.5"
+    assert rows["regression-mosquitto-active-msgs"]["ours"].startswith("estimate 1.4")  # µs → ms
+    assert "The paper vs this run" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
