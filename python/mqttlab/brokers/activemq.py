@@ -58,7 +58,7 @@ def _core(tag: str) -> str:
 class ActivemqLauncher(Launcher):
     name = "activemq"
     source = "Debian package activemq 5.17 (+ libmqtt-client-java for its MQTT codec)"
-    install_time = "about 20 s (apt: about 75 packages of Java libraries)"
+    install_time = "about 20 s (apt)"
     mqtt_versions = ("3.1", "3.1.1")
     has_tls = True
     start_timeout = 90.0  # a cold JVM and Spring/XBean context on a busy 2-core machine

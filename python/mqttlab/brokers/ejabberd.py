@@ -35,7 +35,7 @@ class EjabberdLauncher(Launcher):
     how_to_get = ("apt-get install ejabberd (Debian package; MQTT is its mod_mqtt), "
                   "or `mqttlab brokers install ejabberd` as root")
     source = "Debian package ejabberd (23.01 in Debian 12), module mod_mqtt"
-    install_time = "about 14 s (apt, with Erlang; measured on Debian 12)"
+    install_time = "about 14 s (apt, with Erlang)"
     mqtt_versions = ("3.1.1", "5")
     #: user name and password every client must send (any pair is accepted, none is refused):
     #: mqttlab's probes and load clients should use these when the scenario names none

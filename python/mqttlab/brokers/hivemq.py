@@ -82,7 +82,7 @@ def _set(parent: ET.Element, path: str, value: object) -> None:
 class HivemqLauncher(Launcher):
     name = "hivemq"
     source = f"Maven Central com.hivemq:{ARTIFACT}, run by mqttlab's HivemqMain (Java 11+)"
-    install_time = "about 30 s (mvn: 100 MB of jars from Maven Central, then javac)"
+    install_time = "about 30 s (mvn, 100 MB of jars; javac)"
     mqtt_versions = ("3.1", "3.1.1", "5")
     has_tls = True
     # Every one of these is Java 11 bytecode and serves QoS 0/1/2 on plain and TLS on Debian 12's

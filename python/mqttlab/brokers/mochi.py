@@ -53,9 +53,7 @@ class MochiLauncher(Launcher):
         f"proxy; needs Go >= 1.21, or Debian's golang-go, with which it builds {GO_1_19_VERSION})"
     )
     source = f"Go module {MODULE} (Go module proxy), built with mqttlab's runner by go build"
-    install_time = ("30-50 s from empty Go caches (32 s idle, 47 s on a busy 2-core machine; 2.3.0 with "
-                    "Debian's Go 1.19: 29 s plus apt-get install golang-go, 81 MB); another version once "
-                    "the caches are warm: 2-6 s")
+    install_time = "30-50 s (go build from empty caches)"
     mqtt_versions = ("3.1.1", "5")
     has_tls = True
     versions = MOCHI_VERSIONS

@@ -60,7 +60,7 @@ class RabbitmqLauncher(Launcher):
     how_to_get = ("apt-get install rabbitmq-server (Debian package, with the MQTT plugin), "
                   "or `mqttlab brokers install rabbitmq` as root")
     source = "Debian package rabbitmq-server (3.10.8 in Debian 12), plugin rabbitmq_mqtt"
-    install_time = "about 12 s (apt, with Erlang; measured on Debian 12)"
+    install_time = "about 12 s (apt, with Erlang)"
     mqtt_versions = ("3.1", "3.1.1")
     #: RabbitMQ 3.10's MQTT plugin has no QoS 2: it grants QoS 1 to QoS 2 subscriptions (allowed)
     #: and answers a QoS 2 PUBLISH with PUBACK instead of PUBREC (a protocol violation).

@@ -30,6 +30,8 @@ class UnavailableLauncher(Launcher):
     """A broker mqttlab knows by name but cannot install here; `find()` is always False."""
 
     tested_by_test_command = False
+    has_tls = False  # nothing to say about a broker that cannot run here
+    mqtt_versions = ()
 
     def __init__(self, missing: Missing) -> None:
         self.missing = missing
