@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from mqttlab.live_view import LiveProgress, snapshot_line
+from mqttlab.live_view import LiveProgress, snapshot_line, snapshot_table
 from mqttlab.summary_view import ms, print_summary
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 
@@ -33,6 +33,24 @@ def test_progress_line_shows_phase_clients_rates_latency_and_errors():
     line = snapshot_line(SNAPSHOT)
     for expected in ("3.0s", "measuring", "10p/9s", "sent 100/s", "acked 98/s", "received 99/s", "p50 0.287", "p99 –", "dropped 4", "errors 1"):
         assert expected in line, expected
+
+
+def test_progress_shows_how_far_the_run_is_and_the_time_left():
+    progress = {"elapsed_s": 4.0, "fraction": 0.4, "left_s": 128.0}
+    assert "40% done, 2m08s left" in snapshot_line(SNAPSHOT, progress)
+    buffer = io.StringIO()
+    Console(file=buffer, width=160).print(snapshot_table(SNAPSHOT, progress))
+    assert "40% done, 2m08s left" in buffer.getvalue() and "████████░" in buffer.getvalue()
+    assert "done" not in snapshot_line(SNAPSHOT, {"elapsed_s": None, "fraction": None, "left_s": None})
+
+
+def test_routing_warnings_and_followed_defaults_are_in_the_summary():
+    routing = {"publishers": 2, "subscribers": 2, "topics": ["sensors/%i", "sensors/0"], "filters": ["bench/%i", "bench/0"],
+               "unmatched_publishers": 2, "warnings": ["no subscriber is owed any message"]}
+    text = rendered(realistic_summary(routing=routing, defaults_followed={"subscribers.qos": "publishers.qos 2"}))
+    assert "TOPICS AND FILTERS DO NOT MEET" in text and "no subscriber is owed any message" in text
+    assert "sensors/0" in text and "bench/0" in text
+    assert "subscribers' QoS follows the publishers' (publishers.qos 2)" in text
 
 
 def test_progress_off_a_terminal_prints_one_line_per_snapshot():

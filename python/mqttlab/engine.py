@@ -107,10 +107,11 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "count": subs.count,
             "client_id": subs.client_id,
             "filters": list(subs.filters),
-            "qos": subs.qos,
+            "qos": subs.qos if subs.qos is not None else pubs.qos,
         },
         "load": {
-            "duration_ms": _ms(load.duration),
+            # 0 = no time limit: the run ends when every publisher sent its messages.
+            "duration_ms": _ms(load.duration) if load.duration is not None else 0,
             "warmup_ms": _ms(load.warmup),
             "grace_ms": _ms(load.grace),
             "connect_rate": float(load.connect_rate),

@@ -11,15 +11,32 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from mqttlab.live_state import format_seconds
 from mqttlab.summary_view import ms
 
+Progress = Optional[Mapping[str, Optional[float]]]  # RunState.progress(): elapsed_s, fraction, left_s
 
-def snapshot_line(snapshot: Mapping[str, Any]) -> str:
+
+def progress_text(progress: Progress) -> str:
+    """For example `42% done, 12s left` (parts unknown yet are left out); empty when nothing is known."""
+    if not progress:
+        return ""
+    parts = []
+    if progress.get("fraction") is not None:
+        parts.append(f"{progress['fraction']:.0%} done")
+    if progress.get("left_s") is not None:
+        parts.append(f"{format_seconds(progress['left_s'])} left")
+    return ", ".join(parts)
+
+
+def snapshot_line(snapshot: Mapping[str, Any], progress: Progress = None) -> str:
     connected = snapshot.get("connected") or {}
     total = snapshot.get("total") or {}
     interval = snapshot.get("interval") or {}
+    done = progress_text(progress)
     return (
         f"[{snapshot.get('t_s', 0):6.1f}s] {snapshot.get('phase', '?'):<10} "
+        + (f"{done}  " if done else "") +
         f"clients {connected.get('publishers', 0)}p/{connected.get('subscribers', 0)}s  "
         f"sent {interval.get('sent', 0)}/s acked {interval.get('acked', 0)}/s received {interval.get('received', 0)}/s  "
         f"e2e p50 {ms(interval.get('e2e_p50_us'))} p99 {ms(interval.get('e2e_p99_us'))} ms  "
@@ -27,11 +44,17 @@ def snapshot_line(snapshot: Mapping[str, Any]) -> str:
     )
 
 
-def snapshot_table(snapshot: Mapping[str, Any]) -> Table:
+def snapshot_table(snapshot: Mapping[str, Any], progress: Progress = None) -> Table:
     connected = snapshot.get("connected") or {}
     total = snapshot.get("total") or {}
     interval = snapshot.get("interval") or {}
-    table = Table(title=f"{snapshot.get('phase', '?')} · {snapshot.get('t_s', 0):.1f} s", title_justify="left")
+    title = f"{snapshot.get('phase', '?')} · {snapshot.get('t_s', 0):.1f} s"
+    done = progress_text(progress)
+    if done:
+        fraction = (progress or {}).get("fraction")
+        bar = "" if fraction is None else " " + "█" * round(20 * fraction) + "░" * (20 - round(20 * fraction))
+        title += f" ·{bar} {done}"
+    table = Table(title=title, title_justify="left")
     for column in ("clients", "sent/s", "acked/s", "received/s", "e2e p50 ms", "e2e p99 ms", "dropped", "errors"):
         table.add_column(column, justify="right")
     errors = total.get("errors", 0)
@@ -54,10 +77,11 @@ class LiveProgress:
     Nothing is shown until the first client has connected, so a run against an unreachable
     broker ends with its one error line and no display around it. `header` is printed first."""
 
-    def __init__(self, console: Console, enabled: bool = True, header: str = "") -> None:
+    def __init__(self, console: Console, enabled: bool = True, header: str = "", state: Any = None) -> None:
         self.console = console
         self.enabled = enabled
         self.header = header
+        self.state = state  # a live_state.RunState, for progress toward the end and time left
         self._started = False
         self._live: Optional[Live] = None
 
@@ -81,10 +105,11 @@ class LiveProgress:
         try:
             if not self._started:
                 self._start()
+            progress = self.state.progress() if self.state is not None else None
             if self._live is not None:
-                self._live.update(snapshot_table(snapshot), refresh=True)
+                self._live.update(snapshot_table(snapshot, progress), refresh=True)
             else:
-                self.console.print(snapshot_line(snapshot), markup=False, highlight=False, soft_wrap=True)
+                self.console.print(snapshot_line(snapshot, progress), markup=False, highlight=False, soft_wrap=True)
         except Exception as error:  # noqa: BLE001
             # An exception here would stop the engine's run: the display is not worth a measurement.
             self.enabled = False

@@ -213,6 +213,21 @@ class RunResources:
     def summary(self) -> dict[str, dict[str, float | int]]:
         return {name: summarize(s.samples).to_dict() for name, s in self.samplers.items()}
 
+    def current(self) -> dict[str, dict[str, float | None]]:
+        """Per process, the cores used between the last two readings and the last RSS, for a
+        live view; processes without two readings yet are left out."""
+        figures: dict[str, dict[str, float | None]] = {}
+        for name, sampler in self.samplers.items():
+            samples = sampler.samples[-2:]
+            if len(samples) < 2 or samples[1].mono_ns <= samples[0].mono_ns:
+                continue
+            seconds = (samples[1].mono_ns - samples[0].mono_ns) / NS_PER_S
+            figures[name] = {
+                "cpu_cores": max(0.0, samples[1].cpu_seconds - samples[0].cpu_seconds) / seconds,
+                "rss_bytes": float(samples[1].rss_bytes),
+            }
+        return figures
+
 
 def _cpu_at(samples: Sequence[ResourceSample], times: Sequence[int], at_ns: int) -> float | None:
     """Cumulative CPU seconds at `at_ns`, linearly interpolated between the samples around it

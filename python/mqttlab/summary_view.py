@@ -32,6 +32,8 @@ def ms(microseconds: Optional[float]) -> str:
 
 def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = None) -> RenderableType:
     parts: list[RenderableType] = [_headline(summary)]
+    if (summary.get("routing") or {}).get("warnings"):
+        parts.append(routing_panel(summary["routing"]))
     if summary.get("generator_limited"):
         parts.append(_generator_limited_warning(summary))
     parts += [_messages_table(summary), _latency_table(summary)]
@@ -67,6 +69,9 @@ def _headline(summary: Mapping[str, Any]) -> Text:
     method = measurement_line(summary.get("measurement"))
     if method:
         text.append(f"\n{method}", style="dim")
+    followed = followed_line(summary.get("defaults_followed"))
+    if followed:
+        text.append(f"\n{followed}", style="dim")
     if summary.get("error"):
         text.append(f"\nerror: {summary['error']}", style="red")
     return text
@@ -94,6 +99,61 @@ def measurement_line(measurement: Optional[Mapping[str, Any]]) -> str:
     if measurement.get("deadline_s") is not None:
         parts.append(f"loss deadline {measurement['deadline_s']:g} s after each send (late counts as lost)")
     return "; ".join(parts)
+
+
+FOLLOWED_WORDS = {
+    "subscribers.filters": "subscribers subscribe to the publish topic template ({0}; no filter given)",
+    "subscribers.qos": "subscribers' QoS follows the publishers' ({0})",
+    "load.duration": "no time limit ({0})",
+    "load.warmup": "no warm-up ({0})",
+}
+
+
+def followed_line(followed: Optional[Mapping[str, str]]) -> str:
+    """The defaults that took their value from what the user set, in one line."""
+    if not followed:
+        return ""
+    parts = []
+    for key, source in followed.items():
+        words = FOLLOWED_WORDS.get(key, key + " follows {0}")
+        parts.append(words.format(source.split(" ", 1)[-1] if key == "subscribers.filters" else source))
+    return "defaults: " + "; ".join(parts)
+
+
+def plan_line(plan: Mapping[str, Any], followed: Optional[Mapping[str, str]] = None) -> str:
+    """The planned load in words, totals spelled out, so a per-publisher rate cannot be misread
+    as the total: "10 publishers × 100 msg/s = 1,000 msg/s for 5 s (1 s warm-up) → 10 subscribers"."""
+    pubs, subs, load = plan["publishers"], plan["subscribers"], plan["load"]
+    count = pubs["count"]
+    duration = (load.get("duration_ms") or 0) / 1000
+    warmup = (load.get("warmup_ms") or 0) / 1000
+    if pubs.get("arrival") == "closed":
+        pace = f"{count:,} publishers, closed loop"
+    else:
+        pace = f"{count:,} publishers × {pubs['rate']:g} msg/s = {count * pubs['rate']:,.6g} msg/s"
+    amount = f", {pubs['messages']:,} messages each" if pubs.get("messages") else ""
+    span = f" for {duration:g} s ({warmup:g} s warm-up)" if duration else f" ({warmup:g} s warm-up)"
+    line = f"plan: {pace}{amount}{span} → {subs['count']:,} subscribers of {', '.join(subs['filters'])}, QoS {pubs['qos']}/{subs['qos']}"
+    notes = followed_line(followed)
+    return line + (f"\n{notes}" if notes else "")
+
+
+def routing_panel(routing: Mapping[str, Any], before: bool = False) -> Panel:
+    """The routing warnings with the publishers' topics and the subscribers' filters side by side."""
+    body = Table.grid(padding=(0, 3))
+    body.add_column()
+    body.add_column()
+    body.add_row(Text("publishers publish to", style="bold"), Text("subscribers subscribe to", style="bold"))
+    topics, filters = list(dict.fromkeys(routing.get("topics") or [])), list(dict.fromkeys(routing.get("filters") or []))
+    for k in range(max(len(topics), len(filters))):
+        body.add_row(topics[k] if k < len(topics) else "", filters[k] if k < len(filters) else "")
+    lines = Text()
+    for warning in routing.get("warnings") or []:
+        lines.append(f"• {warning}\n", style="bold")
+    hint = ("give the subscribers matching filters (--filter / subscribers.filters) or the publishers a matching topic; "
+            "--strict refuses such runs") if before else "the delivery figures below cover only what was owed"
+    title = "TOPICS AND FILTERS DO NOT MEET" + (" (before the load)" if before else "")
+    return Panel(Group(lines, body, Text(hint, style="dim")), title=title, border_style="bold red", expand=False)
 
 
 def _generator_limited_warning(summary: Mapping[str, Any]) -> Panel:

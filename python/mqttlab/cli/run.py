@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import shlex
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -20,10 +20,13 @@ from rich.console import Console
 
 from mqttlab import __version__, engine, results
 from mqttlab.cli.app import app
+from mqttlab.live_state import RunState
 from mqttlab.live_view import LiveProgress
+from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema, scenario_to_yaml
 from mqttlab.scenario.fields import is_url, split_url
-from mqttlab.summary_view import broker_line, print_summary
+from mqttlab.scenario.units import parse_duration
+from mqttlab.summary_view import broker_line, plan_line, print_summary, routing_panel
 
 
 class Exit(IntEnum):
@@ -59,9 +62,16 @@ def exit_code_for(summary: dict[str, Any]) -> Exit:
     messages = summary.get("messages") or {}
     connections = summary.get("connections") or {}
     failed_connections = sum((counts or {}).get("failed", 0) for counts in connections.values())
-    if summary.get("violations") or messages.get("lost") or failed_connections:
+    if summary.get("violations") or messages.get("lost") or failed_connections or nothing_owed(summary):
         return Exit.FINDINGS
     return Exit.OK
+
+
+def nothing_owed(summary: dict[str, Any]) -> bool:
+    """A run with publishers and subscribers in which no subscriber was owed any message."""
+    routing = summary.get("routing") or {}
+    return bool(routing.get("publishers") and routing.get("subscribers") and not routing.get("unknown")
+                and routing.get("unmatched_publishers") == routing.get("publishers"))
 
 
 # --- run -----------------------------------------------------------------------------------
@@ -138,6 +148,9 @@ def run_command(
     allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
     source_addresses: Annotated[Optional[list[str]], typer.Option("--source-addresses", help="With --dask: HOST=ADDR,ADDR local addresses a worker host connects from, for more connections than its source ports (repeatable).")] = None,
     capture: Annotated[bool, typer.Option("--capture", help="Capture the run's MQTT traffic with tshark and report message bundling (MQTT packets per TCP segment).")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a run whose publishers' topics and subscribers' filters leave something unmeasured, instead of warning.")] = False,
+    metrics: Annotated[Text, typer.Option("--metrics", help="Serve live Prometheus/OpenMetrics metrics at HOST:PORT during the run (docs/metrics.md).")] = None,
+    metrics_linger: Annotated[str, typer.Option("--metrics-linger", help="Keep serving the final figures this long after the run: one scrape interval.")] = "15s",
 ) -> None:
     """Run a load test against a broker and write a results directory."""
     overrides = flag_overrides(
@@ -154,6 +167,7 @@ def run_command(
         scenario = load_scenario(scenario_file, overrides=overrides, assignments=assignments or ())
     except ScenarioError as error:
         raise _fail(error.listing(), Exit.BAD_INPUT) from None
+    routing = _check_routing(scenario, strict)
 
     addresses: dict[str, list[str]] = {}
     if source_addresses and dask is None:
@@ -188,14 +202,47 @@ def run_command(
     except (results.ResultsError, engine.EngineUnavailable) as error:
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
 
+    states: list[RunState] = []  # the run's live state once its plan is known, for the endpoint
     try:
-        code = _run_and_record(
-            scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
-            capture=capture, capture_problem=capture_problem,
-        )
+        with _metrics_server(metrics or scenario.options.metrics, metrics_linger, states):
+            code = _run_and_record(
+                scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
+                capture=capture, capture_problem=capture_problem, routing=routing, states=states,
+            )
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
+
+
+def _check_routing(scenario: Scenario, strict: bool) -> RoutingCheck:
+    """Before anything starts: say loudly when the topics and filters leave something
+    unmeasured, and refuse such a run with --strict. The plan's topics do not depend on where the
+    broker is, so any address will do here."""
+    plan = engine.compile_plan(scenario, "mqtt://127.0.0.1:1883")
+    routing = check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
+    if routing.warnings:
+        Console(stderr=True).print(routing_panel(routing.to_dict(), before=True))
+        if strict:
+            raise _fail("error: --strict: the topics and filters above leave something unmeasured", Exit.BAD_INPUT)
+    return routing
+
+
+def _metrics_server(address: Optional[str], linger: str, states: list[RunState]) -> Any:
+    """The live metrics endpoint (serving `states`), or nothing without an address."""
+    if not address:
+        return nullcontext()
+    from mqttlab.metrics import MetricsError, MetricsServer
+
+    try:
+        seconds = parse_duration(linger)
+        server = MetricsServer(address, lambda: {"runs": [state.to_dict() for state in states]}, linger=seconds)
+        server.start()
+    except ValueError as error:
+        raise _fail(f"error: --metrics-linger: {error}", Exit.BAD_INPUT) from None
+    except MetricsError as error:
+        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+    Console(stderr=True).print(f"metrics: http://{server.host}:{server.port}/metrics", style="dim", highlight=False)
+    return server
 
 
 def _run_and_record(
@@ -208,6 +255,8 @@ def _run_and_record(
     source_addresses: Optional[dict[str, list[str]]] = None,
     capture: bool = False,
     capture_problem: Optional[str] = None,
+    routing: Optional[RoutingCheck] = None,
+    states: Optional[list[RunState]] = None,
 ) -> Exit:
     err = Console(stderr=True)
     started_at = dt.datetime.now(dt.timezone.utc)
@@ -227,12 +276,17 @@ def _run_and_record(
             scenario = _trusting_launched_ca(scenario, broker)
         scenario = _with_broker_login(scenario, broker)
         plan = engine.compile_plan(scenario, url)
-        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}"
+        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
+        state = RunState(plan, run=directory.name, scenario=scenario.name, broker=str(broker.name), shard="all" if dask is None else "dask",
+                         directory=directory, resources=sampler,
+                         owed_per_message=routing.owed_per_message if routing is not None and not routing.unknown else None)
+        if states is not None:
+            states.append(state)
         capturing = _open_capture(url, directory, network) if capture else None
         try:
-            with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header) as live:
-                outcome = _execute(plan, live, url, dask, source_addresses)
+            with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state) as live:
+                outcome = _execute(plan, _observed(state, live), url, dask, source_addresses)
         except engine.BrokerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
@@ -252,6 +306,10 @@ def _run_and_record(
             outcome.summary["network"] = session.measure_after(network, network_info, plan, outcome.result)
 
     resources = _resource_series(sampler, outcome)
+    if routing is not None:
+        outcome.summary["routing"] = routing.to_dict()
+    if scenario.defaults_followed:
+        outcome.summary["defaults_followed"] = scenario.defaults_followed
     manifest = results.build_manifest(
         scenario_name=scenario.name,
         seed=scenario.load.seed,
@@ -285,6 +343,7 @@ def _run_and_record(
         )
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.ABNORMAL) from None
+    state.finish(outcome.summary)
     _show(outcome.summary, directory, as_json)
     if "capture" in outcome.summary and outcome.summary["capture"].get("by_type") is not None:
         from mqttlab.netem.capture import write_csv
@@ -346,8 +405,21 @@ def _show_capture(section: dict[str, Any]) -> None:
     Console().print(render_bundling(section))
 
 
+def _observed(state: RunState, live: LiveProgress) -> Any:
+    """The progress callback: the live state (file and metrics) first, then the display."""
+
+    def observe(snapshot: dict[str, Any]) -> None:
+        try:
+            state.update(snapshot)
+        except Exception:  # noqa: BLE001 — an exception here would stop the engine's run
+            pass
+        live(snapshot)
+
+    return observe
+
+
 def _execute(
-    plan: engine.Plan, live: LiveProgress, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
+    plan: engine.Plan, live: Any, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
 ) -> engine.RunOutcome:
     """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
     if dask is None:
@@ -512,15 +584,73 @@ def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
 
 @app.command("report")
 def report_command(
-    results_dir: Annotated[Path, typer.Argument(help="A results directory written by `mqttlab run`.", show_default=False)],
+    results_dir: Annotated[Path, typer.Argument(help="A results directory written by `mqttlab run` (or a suite directory, with --watch).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow a run or suite that another process is writing into the directory, until it ends.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.1, help="With --watch: seconds between looks.")] = 1.0,
 ) -> None:
-    """Print the summary of a finished run from its results directory."""
+    """Print the summary of a finished run from its results directory, or follow one under way."""
+    if watch:
+        raise typer.Exit(int(_watch(results_dir, as_json, interval)))
     try:
         loaded = results.load_results(results_dir)
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
     _show(loaded.summary, loaded.path, as_json)
+
+
+def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
+    """Follows the live.json of a run (or the runs.json of a suite) until the run's manifest
+    (or every run of the suite) is there, one line per update, then prints the summary."""
+    import time
+
+    from mqttlab.live_state import read_live, suite_state
+    from mqttlab.live_view import snapshot_line
+
+    err = Console(stderr=True)
+    last = None
+    try:
+        while True:
+            if (directory / "runs.json").is_file():
+                state = suite_state(directory)
+                if state is not None:
+                    line = _suite_line(state)
+                    if line != last:
+                        err.print(line, markup=False, highlight=False, soft_wrap=True)
+                        last = line
+                    if state["left"] == 0:
+                        return Exit.OK if not state["failed"] else Exit.FINDINGS
+            elif (directory / results.MANIFEST).is_file():
+                loaded = results.load_results(directory)
+                _show(loaded.summary, loaded.path, as_json)
+                return exit_code_for(loaded.summary)
+            else:
+                live = read_live(directory)
+                line = f"waiting for {directory} ..." if live is None else snapshot_line(live.get("snapshot") or {}, live.get("progress"))
+                if line != last:
+                    err.print(line, markup=False, highlight=False, soft_wrap=True)
+                    last = line
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return Exit.INTERRUPTED
+    except results.ResultsError as error:
+        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+
+
+def _suite_line(state: dict[str, Any]) -> str:
+    from mqttlab.live_state import format_seconds
+    from mqttlab.live_view import progress_text
+
+    text = f"suite {state['suite']}: {state['done']}/{state['runs']} runs done"
+    if state["failed"]:
+        text += f" ({state['failed']} failed)"
+    if state["left"]:
+        text += f", {state['left']} left, ~{format_seconds(state['left_s'])}"
+    live = state.get("current_live")
+    if state.get("current"):
+        done = progress_text((live or {}).get("progress"))
+        text += f" · now {state['current']}" + (f": {done}" if done else "")
+    return text
 
 
 # --- scenario ------------------------------------------------------------------------------

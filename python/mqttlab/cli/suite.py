@@ -136,9 +136,13 @@ def run_command(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="Broker the comparison measures the others against. Default: the first broker.")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the comparison report at the end.")] = False,
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run each run across a Dask cluster: tcp://SCHEDULER:8786, or local:N (one local cluster for the whole suite).")] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Serve live Prometheus/OpenMetrics metrics of the suite and its current run at HOST:PORT (docs/metrics.md).")] = None,
+    metrics_linger: Annotated[str, typer.Option("--metrics-linger", help="Keep serving the final figures this long after the suite: one scrape interval.")] = "15s",
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a suite with a run whose topics and filters leave something unmeasured.")] = False,
 ) -> None:
     """Run every combination of a suite (fresh broker per run); running it again resumes."""
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    _check_routing(runs, strict)
     if dask is not None:
         from mqttlab.distributed import BadClusterSpec, parse_spec
 
@@ -163,9 +167,12 @@ def run_command(
         raise _fail(f"error: {suite_dir}: cannot write: {error}", BAD_INPUT) from None
     console.print(f"[bold]{suite.name}[/bold]: {len(runs)} runs into {suite_dir}")
     with ExitStack() as stack:
+        if metrics or suite.metrics:
+            _open_metrics(metrics or suite.metrics or "", metrics_linger, suite_dir, stack)
         scheduler = _open_cluster(dask, stack) if dask is not None else None
         try:
-            records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record), dask=scheduler)
+            records = run_suite(suite_dir, runs, report=lambda i, n, record: _print_progress(console, i, n, record, suite_dir), dask=scheduler,
+                                started=lambda i, n, run: _print_start(console, i, n, run, suite_dir))
         except (SuiteInterrupted, KeyboardInterrupt):
             raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
     failed = [record for record in records if record.status == "failed"]
@@ -215,14 +222,80 @@ def _open_cluster(spec: str, stack: ExitStack) -> str:
         raise _fail(f"error: {error}", UNREACHABLE) from None
 
 
-def _print_progress(console: Console, index: int, total: int, record: RunRecord) -> None:
+def _check_routing(runs: list[PlannedRun], strict: bool) -> None:
+    """Every run's topics against its filters before the first run: one warning per case (the
+    repetitions and brokers of a case route alike), and with --strict none is started."""
+    from mqttlab import engine
+    from mqttlab.routing import check_routing
+    from mqttlab.scenario import ScenarioError, validate_scenario
+    from mqttlab.summary_view import routing_panel
+
+    console = Console(stderr=True)
+    flagged, seen = [], set()
+    for run in runs:
+        key = (run.case, run.variants)
+        if key in seen:
+            continue
+        seen.add(key)
+        probe = dict(run.scenario, broker="mqtt://127.0.0.1:1883")
+        probe.pop("tls", None)
+        try:
+            routing = check_routing(engine.compile_plan(validate_scenario(probe), "mqtt://127.0.0.1:1883"))
+        except ScenarioError:
+            continue  # expand_suite validated it already; a URL-only difference is no routing matter
+        if routing.warnings:
+            flagged.append(run.id)
+            console.print(f"{run.id}:", style="bold red")
+            console.print(routing_panel(routing.to_dict(), before=True))
+    if flagged and strict:
+        raise _fail(f"error: --strict: {len(flagged)} runs' topics and filters leave something unmeasured", BAD_INPUT)
+
+
+def _open_metrics(address: str, linger: str, suite_dir: Path, stack: ExitStack) -> None:
+    """The live metrics endpoint of the suite: its progress, and the run under way read from the
+    live.json that run writes (the run is another process)."""
+    from mqttlab.live_state import suite_state
+    from mqttlab.metrics import MetricsError, MetricsServer
+    from mqttlab.scenario.units import parse_duration
+
+    def source() -> dict:
+        state = suite_state(suite_dir)
+        live = (state or {}).get("current_live")
+        # The run's directory is named rep-N; the suite knows it by its id.
+        return {"suite": state, "runs": [dict(live, run=state["current"])] if live else []}
+
+    try:
+        server = MetricsServer(address, source, linger=parse_duration(linger)).start()
+    except ValueError as error:
+        raise _fail(f"error: --metrics-linger: {error}", BAD_INPUT) from None
+    except MetricsError as error:
+        raise _fail(f"error: {error}", BAD_INPUT) from None
+    Console(stderr=True).print(f"metrics: http://{server.host}:{server.port}/metrics", style="dim", highlight=False)
+    stack.enter_context(server)
+
+
+def _time_left(suite_dir: Path) -> str:
+    from mqttlab.live_state import format_seconds, suite_state
+
+    state = suite_state(suite_dir)
+    if not state or not state["left"]:
+        return ""
+    return f" · {state['left']} left, ~{format_seconds(state['left_s'])}" if state["left_s"] is not None else f" · {state['left']} left"
+
+
+def _print_start(console: Console, index: int, total: int, run: PlannedRun, suite_dir: Path) -> None:
+    console.print(f"[{index}/{total}] {run.id}: running{_time_left(suite_dir)}", style="dim", highlight=False)
+
+
+def _print_progress(console: Console, index: int, total: int, record: RunRecord, suite_dir: Optional[Path] = None) -> None:
     where = f"[{index}/{total}] {record.run.id}"
     if record.resumed:
         console.print(f"{where}: {record.status} earlier, kept", style="dim")
         return
     style = "green" if record.status == "completed" else "red"
     detail = f" ({record.detail})" if record.detail else ""
-    console.print(f"{where}: [{style}]{record.status}[/{style}] in {record.seconds:.1f} s{detail}")
+    left = _time_left(suite_dir) if suite_dir is not None else ""
+    console.print(f"{where}: [{style}]{record.status}[/{style}] in {record.seconds:.1f} s{detail}{left}")
 
 
 def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from mqttlab.scenario.network import NetworkConditions
@@ -91,11 +91,21 @@ class ExponentialPayload(_Section):
 
 PAYLOAD_KINDS = ("fixed", "uniform", "normal", "exponential")
 
+DEFAULT_QOS = 1
+DEFAULT_DURATION = 10.0
+DEFAULT_WARMUP = 2.0
+
 
 def _payload_shorthand(value: object) -> object:
-    # `payload: 64` and `payload: "1KB"` are short for {dist: fixed, size: ...}.
+    # `payload: 64` and `payload: "1KB"` are short for {dist: fixed, size: ...}; a mapping without
+    # `dist` says what it means by its keys: {size: 20} is fixed, {min: .., max: ..} uniform.
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         return {"dist": "fixed", "size": value}
+    if isinstance(value, dict) and "dist" not in value:
+        if "size" in value:
+            return {"dist": "fixed", **value}
+        if "min" in value and "max" in value:
+            return {"dist": "uniform", **value}
     return value
 
 
@@ -116,7 +126,7 @@ class Publishers(_Section):
     count: int = Field(10, ge=0, le=1_000_000)
     client_id: ClientIdTemplate = Field("mqttlab-pub-%i", description="%i = publisher index")
     topic: TopicTemplate = Field("bench/%i", description="%i = publisher index, %c = client id")
-    qos: Literal[0, 1, 2] = 1
+    qos: Literal[0, 1, 2] = DEFAULT_QOS
     retain: bool = False
     rate: float = Field(100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed)")
     arrival: Literal["constant", "poisson", "closed"] = Field(
@@ -147,18 +157,20 @@ class Publishers(_Section):
 class Subscribers(_Section):
     count: int = Field(10, ge=0, le=1_000_000)
     client_id: ClientIdTemplate = Field("mqttlab-sub-%i", description="%i = subscriber index")
-    filters: list[FilterTemplate] = Field(
-        default_factory=lambda: ["bench/%i"], min_length=1, description="+, # and $share/GROUP/... allowed"
+    filters: Optional[list[FilterTemplate]] = Field(
+        None, min_length=1, description="+, # and $share/GROUP/... allowed; absent = the publishers' topic template (each subscriber %i its publisher %i)"
     )
-    qos: Literal[0, 1, 2] = 1
+    qos: Optional[Literal[0, 1, 2]] = Field(None, description="absent = publishers.qos, so deliveries are not silently downgraded")
     echo_topic: Optional[TopicTemplate] = Field(
         None, description="Round-trip mode: each subscriber republishes what it receives to this topic (%i = subscriber index); needs publishers.reply_filter"
     )
 
 
 class Load(_Section):
-    duration: Duration = Field(10.0, gt=0, description="The whole load phase, warm-up included")
-    warmup: Duration = Field(2.0, description="Excluded from the statistics")
+    duration: Optional[Duration] = Field(
+        None, gt=0, description="The whole load phase, warm-up included; absent = 10s, or with publishers.messages as long as sending them takes"
+    )
+    warmup: Optional[Duration] = Field(None, description="Excluded from the statistics; absent = 2s, or 0s with publishers.messages (every message measured)")
     grace: Duration = Field(2.0, description="Wait for in-flight deliveries after the last send")
     connect_rate: float = Field(0.0, ge=0, description="New connections per second, 0 = unlimited")
     seed: int = Field(1, ge=0, le=2**64 - 1)
@@ -182,6 +194,10 @@ class Options(_Section):
         False,
         description="Capture the run's MQTT traffic with tshark and report message bundling, as `mqttlab run --capture` "
                     "(a suite's runs too); where it cannot, the run goes on and its summary says why",
+    )
+    metrics: Optional[str] = Field(
+        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
+        description="Serve live Prometheus/OpenMetrics metrics at HOST:PORT during the run, as `mqttlab run --metrics` (docs/metrics.md); in a suite the suite serves them",
     )
 
 
@@ -242,6 +258,39 @@ class Scenario(_Section):
     transport: Annotated[Transport, BeforeValidator(_transport_shorthand)] = Field(
         default_factory=Transport, description="mqtt (default) or mqtt-sn (docs/mqtt-sn.md)"
     )
+
+    # Which absent fields took their value from another field (field path -> what it followed),
+    # for the run's header and summary: a default that follows the user is said, not hidden.
+    _followed: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _defaults_follow_the_user(self) -> "Scenario":
+        pubs, subs, load = self.publishers, self.subscribers, self.load
+        followed = self._followed
+        if subs.filters is None:
+            if subs.count and "topic" in pubs.model_fields_set:
+                followed["subscribers.filters"] = f"publishers.topic {pubs.topic!r}"
+            # A fixed default filter next to a topic the user chose measured nothing (issue 17).
+            # %c is the publisher's client id in a topic but the subscriber's in a filter: spell
+            # it out as the publishers' client id template, so subscriber i follows publisher i.
+            subs.filters = [pubs.topic.replace("%c", pubs.client_id)]
+        if subs.qos is None:
+            subs.qos = pubs.qos
+            if pubs.qos != DEFAULT_QOS and subs.count:
+                followed["subscribers.qos"] = f"publishers.qos {pubs.qos}"
+        if load.duration is None and pubs.messages is None:
+            load.duration = DEFAULT_DURATION
+        elif load.duration is None:
+            followed["load.duration"] = f"publishers.messages {pubs.messages}: no time limit, the run ends when every message is sent"
+        if load.warmup is None:
+            load.warmup = 0.0 if pubs.messages is not None else DEFAULT_WARMUP
+            if pubs.messages is not None:
+                followed["load.warmup"] = "publishers.messages: 0s, every message is measured"
+        return self
+
+    @property
+    def defaults_followed(self) -> dict[str, str]:
+        return dict(self._followed)
 
 
 def payload_size_bounds(payload: FixedPayload | UniformPayload | NormalPayload | ExponentialPayload) -> tuple[float, float]:

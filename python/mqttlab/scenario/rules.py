@@ -117,14 +117,46 @@ def _timing_problems(s: Scenario) -> list[Problem]:
         problems.append(
             Problem("load.grace", f"must be at least load.deadline ({s.load.deadline:g}s), or deliveries still within their deadline are cut off (got {s.load.grace:g}s)", ("load.deadline",))
         )
-    if s.load.warmup >= s.load.duration:
+    if s.load.duration is not None and s.load.warmup >= s.load.duration:
         problems.append(
             Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s)", ("load.duration",))
         )
+    problems += _measures_nothing_problems(s)
     if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None and not closed:
         problems.append(
             Problem("publishers.rate", "must be greater than 0 unless publishers.messages is given", ("publishers.messages", "publishers.count"))
         )
+    return problems
+
+
+def _measures_nothing_problems(s: Scenario) -> list[Problem]:
+    """Settings that together silently cut the run short or leave nothing to measure."""
+    pubs, load = s.publishers, s.load
+    problems = []
+    if pubs.count and pubs.messages is not None and pubs.arrival == "constant" and pubs.rate > 0:
+        sending = (pubs.messages - 1) / pubs.rate  # the last send's offset from the start
+        if load.duration is not None and sending >= load.duration:
+            sent = min(pubs.messages, int(load.duration * pubs.rate) + 1)
+            problems.append(Problem(
+                "load.duration",
+                f"stops the sends at {load.duration:g}s, before the {pubs.messages:,} messages per publisher at {pubs.rate:g} msg/s "
+                f"are sent ({sending:g}s; only about {sent:,} would be); leave load.duration out to send them all",
+                ("publishers.messages", "publishers.rate"),
+            ))
+        elif load.warmup > 0 and sending < load.warmup:
+            problems.append(Problem(
+                "load.warmup",
+                f"every message is sent within the warm-up ({pubs.messages:,} at {pubs.rate:g} msg/s take {sending:g}s < {load.warmup:g}s), "
+                "so no latency would be measured; lower load.warmup or leave it out",
+                ("publishers.messages", "publishers.rate"),
+            ))
+    if pubs.arrival == "closed" and "rate" in pubs.model_fields_set:
+        problems.append(Problem(
+            "publishers.rate",
+            "is not used with publishers.arrival: closed (the next message goes when the previous one completed); "
+            "leave it out, or use arrival: constant or poisson",
+            ("publishers.arrival",),
+        ))
     return problems
 
 

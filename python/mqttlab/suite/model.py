@@ -44,6 +44,10 @@ class Suite(BaseModel):
     scenarios: dict[str, dict[str, Any]] = Field(min_length=1)
     variants: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     quick: QuickSettings = Field(default_factory=QuickSettings)
+    metrics: Optional[str] = Field(
+        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
+        description="Serve live metrics of the suite and of the run under way at HOST:PORT (docs/metrics.md)",
+    )
     source: Optional[str] = Field(None, exclude=True)  # the file it came from, for messages
 
     def case_repetitions(self, case: str, quick: bool) -> int:

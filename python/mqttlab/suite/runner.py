@@ -48,6 +48,7 @@ class RunRecord:
 
 
 Report = Callable[[int, int, RunRecord], None]
+Started = Callable[[int, int, PlannedRun], None]
 
 
 def finished_status(directory: Path) -> Optional[str]:
@@ -84,6 +85,7 @@ def run_suite(
     report: Optional[Report] = None,
     python: str = sys.executable,
     dask: Optional[str] = None,
+    started: Optional[Started] = None,
 ) -> list[RunRecord]:
     """Runs every planned run that is not finished yet; with `dask` (a scheduler address) each
     `mqttlab run` spreads its load over that cluster. Raises SuiteInterrupted on Ctrl-C (after
@@ -98,6 +100,8 @@ def run_suite(
             else:
                 if directory.exists():
                     shutil.rmtree(directory)  # an interrupted or unfinished run of ours: start it afresh
+                if started is not None:
+                    started(index, len(runs), run)
                 record = _run_one(run, directory, python, dask)
             records[run.id] = record
             _write_runs_file(suite_dir, runs, records)
@@ -148,7 +152,10 @@ def _run_one(run: PlannedRun, directory: Path, python: str, dask: Optional[str] 
 
 
 def _run_scenario(scenario: dict[str, Any], run: PlannedRun, directory: Path, python: str, options: list[str]) -> int:
-    """`mqttlab run` of `scenario` in a child process writing into `directory`; its exit code."""
+    """`mqttlab run` of `scenario` in a child process writing into `directory`; its exit code.
+    The suite serves the metrics of its runs (from their live.json), so the run does not."""
+    if (scenario.get("options") or {}).get("metrics"):
+        scenario = dict(scenario, options={k: v for k, v in scenario["options"].items() if k != "metrics"})
     with tempfile.TemporaryDirectory(prefix="mqttlab-suite-") as scratch:
         scenario_file = Path(scratch) / f"{run.scenario_name}.yaml"
         scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
@@ -199,7 +206,7 @@ def _time_limit(run: PlannedRun) -> float:
         scenario = validate_scenario(probe)
     except Exception:
         return 3600.0
-    load = scenario.load.duration
+    load = scenario.load.duration or 0.0
     if scenario.publishers.messages and scenario.publishers.rate:
         load = scenario.publishers.messages / float(scenario.publishers.rate)
     return 2 * (load + scenario.load.grace) + 120.0
@@ -254,6 +261,8 @@ def _write_runs_file(suite_dir: Path, runs: list[PlannedRun], records: dict[str,
         entry["status"] = record.status if record is not None else (status or "pending")
         if record is not None and record.detail and not record.resumed:
             entry["detail"] = record.detail
+        if record is not None and not record.resumed:
+            entry["seconds"] = round(record.seconds, 3)  # for the time left of the rest (live_state.suite_state)
         entries.append(entry)
     text = json.dumps({"runs": entries}, indent=2) + "\n"
     temporary = suite_dir / f".{RUNS_FILE}.tmp"

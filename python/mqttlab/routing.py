@@ -1,0 +1,81 @@
+"""Which publishers' messages reach which subscribers, checked from the plan before any load.
+
+A run whose publishers' topics match none of the subscribers' filters sends everything and
+measures nothing, and still ends `completed` with `expected 0` (issue 17). This check says so
+before the load starts and again in the summary, with the topics and filters side by side."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+# Enough expanded examples to see the pattern next to each other without flooding the terminal.
+EXAMPLES = 3
+
+
+def owed_receivers(plan: dict[str, Any]) -> Any:
+    """The plan's receivers (`.owed`: per publisher the units owed its messages; `.members`: per
+    unit its subscribers), or None when too costly to work out. The one call into the matching
+    logic, a copy of the engine's that the engine's own export is to replace."""
+    from mqttlab.distributed.pairs import receivers
+
+    return receivers(plan)
+
+
+@dataclass
+class RoutingCheck:
+    """How the plan's publishers and subscribers meet. `unknown` when it was too costly to say."""
+
+    publishers: int
+    subscribers: int
+    topics: list[str]  # the template, then the first publishers' expanded topics
+    filters: list[str]  # the templates, then the first subscribers' expanded filters
+    unmatched_publishers: int = 0  # publishers whose topic no subscription matches
+    idle_subscribers: int = 0  # subscribers owed no message at all
+    owed_per_message: float = 0.0  # mean receivers owed one message (the fan-out)
+    followed: Optional[str] = None  # "subscribers follow the publish topic" note, when they did
+    unknown: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_routing(plan: dict[str, Any], followed: Optional[str] = None) -> RoutingCheck:
+    """The routing of `plan` with a warning for each way it leaves something unmeasured: no
+    subscriber owed anything, publishers whose topic nobody subscribes to, subscribers owed
+    nothing. A run without publishers or without subscribers is what it says and is not flagged."""
+    from mqttlab.distributed.pairs import expand
+
+    pubs, subs = plan["publishers"], plan["subscribers"]
+    p_count, s_count = int(pubs["count"]), int(subs["count"])
+    topics = [pubs["topic"]] + [expand(pubs["topic"], i, expand(pubs["client_id"], i, "")) for i in range(min(p_count, EXAMPLES))]
+    filters = list(subs["filters"]) + [
+        expand(f, i, expand(subs["client_id"], i, "")) for i in range(min(s_count, EXAMPLES)) for f in subs["filters"]
+    ]
+    check = RoutingCheck(p_count, s_count, topics, filters, followed=followed)
+    if p_count == 0 or s_count == 0:
+        return check
+    found = owed_receivers(plan)
+    if found is None:
+        check.unknown = True
+        return check
+    owed, members = found.owed, found.members
+    check.unmatched_publishers = sum(1 for units in owed if not units)
+    # A shared-subscription group is owed one copy, whichever member gets it.
+    check.owed_per_message = sum(len(units) for units in owed) / p_count
+    reached: set[int] = set()
+    for unit in {u for units in owed for u in units}:
+        reached.update(members.get(unit, []))
+    check.idle_subscribers = s_count - len(reached)
+    if check.unmatched_publishers == p_count:
+        check.warnings.append(
+            f"no subscriber is owed any message: none of the {p_count:,} publishers' topics matches a subscription, "
+            "so the run would measure no delivery (expected 0)"
+        )
+    else:
+        if check.unmatched_publishers:
+            check.warnings.append(f"{check.unmatched_publishers:,} of {p_count:,} publishers publish to topics no subscription matches")
+        if check.idle_subscribers:
+            check.warnings.append(f"{check.idle_subscribers:,} of {s_count:,} subscribers are owed no message at all")
+    return check
