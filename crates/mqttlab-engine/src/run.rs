@@ -444,7 +444,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         for (acc, h) in hists.iter_mut().zip(st.hists.iter()) {
             histogram::add(acc, h);
         }
-        for (t, row) in st.take_series() {
+        for (t, mut row) in st.take_series() {
             let e = seconds.entry(t).or_default();
             e.sent += row.sent;
             e.acked += row.acked;
@@ -452,7 +452,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
             e.dropped += row.dropped;
             e.errors += row.errors;
             e.lag_max_us = e.lag_max_us.max(row.lag_max_us);
-            if let Some(h) = row.e2e {
+            if let Some(h) = row.take_e2e() {
                 histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
             }
         }

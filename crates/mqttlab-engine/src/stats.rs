@@ -33,6 +33,32 @@ pub struct SecondRow {
     pub errors: u64,
     pub lag_max_us: u64,
     pub e2e: Option<Hist>,
+    /// The end-to-end histogram of a second that has passed, V2-encoded. A live histogram holds
+    /// about 25 KB and a run keeps one per second until it ends (a day's soak: 2 GB); encoded it
+    /// is a few hundred bytes. Deliveries keep landing in `e2e` should one come for a packed second.
+    pub e2e_packed: Option<String>,
+}
+
+impl SecondRow {
+    /// The second's end-to-end histogram, live and packed parts together.
+    pub fn take_e2e(&mut self) -> Option<Hist> {
+        let packed = self.e2e_packed.take().map(|s| histogram::decode(&s).expect("a histogram this run encoded decodes"));
+        match (packed, self.e2e.take()) {
+            (Some(mut p), Some(live)) => {
+                histogram::add(&mut p, &live);
+                Some(p)
+            }
+            (p, live) => p.or(live),
+        }
+    }
+
+    fn pack(&mut self) {
+        if let Some(live) = self.e2e.take() {
+            let mut whole = self.take_e2e().unwrap_or_else(histogram::new_series_hist);
+            histogram::add(&mut whole, &live);
+            self.e2e_packed = Some(histogram::encode(&whole));
+        }
+    }
 }
 
 pub struct WorkerStats {
@@ -47,6 +73,8 @@ pub struct WorkerStats {
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
+    /// Rows of `series` before this index have been packed.
+    series_packed: usize,
     /// Index in `series` of second 0 (the warm-up seconds come before it).
     series_base: i64,
     record_latency: bool,
@@ -65,6 +93,7 @@ impl WorkerStats {
             pairs: FxHashMap::default(),
             measure_start_ns: 0,
             series: Vec::new(),
+            series_packed: 0,
             series_base: 0,
             record_latency,
         }
@@ -100,6 +129,13 @@ impl WorkerStats {
         let idx = idx as usize;
         if idx >= self.series.len() {
             self.series.resize_with(idx + 1, SecondRow::default);
+            // A new second began: pack the ones before the last, which deliveries (stamped with
+            // their receive time on this worker's monotonic clock) no longer reach.
+            let closed = idx.saturating_sub(1);
+            for row in &mut self.series[self.series_packed.min(closed)..closed] {
+                row.pack();
+            }
+            self.series_packed = self.series_packed.max(closed);
         }
         Some(&mut self.series[idx])
     }
@@ -176,5 +212,32 @@ impl WorkerShared {
         if e.is_none() {
             *e = Some(msg);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passed_seconds_are_packed_and_keep_every_latency() {
+        let mut st = WorkerStats::new(true);
+        st.set_window(1_000_000_000, 0);
+        let start = st.measure_start_ns;
+        for sec in 0..6u64 {
+            for k in 0..100u64 {
+                let recv = start + sec * 1_000_000_000 + k * 1_000_000;
+                st.record_delivery_latency(recv, recv - (sec + 1) * 1000, 0);
+            }
+        }
+        // A late delivery for a packed second still counts.
+        st.second(start + 500_000_000).unwrap().e2e.get_or_insert_with(histogram::new_series_hist);
+        histogram::record(st.second(start + 500_000_000).unwrap().e2e.as_mut().unwrap(), 1);
+        let mut rows = st.take_series();
+        assert_eq!(rows.len(), 6);
+        assert!(rows[..4].iter().all(|(_, r)| r.e2e_packed.is_some()), "seconds before the last two are packed");
+        assert!(rows[5].1.e2e_packed.is_none() && rows[5].1.e2e.is_some(), "the current second stays live");
+        let counts: Vec<u64> = rows.iter_mut().map(|(_, r)| r.take_e2e().unwrap().len()).collect();
+        assert_eq!(counts, vec![101, 100, 100, 100, 100, 100]);
     }
 }
