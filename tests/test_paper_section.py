@@ -132,6 +132,37 @@ def test_compare_prints_the_paper_table_with_an_explicit_paper(suite_dir):
     assert "publish-overhead-46" in result.output and DOES_NOT_HOLD in result.output
 
 
+def test_compare_writes_a_reproduction_page_and_keeps_the_hand_written_text(suite_dir, tmp_path):
+    (suite_dir / "invocations.json").write_text(json.dumps([{"command": "mqttlab suite run seed002 -n 1", "runs": 2, "at": "2026-11-23T10:00:00+00:00"}]))
+    page = tmp_path / "reproductions" / "seed002.md"
+    result = CliRunner().invoke(app, ["compare", str(suite_dir), "--page", str(page)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# Seed 002: ")
+    assert "mqttlab suite run seed002 -n 1" in text and "Host: " in text and "2 runs over 2 configurations" in text
+    # Paper, ours and status side by side; the differing exact figure flagged with its reason.
+    assert "| publish-overhead | full-bandwidth-qos0-p1B-r10, rumqttd | 46 bytes | 46 bytes | 1 | matches |" in text
+    assert "⚑ **publish-overhead**: ours 7 ≠ the paper's 46" in text and "| ⚑ differs |" in text
+    assert "| publish-overhead-46 |" in text and f"| {DOES_NOT_HOLD} |" in text and f"| {HOLDS} |" in text
+    assert "### Our figures" in text and "| full-bandwidth-qos0-p1B-r10 | rumqttd | 1 |" in text
+    figures = sorted(f.name for f in (page.parent / "seed002").glob("*.png"))
+    assert "latency_p50.png" in figures and "latency_max.png" not in figures
+    assert all(f"](seed002/{name})" in text for name in figures)
+    # Made again: the generated part is replaced, what was written outside it stays.
+    page.write_text(text.replace("To be written after reading the tables above.", "The topic of r100 is short on purpose."))
+    result = CliRunner().invoke(app, ["compare", str(suite_dir), "--page", str(page)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    again = page.read_text(encoding="utf-8")
+    assert "The topic of r100 is short on purpose." in again and again.count("### Our figures") == 1
+
+
+def test_a_page_needs_a_paper(tmp_path, suite_dir):
+    runs_only = tmp_path / "runs"
+    runs_only.symlink_to(suite_dir / "runs")
+    result = CliRunner().invoke(app, ["compare", str(runs_only), "--page", str(tmp_path / "p.md")], terminal_width=200)
+    assert result.exit_code == 2 and "--page needs a paper" in result.output
+
+
 def test_compare_names_an_unknown_paper(suite_dir):
     result = CliRunner().invoke(app, ["compare", str(suite_dir), "--paper", "seed009"])
     assert result.exit_code == 2
@@ -182,6 +213,16 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     rows = {(row["figure"]): row for row in _rows(tmp_path / "out" / "paper_vs_ours.csv")}
     assert rows["chernoff-samples"]["status"] == MATCHES and rows["chernoff-samples"]["ours"] == "1060"
     assert rows["sprt-up1-t30-c50-mosquitto"]["status"] == MATCHES  # 44 successes in a row, forced
+    # Its reproduction page: the command on record, the tables as Markdown, no PNGs (no runs).
+    (smc / "invocations.json").write_text(json.dumps([{"command": "mqttlab smc paper --cases 30", "at": "2026-11-23T10:00:00+00:00"}]))
+    page = tmp_path / "pages" / "seed000.md"
+    result = CliRunner().invoke(app, ["compare", str(smc), "--paper", "seed000", "--page", str(page)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert "mqttlab smc paper --cases 30    # 2026-11-23T10:00:00+00:00\n" in text
+    chernoff = [line for line in text.splitlines() if line.startswith("| chernoff-samples |")]
+    assert len(chernoff) == 1 and chernoff[0].endswith("| matches |") and chernoff[0].count("1060") == 2, chernoff
+    assert not (page.parent / "seed000").exists()
     assert rows["sprt-up1-t30-c70-mosquitto"]["ours"].startswith("h0 0.87, h1 0.97, result H1")
     assert rows["mc-time-up2-mosquitto"]["ours"] == "50 3.5"
     assert rows["regression-mosquitto-active-msgs"]["ours"].startswith("estimate 1.4")  # µs → ms

@@ -112,6 +112,10 @@ def test_an_interrupted_suite_resumes_without_repeating_finished_runs(tmp_path):
     runs = manifests(out)
     assert sorted(runs) == ["p2p-qos1/mosquitto/rep-1", "p2p-qos1/mosquitto/rep-2", "p2p-qos1/mosquitto/rep-3"]
     assert {m["status"] for m in runs.values()} == {"completed"}
+    # Both command lines are on record (a reproduction page shows them).
+    invocations = json.loads((out / "invocations.json").read_text())
+    assert [entry["runs"] for entry in invocations] == [3, 3]
+    assert all(entry["command"].startswith(f"mqttlab suite run {suite_file} --out {out}") for entry in invocations)
 
 
 def test_a_broker_not_available_here_is_skipped_with_a_note_in_the_report(tmp_path):

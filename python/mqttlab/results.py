@@ -9,7 +9,9 @@ import io
 import json
 import os
 import platform
+import shlex
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -108,6 +110,24 @@ def check_writable(directory: Path) -> None:
         raise ResultsError(f"{directory}: already holds the results of a run; choose another --out")
     if directory.exists() and not directory.is_dir():
         raise ResultsError(f"{directory}: exists and is not a directory")
+
+
+# --- command lines -------------------------------------------------------------------------
+
+INVOCATIONS = "invocations.json"  # every command line that wrote into a suite or `smc paper` directory
+
+
+def record_invocation(directory: Path, **about: Any) -> None:
+    """Appends this process's command line (and `about`) to the directory's invocations.json, so
+    a report or reproduction page can show the commands that made it, resumptions included."""
+    path = directory / INVOCATIONS
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        earlier = []
+    entry = {"command": "mqttlab " + shlex.join(sys.argv[1:]), **about,
+             "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    path.write_text(json.dumps([*earlier, entry], indent=2) + "\n", encoding="utf-8")
 
 
 # --- host description ----------------------------------------------------------------------

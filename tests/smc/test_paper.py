@@ -34,6 +34,8 @@ def test_quick_paper_runs_every_step_and_says_where_and_what_it_skipped(quick):
     assert "Table 3" in result.output and "Table 4" in result.output
     about = json.loads((out / "paper.json").read_text())
     assert about["brokers"] == ["mosquitto"] and "emqx" in about["skipped"]
+    # The command line is on record for the reproduction page (here pytest's: the CLI runs in-process).
+    assert [sorted(entry) for entry in json.loads((out / "invocations.json").read_text())] == [["at", "command"]]
     assert [(s["step"], s["profile"]) for s in about["steps"]] == [
         ("explore", ""), ("learn", ""),
         ("predict", "UP1"), ("verify", "UP1"), ("validate", "UP1"),

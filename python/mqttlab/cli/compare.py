@@ -36,6 +36,10 @@ def compare_command(
     paper: Annotated[Optional[str], typer.Option("--paper", help="Set this seed's paper beside the runs: seed001..seed004 "
                                                  "(default: the suite's own, from its suite.yaml), or seed000 with a "
                                                  "`mqttlab smc paper` directory; or a paper file.")] = None,
+    page: Annotated[Optional[Path], typer.Option("--page", help="Write the paper vs these runs as a Markdown page (a "
+                                                 "reproduction page, docs/reproductions/): command, host, tables, "
+                                                 "PNGs in a folder beside it; remade pages keep the text outside "
+                                                 "the generated part.")] = None,
 ) -> None:
     """Compare brokers: per scenario, throughput, latency p50/p99/max, loss, broker CPU and RSS
     with confidence intervals, and each broker's difference from the baseline."""
@@ -46,7 +50,7 @@ def compare_command(
 
     smc = [path for path in paths if is_smc_directory(path)]
     if smc:
-        _compare_smc(smc, paths, paper, out, title, as_json)
+        _compare_smc(smc, paths, paper, out, title, as_json, page)
         return
     try:
         comparison = compare_directories(paths, baseline=baseline, confidence=confidence)
@@ -68,9 +72,44 @@ def compare_command(
 
         written = write_report_bundle(comparison, out, title=title, png=not no_png)
         typer.echo(f"report: {written['html']}", err=True)
+    if page is not None:
+        _write_page(page, comparison.paper, paths, comparison)
 
 
-def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: Optional[Path], title: str, as_json: bool) -> None:
+def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optional["Comparison"] = None) -> None:
+    """The Markdown reproduction page, and beside it (in a folder named as the page) the
+    comparison's summary PNGs at a size fit to commit."""
+    from mqttlab.reports.reproduction_page import write_page
+
+    if section is None:
+        typer.echo("error: --page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)", err=True)
+        raise typer.Exit(BAD_INPUT)
+    figures: list[Path] = []
+    if comparison is not None:
+        from mqttlab.reports.png import write_pngs
+
+        folder = page.parent / page.stem
+        for old in folder.glob("*.png"):
+            old.unlink()
+        figures = [figure for figure in write_pngs(comparison, folder, dpi=80, per_scenario=False) if _page_figure(figure, comparison)]
+        for figure in set(folder.glob("*.png")) - set(figures):
+            figure.unlink()
+    typer.echo(f"page: {write_page(page, section, sources, comparison, figures)}", err=True)
+
+
+PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss", "mean-sd-seed001")
+PAGE_MAX_BARS = 40  # configurations: beyond this a bar chart is unreadable; the rate sweeps stay
+
+
+def _page_figure(figure: Path, comparison: "Comparison") -> bool:
+    """The figures a reproduction page keeps: rate sweeps, and the headline bar charts while they stay readable."""
+    if figure.stem.startswith("rate-sweep"):
+        return True
+    return figure.stem in PAGE_BARS and len(comparison.scenarios) <= PAGE_MAX_BARS
+
+
+def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: Optional[Path], title: str, as_json: bool,
+                 page: Optional[Path]) -> None:
     """Seed 000: its Tables 2, 3 and 4 (and the learned coefficients) from a `mqttlab smc paper`
     directory beside the paper's; no runs to compare, so the report is the section alone."""
     from mqttlab.analysis.paper_figures import paper_section
@@ -99,9 +138,11 @@ def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: 
         write_csv(paper_rows(section), out / f"{CSV_NAME}.csv")
         write_csv(claim_rows(section), out / f"{CLAIMS_CSV}.csv")
         (out / "comparison.json").write_text(json.dumps({"paper": section.to_dict()}, indent=2) + "\n", encoding="utf-8")
-        page = out / "report.html"
-        page.write_text(paper_page(section, title if title != "mqttlab comparison" else "Seed 000: the paper vs this run"), encoding="utf-8")
-        typer.echo(f"report: {page}", err=True)
+        html_page = out / "report.html"
+        html_page.write_text(paper_page(section, title if title != "mqttlab comparison" else "Seed 000: the paper vs this run"), encoding="utf-8")
+        typer.echo(f"report: {html_page}", err=True)
+    if page is not None:
+        _write_page(page, section, smc)
 
 
 def print_paper_section(console: Console, section: Any) -> None:

@@ -15,6 +15,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+# results is light (no pandas): the smc commands import their heavy parts inside.
+from mqttlab.results import record_invocation
+
 app = typer.Typer(
     help="Statistical model checking: learn latency models from explore logs, predict by simulation.",
     no_args_is_help=True,
@@ -582,6 +585,11 @@ def paper(
         raise _fail(str(error)) from None
 
     _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        record_invocation(out)
+    except OSError as error:
+        raise _fail(f"{out}: cannot write: {error}") from None
     try:
         result = run_paper(out, settings, say=lambda text: _console.print(escape(text)))
     except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:

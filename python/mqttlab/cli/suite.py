@@ -23,6 +23,7 @@ from mqttlab.suite import (
     run_suite,
 )
 from mqttlab.suite.model import Suite, resolve_suite_path
+from mqttlab.results import record_invocation
 
 app = typer.Typer(
     help="Suites: scenarios × variants × brokers × repetitions, run and compared.",
@@ -161,6 +162,7 @@ def run_command(
     try:
         prepare_directory(suite_dir, suite_text, runs)
         _record_skipped(suite_dir, skipped)
+        record_invocation(suite_dir, runs=len(runs))
     except SuiteConflict as error:
         raise _fail(f"error: {error}", BAD_INPUT) from None
     except OSError as error:

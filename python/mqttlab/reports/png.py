@@ -17,7 +17,9 @@ from mqttlab.analysis.runs import METRIC_BY_KEY  # noqa: E402
 from mqttlab.reports.figures import BAR_METRICS, broker_colors, percentile_curve  # noqa: E402
 
 
-def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150) -> list[Path]:
+def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scenario: bool = True) -> list[Path]:
+    """The bar charts, the rate sweeps, seed 001's mean ± SD and (with per_scenario) one latency
+    plot per scenario."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for key in BAR_METRICS:
@@ -29,7 +31,7 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150) -> list[
     sweep = sweep_table(comparison)
     for index, shape in enumerate(dict.fromkeys(row["shape"] for row in sweep)):
         written.append(_sweep(comparison, [row for row in sweep if row["shape"] == shape], directory / f"rate-sweep-{index}.png", dpi))
-    for scenario in comparison.scenarios:
+    for scenario in comparison.scenarios if per_scenario else ():
         path = _percentiles(comparison, scenario, directory / f"latency-{_file_name(scenario.scenario)}.png", dpi)
         if path is not None:
             written.append(path)

@@ -1,0 +1,174 @@
+"""A reproduction page (docs/reproductions/seed00N.md): the command that made the runs, the host
+they ran on, each figure of the paper beside ours, the verdict on each claim, our headline figures
+and a few PNGs. Markdown, so it reads on any code host and diffs well.
+
+The generated part sits between two markers; what is outside them (what differs and why, written
+after reading the results) is kept when the page is made again from new runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from mqttlab.analysis import Comparison
+from mqttlab.analysis.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, PaperSection, value_text
+from mqttlab.results import INVOCATIONS
+
+START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
+END = "<!-- end of the generated part: what follows is kept -->"
+HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tables above.\n"
+
+
+def write_page(page: Path, section: PaperSection, sources: list[Path], comparison: Optional[Comparison] = None,
+               figures: Optional[list[Path]] = None) -> Path:
+    """Writes (or updates the generated part of) `page`. `figures` are PNGs already written
+    beside it, linked relative to the page."""
+    generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []])
+    existing = page.read_text(encoding="utf-8") if page.exists() else None
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(merge(existing, generated, f"Seed {section.seed}: {section.title}"), encoding="utf-8")
+    return page
+
+
+def merge(existing: Optional[str], generated: str, title: str) -> str:
+    """The page with its generated part replaced; a new page gets a heading and a section to
+    write by hand after the generated part."""
+    block = f"{START}\n\n{generated.strip()}\n\n{END}"
+    if existing and START in existing and END in existing:
+        head, _, rest = existing.partition(START)
+        _, _, tail = rest.partition(END)
+        return head + block + tail
+    return f"# {title}\n\n{block}\n\n{HAND_WRITTEN}"
+
+
+def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path]) -> str:
+    parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section)]
+    if comparison is not None:
+        parts.append(_our_figures(comparison))
+    if figures:
+        parts.append("### Figures\n\n" + "\n\n".join(f"![{f.stem}]({f.as_posix()})" for f in figures))
+    return "\n\n".join(part for part in parts if part)
+
+
+def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
+    lines = ["### How this was made", ""]
+    commands = [entry for source in sources for entry in _invocations(source)]
+    if commands:
+        lines += ["Made by (each command with its UTC start):", "", "```"]
+        lines += [f"{entry['command']}    # {entry.get('at', '')}" + (f", {entry['runs']} runs" if "runs" in entry else "")
+                  for entry in commands]
+        lines += ["```", ""]
+    if comparison is not None:
+        runs = [run for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
+        hosts = {json.dumps(run.results.manifest.get("host") or {}, sort_keys=True) for run in runs}
+        for host in sorted(hosts):
+            lines.append(f"Host: {_host_text(json.loads(host))}.")
+        versions = {}
+        for scenario in comparison.scenarios:
+            for broker, group in scenario.groups.items():
+                versions.setdefault(broker, set()).update(group.versions)
+        brokers = ", ".join(f"{name} {'/'.join(sorted(v)) or '(version unknown)'}" for name, v in versions.items())
+        lines.append(f"{len(runs)} runs over {len(comparison.scenarios)} configurations; brokers: {brokers}.")
+        lines += [f"Note: {note}" for note in comparison.notes]
+        lines += [f"Left out: {path} ({reason})" for path, reason in comparison.excluded]
+    return "\n".join(lines).rstrip()
+
+
+def _invocations(source: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads((source / INVOCATIONS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [entry for entry in entries if isinstance(entry, dict) and entry.get("command")]
+
+
+def _host_text(host: dict[str, Any]) -> str:
+    memory = host.get("memory_bytes")
+    parts = [host.get("cpu_model") or "CPU unknown", f"{host.get('cores', '?')} cores",
+             f"{memory / 2**30:.0f} GiB" if memory else None, f"Linux {host['kernel']}" if host.get("kernel") else None]
+    return ", ".join(part for part in parts if part)
+
+
+def _figure_table(section: PaperSection) -> str:
+    coverage = section.coverage()
+    lines = ["### The paper's figures beside ours", "",
+             f"Seed {section.seed}, *{section.title}* ({section.source}): {coverage['figures']} figures, "
+             f"{coverage['measured']} measured here, {coverage['not_here']} not reproducible here. Exact figures must be "
+             "equal (⚑ when not); a measured one agrees when it lies in the paper's range or within the stated "
+             "tolerance factor of the paper's number.", ""]
+    for row in section.flagged:
+        lines.append(f"- ⚑ **{_cell(row.figure)}**: {_cell(row.reason)}")
+    if section.flagged:
+        lines.append("")
+    lines += ["| figure | where | paper | ours | ours/paper | status |", "|---|---|---|---|---|---|"]
+    for row in section.rows:
+        if row.status not in MEASURED and not (row.status == NO_PAPER_NUMBER and row.ours is not None):
+            continue
+        where = ", ".join(part for part in (row.scenario, row.broker) if part)
+        ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
+        status = ("⚑ " if row.flagged else "") + row.status
+        lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
+                     f"{_cell(_value(row.ours, row.unit))} | {ratio} | {status} |")
+    return "\n".join(lines)
+
+
+def _not_measured(section: PaperSection) -> str:
+    """The figures with nothing of ours beside them, grouped by why (most are the paper's
+    background, related work or facts about its testbed)."""
+    by_reason: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for row in section.rows:
+        if row.status in MEASURED or (row.status == NO_PAPER_NUMBER and row.ours is not None) or row.figure in seen:
+            continue
+        seen.add(row.figure)
+        why = (row.reason or row.source or row.status) if row.status == NOT_HERE else (row.reason or row.status)
+        by_reason.setdefault(why, []).append(row.figure)
+    if not by_reason:
+        return ""
+    lines = ["### Figures without a measurement here", "", "| why | figures |", "|---|---|"]
+    lines += [f"| {_cell(why)} | {_cell(', '.join(figures))} |" for why, figures in by_reason.items()]
+    return "\n".join(lines)
+
+
+def _claims(section: PaperSection) -> str:
+    if not section.claims:
+        return ""
+    lines = ["### The paper's claims", "", "| claim | the paper says | verdict here | the numbers it rests on |", "|---|---|---|---|"]
+    for claim in section.claims:
+        lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell('; '.join(claim.evidence))} |")
+    return "\n".join(lines)
+
+
+def _our_figures(comparison: Comparison) -> str:
+    from mqttlab.reports.tables import summary_table
+
+    keys = (("throughput", "msg/s"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"), ("loss", "loss %"),
+            ("broker_cpu", "broker CPU"), ("broker_rss", "broker RSS MB"))
+    lines = ["### Our figures", "",
+             f"Means over the repetitions, ± the {comparison.confidence:.0%} confidence interval's half-width where there "
+             "are two or more. Latency is the round trip where the suite measures round trips, else end to end.", "",
+             "| configuration | broker | runs | " + " | ".join(title for _, title in keys) + " |",
+             "|---|---|---|" + "---|" * len(keys)]
+    for row in summary_table(comparison):
+        cells = [_estimate(row, key) for key, _ in keys]
+        lines.append(f"| {_cell(row['scenario'])} | {row['broker']} | {row['runs']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _estimate(row: dict[str, Any], key: str) -> str:
+    mean, low, high = row.get(f"{key}_mean"), row.get(f"{key}_ci_low"), row.get(f"{key}_ci_high")
+    if mean is None:
+        return "–"
+    if low is None or high is None:
+        return f"{mean:.3g}"
+    return f"{mean:.3g} ± {(high - low) / 2:.2g}"
+
+
+def _value(value: Any, unit: Optional[str]) -> str:
+    text = value_text(value)
+    return f"{text} {unit}" if text and unit and isinstance(value, (int, float)) else text
+
+
+def _cell(text: Any) -> str:
+    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
