@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from typing import Callable
 
 import pytest
+
+# A test command started in the background (`make test &`, a CI step run that way) inherits SIGINT
+# ignored, and exec passes "ignored" on to every process the tests start, so the Ctrl-C tests
+# would time out. A handler in this process is reset to the default in its children instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _start_until_load(command: list[str], **popen) -> subprocess.Popen:
