@@ -145,6 +145,7 @@ def test_compare_writes_a_reproduction_page_and_keeps_the_hand_written_text(suit
     assert "⚑ **publish-overhead**: ours 7 ≠ the paper's 46" in text and "| ⚑ differs |" in text
     assert "| publish-overhead-46 |" in text and f"| {DOES_NOT_HOLD} |" in text and f"| {HOLDS} |" in text
     assert "### Our figures" in text and "| full-bandwidth-qos0-p1B-r10 | rumqttd | 1 |" in text
+    assert {"paper_vs_ours.csv", "paper_claims.csv", "summary.csv"} <= {f.name for f in (page.parent / "seed002").glob("*.csv")}
     figures = sorted(f.name for f in (page.parent / "seed002").glob("*.png"))
     assert "latency_p50.png" in figures and "latency_max.png" not in figures
     assert all(f"](seed002/{name})" in text for name in figures)
@@ -222,7 +223,8 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     assert "mqttlab smc paper --cases 30    # 2026-11-23T10:00:00+00:00\n" in text
     chernoff = [line for line in text.splitlines() if line.startswith("| chernoff-samples |")]
     assert len(chernoff) == 1 and chernoff[0].endswith("| matches |") and chernoff[0].count("1060") == 2, chernoff
-    assert not (page.parent / "seed000").exists()
+    assert sorted(f.name for f in (page.parent / "seed000").iterdir()) == ["paper_claims.csv", "paper_vs_ours.csv"]
+    assert "[paper_vs_ours.csv](seed000/paper_vs_ours.csv)" in text
     assert rows["sprt-up1-t30-c70-mosquitto"]["ours"].startswith("h0 0.87, h1 0.97, result H1")
     assert rows["mc-time-up2-mosquitto"]["ours"] == "50 3.5"
     assert rows["regression-mosquitto-active-msgs"]["ours"].startswith("estimate 1.4")  # µs → ms

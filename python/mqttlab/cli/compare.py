@@ -77,28 +77,46 @@ def compare_command(
 
 
 def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optional["Comparison"] = None) -> None:
-    """The Markdown reproduction page, and beside it (in a folder named as the page) the
-    comparison's summary PNGs at a size fit to commit."""
+    """The Markdown reproduction page, and beside it (in a folder named as the page) its tables as
+    CSV and the comparison's summary PNGs at a size fit to commit."""
     from mqttlab.reports.reproduction_page import write_page
 
     if section is None:
         typer.echo("error: --page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)", err=True)
         raise typer.Exit(BAD_INPUT)
+    from mqttlab.reports.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
+    from mqttlab.reports.tables import summary_table, write_csv
+
+    folder = page.parent / page.stem
+    folder.mkdir(parents=True, exist_ok=True)
+    tables = [write_csv(paper_rows(section), folder / f"{CSV_NAME}.csv"), write_csv(claim_rows(section), folder / f"{CLAIMS_CSV}.csv")]
     figures: list[Path] = []
     if comparison is not None:
         from mqttlab.reports.png import write_pngs
 
-        folder = page.parent / page.stem
+        tables.append(write_csv(summary_table(comparison), folder / "summary.csv"))
         for old in folder.glob("*.png"):
             old.unlink()
         figures = [figure for figure in write_pngs(comparison, folder, dpi=80, per_scenario=False) if _page_figure(figure, comparison)]
         for figure in set(folder.glob("*.png")) - set(figures):
             figure.unlink()
-    typer.echo(f"page: {write_page(page, section, sources, comparison, figures)}", err=True)
+        for figure in figures:
+            _palette(figure)
+    typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables)}", err=True)
 
 
 PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss", "mean-sd-seed001")
 PAGE_MAX_BARS = 40  # configurations: beyond this a bar chart is unreadable; the rate sweeps stay
+
+
+def _palette(figure: Path) -> None:
+    """Saves a PNG with a 256-colour palette: a plot has few colours, and the file shrinks about
+    threefold, which matters for figures committed to the repository."""
+    from PIL import Image
+
+    with Image.open(figure) as image:
+        small = image.convert("RGB").quantize(colors=256)
+    small.save(figure, optimize=True)
 
 
 def _page_figure(figure: Path, comparison: "Comparison") -> bool:

@@ -17,14 +17,16 @@ from mqttlab.results import INVOCATIONS
 
 START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
 END = "<!-- end of the generated part: what follows is kept -->"
+EVIDENCE_SHOWN = 4  # numbers shown per claim; a claim over a whole plot rests on dozens
 HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tables above.\n"
 
 
 def write_page(page: Path, section: PaperSection, sources: list[Path], comparison: Optional[Comparison] = None,
-               figures: Optional[list[Path]] = None) -> Path:
-    """Writes (or updates the generated part of) `page`. `figures` are PNGs already written
-    beside it, linked relative to the page."""
-    generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []])
+               figures: Optional[list[Path]] = None, tables: Optional[list[Path]] = None) -> Path:
+    """Writes (or updates the generated part of) `page`. `figures` (PNG) and `tables` (CSV) are
+    files already written beside it, linked relative to the page."""
+    generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []],
+                               [f.relative_to(page.parent) for f in tables or []])
     existing = page.read_text(encoding="utf-8") if page.exists() else None
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(merge(existing, generated, f"Seed {section.seed}: {section.title}"), encoding="utf-8")
@@ -42,8 +44,11 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
     return f"# {title}\n\n{block}\n\n{HAND_WRITTEN}"
 
 
-def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path]) -> str:
+def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
+                   tables: Optional[list[Path]] = None) -> str:
     parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section)]
+    if tables:
+        parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
     if comparison is not None:
         parts.append(_our_figures(comparison))
     if figures:
@@ -92,18 +97,21 @@ def _host_text(host: dict[str, Any]) -> str:
 
 def _figure_table(section: PaperSection) -> str:
     coverage = section.coverage()
+    plots = sum(row.status == NO_PAPER_NUMBER and row.ours is not None for row in section.rows)
     lines = ["### The paper's figures beside ours", "",
-             f"Seed {section.seed}, *{section.title}* ({section.source}): {coverage['figures']} figures, "
+             f"Seed {section.seed}, *{section.title}* ({_source(section.source)}): {coverage['figures']} figures, "
              f"{coverage['measured']} measured here, {coverage['not_here']} not reproducible here. Exact figures must be "
              "equal (⚑ when not); a measured one agrees when it lies in the paper's range or within the stated "
-             "tolerance factor of the paper's number.", ""]
+             "tolerance factor of the paper's number."
+             + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
+                "\"Our figures\" and in the PNGs." if plots else ""), ""]
     for row in section.flagged:
         lines.append(f"- ⚑ **{_cell(row.figure)}**: {_cell(row.reason)}")
     if section.flagged:
         lines.append("")
     lines += ["| figure | where | paper | ours | ours/paper | status |", "|---|---|---|---|---|---|"]
     for row in section.rows:
-        if row.status not in MEASURED and not (row.status == NO_PAPER_NUMBER and row.ours is not None):
+        if row.status not in MEASURED:
             continue
         where = ", ".join(part for part in (row.scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
@@ -111,6 +119,14 @@ def _figure_table(section: PaperSection) -> str:
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
                      f"{_cell(_value(row.ours, row.unit))} | {ratio} | {status} |")
     return "\n".join(lines)
+
+
+def _source(source: str) -> str:
+    """A built-in paper file by its place in the repository, not this machine's path."""
+    from mqttlab.analysis.paper_file import BUILTIN_DIR
+
+    path = Path(source)
+    return f"{BUILTIN_DIR.name}/{path.name}" if path.parent == BUILTIN_DIR else source
 
 
 def _not_measured(section: PaperSection) -> str:
@@ -136,7 +152,9 @@ def _claims(section: PaperSection) -> str:
         return ""
     lines = ["### The paper's claims", "", "| claim | the paper says | verdict here | the numbers it rests on |", "|---|---|---|---|"]
     for claim in section.claims:
-        lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell('; '.join(claim.evidence))} |")
+        evidence = claim.evidence[:EVIDENCE_SHOWN] + ([f"… {len(claim.evidence) - EVIDENCE_SHOWN} more in paper_claims.csv"]
+                                                      if len(claim.evidence) > EVIDENCE_SHOWN else [])
+        lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell('; '.join(evidence))} |")
     return "\n".join(lines)
 
 
