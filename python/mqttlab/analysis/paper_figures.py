@@ -457,7 +457,7 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.0f}" if abs(value) >= 10_000 else f"{value:.4g}"  # 19990, not 1.999e+04
     if isinstance(value, list):
         return "–".join(_text(v) for v in value)
     if isinstance(value, dict):

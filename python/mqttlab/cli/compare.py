@@ -105,7 +105,7 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
     typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables)}", err=True)
 
 
-PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss", "mean-sd-seed001")
+PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss")
 PAGE_MAX_BARS = 40  # configurations: beyond this a bar chart is unreadable; the rate sweeps stay
 
 
@@ -123,6 +123,8 @@ def _page_figure(figure: Path, comparison: "Comparison") -> bool:
     """The figures a reproduction page keeps: rate sweeps, and the headline bar charts while they stay readable."""
     if figure.stem.startswith("rate-sweep"):
         return True
+    if figure.stem == "mean-sd-seed001":  # the mean ± SD bars seeds 001 and 004 drew
+        return comparison.paper is not None and comparison.paper.seed in ("001", "004") and len(comparison.scenarios) <= PAGE_MAX_BARS
     return figure.stem in PAGE_BARS and len(comparison.scenarios) <= PAGE_MAX_BARS
 
 

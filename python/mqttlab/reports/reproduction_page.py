@@ -75,6 +75,11 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
                 versions.setdefault(broker, set()).update(group.versions)
         brokers = ", ".join(f"{name} {'/'.join(sorted(v)) or '(version unknown)'}" for name, v in versions.items())
         lines.append(f"{len(runs)} runs over {len(comparison.scenarios)} configurations; brokers: {brokers}.")
+        limited = sorted({run.scenario for run in runs if run.generator_limited})
+        if limited:
+            lines.append(f"**{sum(run.generator_limited for run in runs)} of {len(runs)} runs were flagged generator-limited** "
+                         "(this host could not hold their schedule, so their figures bound the host as much as the broker): "
+                         + ", ".join(limited) + ".")
         lines += [f"Note: {note}" for note in comparison.notes]
         lines += [f"Left out: {path} ({reason})" for path, reason in comparison.excluded]
     return "\n".join(lines).rstrip()
@@ -179,8 +184,15 @@ def _estimate(row: dict[str, Any], key: str) -> str:
     if mean is None:
         return "–"
     if low is None or high is None:
-        return f"{mean:.3g}"
-    return f"{mean:.3g} ± {(high - low) / 2:.2g}"
+        return _number(mean)
+    return f"{_number(mean)} ± {_number((high - low) / 2)}"
+
+
+def _number(value: float) -> str:
+    """Three significant digits without exponents for what a run measures (20,000 msg/s, 0.16 ms)."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
 def _value(value: Any, unit: Optional[str]) -> str:
