@@ -17,6 +17,7 @@ from mqttlab.results import INVOCATIONS
 
 START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
 END = "<!-- end of the generated part: what follows is kept -->"
+MAX_PLOT_ROWS = 60  # points of the paper's plots without numbers listed with ours; beyond, Our figures has them
 EVIDENCE_SHOWN = 4  # numbers shown per claim; a claim over a whole plot rests on dozens
 HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tables above.\n"
 
@@ -103,20 +104,21 @@ def _host_text(host: dict[str, Any]) -> str:
 def _figure_table(section: PaperSection) -> str:
     coverage = section.coverage()
     plots = sum(row.status == NO_PAPER_NUMBER and row.ours is not None for row in section.rows)
+    shown = (*MEASURED, NO_PAPER_NUMBER) if plots <= MAX_PLOT_ROWS else MEASURED
     lines = ["### The paper's figures beside ours", "",
              f"Seed {section.seed}, *{section.title}* ({_source(section.source)}): {coverage['figures']} figures, "
              f"{coverage['measured']} measured here, {coverage['not_here']} not reproducible here. Exact figures must be "
              "equal (⚑ when not); a measured one agrees when it lies in the paper's range or within the stated "
              "tolerance factor of the paper's number."
              + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
-                "\"Our figures\" and in the PNGs." if plots else ""), ""]
+                "\"Our figures\" and in the PNGs." if plots > MAX_PLOT_ROWS else ""), ""]
     for row in section.flagged:
         lines.append(f"- ⚑ **{_cell(row.figure)}**: {_cell(row.reason)}")
     if section.flagged:
         lines.append("")
     lines += ["| figure | where | paper | ours | ours/paper | status |", "|---|---|---|---|---|---|"]
     for row in section.rows:
-        if row.status not in MEASURED:
+        if row.status not in shown or row.ours is None:
             continue
         where = ", ".join(part for part in (row.scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
