@@ -117,10 +117,16 @@ def _figure_table(section: PaperSection) -> str:
     if section.flagged:
         lines.append("")
     lines += ["| figure | where | paper | ours | ours/paper | status |", "|---|---|---|---|---|---|"]
+    # Rows equal but for their configuration (an exact figure, the same in every run) become one.
+    same: dict[tuple, list[Any]] = {}
     for row in section.rows:
-        if row.status not in shown or row.ours is None:
-            continue
-        where = ", ".join(part for part in (row.scenario, row.broker) if part)
+        if row.status in shown and row.ours is not None:
+            key = (row.figure, value_text(row.paper), value_text(row.ours), row.status, row.flagged, row.broker)
+            same.setdefault(key, []).append(row)
+    for rows in same.values():
+        row = rows[0]
+        scenario = row.scenario if len(rows) == 1 else f"{len(rows)} configurations"
+        where = ", ".join(part for part in (scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
         status = ("⚑ " if row.flagged else "") + row.status
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
