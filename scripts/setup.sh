@@ -23,6 +23,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
 command -v cargo >/dev/null 2>&1 || { echo "error: Rust (cargo) is needed: install it with rustup" >&2; exit 1; }
+# The test command's lint step needs rustfmt and clippy; rustup adds them when they are missing.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null 2>&1 || { echo "error: cargo fmt and cargo clippy are needed (rustup component add rustfmt clippy)" >&2; exit 1; }
+  say "adding rustfmt and clippy"
+  rustup component add rustfmt clippy >/dev/null
+fi
 
 if [ ! -x .venv/bin/python ]; then
   say "creating the virtualenv .venv"

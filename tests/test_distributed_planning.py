@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from mqttlab import engine
+from mqttlab._engine import expand_template as expand
+from mqttlab._engine import topic_matches as matches
 from mqttlab.distributed.clock import Offset, Sample, WorkerClock, best_estimate
 from mqttlab.distributed.cluster import BadClusterSpec, parse_spec
-from mqttlab.distributed.pairs import expand, matches, receivers
 from mqttlab.distributed.planner import (
     PlanningError,
     WorkerInfo,
@@ -22,6 +23,7 @@ from mqttlab.distributed.planner import (
     start_margin_s,
 )
 from mqttlab.distributed.progress import ProgressCombiner
+from mqttlab.routing import MATCH_BUDGET, owed_receivers as receivers
 from mqttlab.scenario import load_scenario
 
 
@@ -51,6 +53,14 @@ def test_receivers_of_point_to_point_fan_in_fan_out_and_shared_groups():
     shared = receivers(make_plan(pubs=2, subs=3, filters=("$share/g/b/+",)))
     assert shared.owed == [["share:g:b/+"], ["share:g:b/+"]]
     assert shared.members["share:g:b/+"] == [0, 1, 2]
+
+
+def test_receivers_past_the_match_budget_are_unknown():
+    # Every publisher's topic against every distinct wildcard filter: 20,001 x 1,000 checks.
+    plan = make_plan(pubs=20_001, subs=1_000, filters=("b/+/%i",))
+    assert 20_001 * 1_000 > MATCH_BUDGET
+    assert receivers(plan) is None
+    assert receivers(make_plan(pubs=2_000, subs=1_000, filters=("b/+/%i",))) is not None
 
 
 def test_shards_go_to_workers_in_host_order_with_threads_shared_per_host():

@@ -1,10 +1,24 @@
-"""mqttlab: a laboratory for the performance of MQTT brokers."""
+"""mqttlab: a laboratory for the performance of MQTT brokers.
+
+From Python (a notebook, a script): `mqttlab.run(scenario, broker=..., set={...})` runs a
+scenario as `mqttlab run` does and returns a `RunResult` (summary, histograms, pandas views);
+see docs/python.md."""
 
 from importlib.metadata import PackageNotFoundError, version as _version
+from typing import Any
 
 try:
     __version__ = _version("mqttlab")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["RunFailed", "RunResult", "__version__", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `mqttlab --version` and the CLI's help need none of the run path.
+    if name in ("run", "RunResult", "RunFailed"):
+        from mqttlab import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'mqttlab' has no attribute {name!r}")

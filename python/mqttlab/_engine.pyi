@@ -13,6 +13,20 @@ def run_shard(plan_json: str, progress: Optional[Callable[[str], None]] = None) 
     with status "interrupted" (no exception). Invalid plans raise ValueError; a broker that cannot
     be reached at all raises ConnectionError with a one-line reason."""
 
+def expand_template(template: str, index: int, client_id: str) -> str:
+    """A client-id, topic or filter template expanded for client `index`: `%i` = index, `%c` =
+    client id, `%%` = a percent sign; any other `%` stays."""
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    """Whether an MQTT topic filter (`+`, `#`) matches a topic name; a leading wildcard does not
+    match a topic starting with `$` (MQTT 4.7.2)."""
+
+def owed_units(plan_json: str, max_checks: int) -> Optional[str]:
+    """The plan's receiving units, as the engine's accounting owes them, as JSON: `owed` (per
+    publisher the unit names owed its messages: `sub:<i>` or `share:<group>:<filter>`) and
+    `members` (per unit its subscriber indices). None when working it out would take more than
+    `max_checks` (publisher topic x wildcard filter) matches."""
+
 def merge_results(results_json: list[str]) -> str:
     """Exact merge of raw shard results of one plan: counters and histograms add."""
 

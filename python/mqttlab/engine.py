@@ -68,6 +68,8 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
     covering every client (one shard)."""
     scheme, host, port = split_url(broker_url)
     pubs, subs, load = scenario.publishers, scenario.subscribers, scenario.load
+    # Scenario's after-validator fills in both from the other settings.
+    assert subs.filters is not None and load.warmup is not None
     tls = None
     if scheme == "mqtts":
         tls = {

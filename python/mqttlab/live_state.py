@@ -44,7 +44,7 @@ class RunState:
 
     def __init__(self, plan: Mapping[str, Any], *, run: str, scenario: str, broker: str, shard: str = "all",
                  directory: Optional[Path] = None, resources: Any = None, owed_per_message: Optional[float] = None) -> None:
-        pubs, subs, load = plan["publishers"], plan["subscribers"], plan["load"]
+        pubs, load = plan["publishers"], plan["load"]
         low, high = plan["shard"]["publishers"]
         self.publishers = high - low
         self.subscribers = plan["shard"]["subscribers"][1] - plan["shard"]["subscribers"][0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
@@ -47,6 +47,8 @@ METRICS = {
 }
 
 StateSource = Callable[[], Mapping[str, Any]]  # {"runs": [live state dicts], "suite": suite_state or None}
+# The families built here; the Metric base class has no add_metric.
+_Family = Union[CounterMetricFamily, GaugeMetricFamily]
 
 
 class MetricsError(Exception):
@@ -70,7 +72,7 @@ class _Collector:
             state = self.source()
         except Exception:  # noqa: BLE001 — a broken scrape must not break the run being scraped
             state = {}
-        families: dict[str, Metric] = {}
+        families: dict[str, _Family] = {}
         for run in state.get("runs") or []:
             _run_metrics(run, families)
         if state.get("suite"):
@@ -78,20 +80,20 @@ class _Collector:
         yield from families.values()
 
 
-def _family(families: dict[str, Metric], name: str, labels: tuple[str, ...], counter: bool = False) -> Metric:
+def _family(families: dict[str, _Family], name: str, labels: tuple[str, ...], counter: bool = False) -> _Family:
     if name not in families:
         kind = CounterMetricFamily if counter else GaugeMetricFamily
         families[name] = kind(name, METRICS[name], labels=list(labels))
     return families[name]
 
 
-def _add(families: dict[str, Metric], name: str, labels: Mapping[str, str], value: Any, counter: bool = False, **extra: str) -> None:
+def _add(families: dict[str, _Family], name: str, labels: Mapping[str, str], value: Any, counter: bool = False, **extra: str) -> None:
     if value is None:
         return
     _family(families, name, (*labels, *extra), counter).add_metric([*labels.values(), *extra.values()], float(value))
 
 
-def _run_metrics(run: Mapping[str, Any], families: dict[str, Metric]) -> None:
+def _run_metrics(run: Mapping[str, Any], families: dict[str, _Family]) -> None:
     labels = {k: str(run.get(k) or "") for k in RUN_LABELS}
     snapshot = run.get("snapshot") or {}
     total, interval, connected = snapshot.get("total") or {}, snapshot.get("interval") or {}, snapshot.get("connected") or {}
@@ -141,7 +143,7 @@ def _run_metrics(run: Mapping[str, Any], families: dict[str, Metric]) -> None:
     _add(families, "mqttlab_generator_limited", labels, 1 if final.get("generator_limited") else 0)
 
 
-def _suite_metrics(suite: Mapping[str, Any], families: dict[str, Metric]) -> None:
+def _suite_metrics(suite: Mapping[str, Any], families: dict[str, _Family]) -> None:
     labels = {"suite": str(suite.get("suite") or "")}
     for state, key in (("planned", "runs"), ("done", "done"), ("failed", "failed"), ("left", "left")):
         _add(families, "mqttlab_suite_runs", labels, suite.get(key), state=state)
@@ -160,7 +162,7 @@ class MetricsServer:
         self.host, self.port = parse_address(address)
         self.linger = linger
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(source))  # type: ignore[arg-type]
+        self.registry.register(_Collector(source))
         self._server: Any = None
         self._thread: Optional[threading.Thread] = None
 

@@ -42,31 +42,12 @@ class BrokerInfo:
     limits: Optional[dict[str, Any]] = None
 
     def as_dict(self) -> dict[str, Any]:
-        entry = {"name": self.name, "version": self.version, "url": self.url, "pid": self.pid}
+        entry: dict[str, Any] = {"name": self.name, "version": self.version, "url": self.url, "pid": self.pid}
         if self.config is not None:
             entry["config"] = self.config
         if self.limits is not None:
             entry["limits"] = self.limits
         return entry
-
-
-def record_launched_broker(directory: Path, config: Optional[dict[str, Any]], limits: Optional[dict[str, Any]]) -> None:
-    """Adds a launched broker's configuration and limits to a run's manifest. A suite launches
-    its brokers itself and hands the run a URL, so the run cannot know them; the suite records
-    them here once the run has ended (the limits' counters are final only then)."""
-    path = directory / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # a run that wrote nothing has no manifest to complete
-    broker = manifest.setdefault("broker", {})
-    if config is not None:
-        broker["config"] = config
-    if limits is not None:
-        broker["limits"] = limits
-    temporary = path.with_name(".manifest.json.tmp")
-    temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
 
 
 @dataclass

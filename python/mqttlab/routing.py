@@ -6,20 +6,38 @@ before the load starts and again in the summary, with the topics and filters sid
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from mqttlab._engine import expand_template as expand
+from mqttlab._engine import owed_units
+
 # Enough expanded examples to see the pattern next to each other without flooding the terminal.
 EXAMPLES = 3
+# Beyond this many (publisher topic x wildcard filter) matches the answer is "unknown": a check
+# made before the load, or a detail of its report, must not hold the run for minutes.
+MATCH_BUDGET = 20_000_000
 
 
-def owed_receivers(plan: dict[str, Any]) -> Any:
-    """The plan's receivers (`.owed`: per publisher the units owed its messages; `.members`: per
-    unit its subscribers), or None when too costly to work out. The one call into the matching
-    logic, a copy of the engine's that the engine's own export is to replace."""
-    from mqttlab.distributed.pairs import receivers
+@dataclass
+class Receivers:
+    """For each publisher, the names of the units owed its messages (`sub:<i>`, or a shared group
+    as a whole, `share:<group>:<filter>`); for each unit, its subscribers."""
 
-    return receivers(plan)
+    owed: list[list[str]]
+    members: dict[str, list[int]] = field(default_factory=dict)
+
+
+def owed_receivers(plan: dict[str, Any]) -> Optional[Receivers]:
+    """The plan's receivers as the engine's own accounting works them out, or None when too
+    costly. The distributed runner needs them to tell which measured pairs have publisher and
+    subscriber on different hosts, and what was owed to the subscribers of a missing shard."""
+    found = owed_units(json.dumps(plan), MATCH_BUDGET)
+    if found is None:
+        return None
+    data = json.loads(found)
+    return Receivers(owed=data["owed"], members=data["members"])
 
 
 @dataclass
@@ -45,8 +63,6 @@ def check_routing(plan: dict[str, Any], followed: Optional[str] = None) -> Routi
     """The routing of `plan` with a warning for each way it leaves something unmeasured: no
     subscriber owed anything, publishers whose topic nobody subscribes to, subscribers owed
     nothing. A run without publishers or without subscribers is what it says and is not flagged."""
-    from mqttlab.distributed.pairs import expand
-
     pubs, subs = plan["publishers"], plan["subscribers"]
     p_count, s_count = int(pubs["count"]), int(subs["count"])
     topics = [pubs["topic"]] + [expand(pubs["topic"], i, expand(pubs["client_id"], i, "")) for i in range(min(p_count, EXAMPLES))]

@@ -40,6 +40,7 @@ def test_predict_from_a_learn_folder_writes_table_and_figures_and_repeats_with_t
     first = runner.invoke(app, [*args, "--out", str(root / "p1")])
     second = runner.invoke(app, [*args, "--out", str(root / "p2")])
     assert first.exit_code == 0, first.output
+    assert second.exit_code == 0, second.output
     table = pd.read_csv(root / "p1" / "predict.csv")
     assert list(zip(table["clients"], table["threshold_ms"])) == [(2, 5.0), (2, 20.0), (8, 5.0), (8, 20.0)]
     assert (table["cp_low"] <= table["p"]).all() and (table["p"] <= table["cp_high"]).all()

@@ -126,3 +126,4 @@ def test_paper_names_bad_settings_without_traceback(tmp_path):
 def test_min_s_is_the_papers_format():
     assert min_s(267.0) == "4:27" and min_s(0.0123) == "0:00.012" and min_s(float("nan")) == "-"
     assert re.fullmatch(r"\d+:\d\d", min_s(3600.0))
+    assert min_s(119.7) == "2:00" and min_s(59.9996) == "1:00" and min_s(59.9994) == "0:59.999"

@@ -138,9 +138,7 @@ impl Properties {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0
-            .as_deref()
-            .is_none_or(|v| *v == PropertyValues::EMPTY)
+        self.0.as_deref().is_none_or(|v| *v == PropertyValues::EMPTY)
     }
 
     pub fn into_values(self) -> PropertyValues {

@@ -59,11 +59,7 @@ pub(crate) fn place_of(packet_type: u8) -> Places {
 pub(crate) fn allowed_places(id: u8) -> Option<Places> {
     let message = PUBLISH | WILL;
     let places = match id {
-        PAYLOAD_FORMAT_INDICATOR
-        | MESSAGE_EXPIRY_INTERVAL
-        | CONTENT_TYPE
-        | RESPONSE_TOPIC
-        | CORRELATION_DATA => message,
+        PAYLOAD_FORMAT_INDICATOR | MESSAGE_EXPIRY_INTERVAL | CONTENT_TYPE | RESPONSE_TOPIC | CORRELATION_DATA => message,
         SUBSCRIPTION_IDENTIFIER => PUBLISH | SUBSCRIBE,
         SESSION_EXPIRY_INTERVAL => CONNECT | CONNACK | DISCONNECT,
         ASSIGNED_CLIENT_IDENTIFIER
@@ -78,26 +74,10 @@ pub(crate) fn allowed_places(id: u8) -> Option<Places> {
         REQUEST_PROBLEM_INFORMATION | REQUEST_RESPONSE_INFORMATION => CONNECT,
         WILL_DELAY_INTERVAL => WILL,
         SERVER_REFERENCE => CONNACK | DISCONNECT,
-        REASON_STRING => {
-            CONNACK | PUBACK | PUBREC | PUBREL | PUBCOMP | SUBACK | UNSUBACK | DISCONNECT | AUTH
-        }
+        REASON_STRING => CONNACK | PUBACK | PUBREC | PUBREL | PUBCOMP | SUBACK | UNSUBACK | DISCONNECT | AUTH,
         RECEIVE_MAXIMUM | TOPIC_ALIAS_MAXIMUM | MAXIMUM_PACKET_SIZE => CONNECT | CONNACK,
         TOPIC_ALIAS => PUBLISH,
-        USER_PROPERTY => {
-            CONNECT
-                | CONNACK
-                | message
-                | PUBACK
-                | PUBREC
-                | PUBREL
-                | PUBCOMP
-                | SUBSCRIBE
-                | SUBACK
-                | UNSUBSCRIBE
-                | UNSUBACK
-                | DISCONNECT
-                | AUTH
-        }
+        USER_PROPERTY => CONNECT | CONNACK | message | PUBACK | PUBREC | PUBREL | PUBCOMP | SUBSCRIBE | SUBACK | UNSUBSCRIBE | UNSUBACK | DISCONNECT | AUTH,
         _ => return None,
     };
     Some(places)

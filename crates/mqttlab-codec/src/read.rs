@@ -23,11 +23,7 @@ type Result<T> = std::result::Result<T, DecodeError>;
 /// checked as soon as the fixed header is complete, so a peer cannot make us buffer without limit.
 /// `protocol` is the connection's level; CONNECT carries its own level and is decoded whatever
 /// `protocol` says.
-pub fn decode(
-    buf: &mut BytesMut,
-    protocol: Protocol,
-    max_packet_size: usize,
-) -> Result<Option<Packet>> {
+pub fn decode(buf: &mut BytesMut, protocol: Protocol, max_packet_size: usize) -> Result<Option<Packet>> {
     let Some(&first) = buf.first() else {
         return Ok(None);
     };
@@ -37,10 +33,7 @@ pub fn decode(
     };
     let size = 1 + length_bytes + remaining as usize;
     if size > max_packet_size {
-        return Err(DecodeError::PacketTooLarge {
-            size,
-            max: max_packet_size,
-        });
+        return Err(DecodeError::PacketTooLarge { size, max: max_packet_size });
     }
     if buf.len() < size {
         return Ok(None);
@@ -139,12 +132,7 @@ fn read_connect(r: &mut Reader) -> Result<Connect> {
     let protocol = match (name, level) {
         (b"MQTT", 4) => Protocol::V311,
         (b"MQTT", 5) => Protocol::V5,
-        _ => {
-            return Err(DecodeError::InvalidProtocol {
-                name: String::from_utf8_lossy(name).into_owned(),
-                level,
-            })
-        }
+        _ => return Err(DecodeError::InvalidProtocol { name: String::from_utf8_lossy(name).into_owned(), level }),
     };
     let flags = r.u8()?;
     if flags & 0x01 != 0 {
@@ -157,15 +145,11 @@ fn read_connect(r: &mut Reader) -> Result<Connect> {
     let has_password = flags & 0x40 != 0;
     let has_username = flags & 0x80 != 0;
     if !has_will && (will_qos != 0 || will_retain) {
-        return Err(DecodeError::Protocol(
-            "CONNECT will QoS or retain set without a will",
-        ));
+        return Err(DecodeError::Protocol("CONNECT will QoS or retain set without a will"));
     }
     let will_qos = QoS::from_u8(will_qos).ok_or(DecodeError::InvalidQoS(will_qos))?;
     if protocol == Protocol::V311 && has_password && !has_username {
-        return Err(DecodeError::Protocol(
-            "CONNECT password without a user name",
-        ));
+        return Err(DecodeError::Protocol("CONNECT password without a user name"));
     }
     let keep_alive = r.u16()?;
     let properties = read_properties_if(r, protocol, prop::CONNECT, 1)?;
@@ -176,36 +160,13 @@ fn read_connect(r: &mut Reader) -> Result<Connect> {
         let topic = r.string()?;
         check_topic_name(topic.as_bytes())?;
         let payload = r.binary()?;
-        Some(LastWill {
-            topic,
-            payload,
-            qos: will_qos,
-            retain: will_retain,
-            properties,
-        })
+        Some(LastWill { topic, payload, qos: will_qos, retain: will_retain, properties })
     } else {
         None
     };
-    let username = if has_username {
-        Some(r.string()?)
-    } else {
-        None
-    };
-    let password = if has_password {
-        Some(r.binary()?)
-    } else {
-        None
-    };
-    Ok(Connect {
-        protocol,
-        client_id,
-        clean_start,
-        keep_alive,
-        username,
-        password,
-        will,
-        properties,
-    })
+    let username = if has_username { Some(r.string()?) } else { None };
+    let password = if has_password { Some(r.binary()?) } else { None };
+    Ok(Connect { protocol, client_id, clean_start, keep_alive, username, password, will, properties })
 }
 
 fn read_connack(r: &mut Reader, protocol: Protocol) -> Result<ConnAck> {
@@ -220,11 +181,7 @@ fn read_connack(r: &mut Reader, protocol: Protocol) -> Result<ConnAck> {
     };
     check_reason(2, code, allowed)?;
     let properties = read_properties_if(r, protocol, prop::CONNACK, 2)?;
-    Ok(ConnAck {
-        session_present: flags & 0x01 != 0,
-        code,
-        properties,
-    })
+    Ok(ConnAck { session_present: flags & 0x01 != 0, code, properties })
 }
 
 /// `packet` is the whole PUBLISH, fixed header (`header` bytes) included.
@@ -246,23 +203,13 @@ fn read_publish(packet: Bytes, header: usize, first: u8, protocol: Protocol) -> 
     let pkid = if qos == QoS::AtMostOnce { 0 } else { r.pkid()? };
     let properties = read_properties_if(&mut r, protocol, prop::PUBLISH, 3)?;
     if topic.is_empty() && properties.topic_alias.is_none() {
-        return Err(DecodeError::Protocol(
-            "PUBLISH topic name is empty and has no topic alias",
-        ));
+        return Err(DecodeError::Protocol("PUBLISH topic name is empty and has no topic alias"));
     }
     // The payload takes the packet's own reference rather than a new one.
     let payload_at = packet.len() - r.rest.len();
     let mut payload = packet;
     payload.advance(payload_at);
-    Ok(Publish {
-        dup: flags & 0b1000 != 0,
-        qos,
-        retain: flags & 1 != 0,
-        topic,
-        pkid,
-        properties,
-        payload,
-    })
+    Ok(Publish { dup: flags & 0b1000 != 0, qos, retain: flags & 1 != 0, topic, pkid, properties, payload })
 }
 
 fn read_ack(r: &mut Reader, packet_type: u8, protocol: Protocol) -> Result<Ack> {
@@ -273,20 +220,12 @@ fn read_ack(r: &mut Reader, packet_type: u8, protocol: Protocol) -> Result<Ack> 
         _ => reason_code::PUBREL,
     };
     check_reason(packet_type, reason, allowed)?;
-    Ok(Ack {
-        pkid,
-        reason,
-        properties,
-    })
+    Ok(Ack { pkid, reason, properties })
 }
 
 /// The 5.0 reason code and properties that acks, DISCONNECT and AUTH may leave out: a packet that
 /// ends before the reason means success, one that ends before the properties means none.
-fn read_optional_reason(
-    r: &mut Reader,
-    packet_type: u8,
-    protocol: Protocol,
-) -> Result<(u8, Properties)> {
+fn read_optional_reason(r: &mut Reader, packet_type: u8, protocol: Protocol) -> Result<(u8, Properties)> {
     if protocol == Protocol::V311 || r.is_empty() {
         return Ok((0, Properties::default()));
     }
@@ -311,33 +250,19 @@ fn read_subscribe(r: &mut Reader, protocol: Protocol) -> Result<Subscribe> {
             Protocol::V5 => 0b1100_0000,
         };
         if options & reserved != 0 {
-            return Err(DecodeError::Protocol(
-                "SUBSCRIBE options reserved bits are set",
-            ));
+            return Err(DecodeError::Protocol("SUBSCRIBE options reserved bits are set"));
         }
         let qos = QoS::from_u8(options & 0b11).ok_or(DecodeError::InvalidQoS(options & 0b11))?;
         let retain_handling = (options >> 4) & 0b11;
         if retain_handling == 3 {
-            return Err(DecodeError::Protocol(
-                "SUBSCRIBE retain handling 3 is reserved",
-            ));
+            return Err(DecodeError::Protocol("SUBSCRIBE retain handling 3 is reserved"));
         }
-        filters.push(SubscribeFilter {
-            path,
-            qos,
-            no_local: options & 0b0100 != 0,
-            retain_as_published: options & 0b1000 != 0,
-            retain_handling,
-        });
+        filters.push(SubscribeFilter { path, qos, no_local: options & 0b0100 != 0, retain_as_published: options & 0b1000 != 0, retain_handling });
     }
     if filters.is_empty() {
         return Err(DecodeError::Protocol("SUBSCRIBE has no topic filter"));
     }
-    Ok(Subscribe {
-        pkid,
-        filters,
-        properties,
-    })
+    Ok(Subscribe { pkid, filters, properties })
 }
 
 fn read_suback(r: &mut Reader, protocol: Protocol) -> Result<SubAck> {
@@ -354,11 +279,7 @@ fn read_suback(r: &mut Reader, protocol: Protocol) -> Result<SubAck> {
     for &code in &return_codes {
         check_reason(9, code, allowed)?;
     }
-    Ok(SubAck {
-        pkid,
-        return_codes,
-        properties,
-    })
+    Ok(SubAck { pkid, return_codes, properties })
 }
 
 fn read_unsubscribe(r: &mut Reader, protocol: Protocol) -> Result<Unsubscribe> {
@@ -373,21 +294,13 @@ fn read_unsubscribe(r: &mut Reader, protocol: Protocol) -> Result<Unsubscribe> {
     if filters.is_empty() {
         return Err(DecodeError::Protocol("UNSUBSCRIBE has no topic filter"));
     }
-    Ok(Unsubscribe {
-        pkid,
-        filters,
-        properties,
-    })
+    Ok(Unsubscribe { pkid, filters, properties })
 }
 
 fn read_unsuback(r: &mut Reader, protocol: Protocol) -> Result<UnsubAck> {
     let pkid = r.pkid()?;
     if protocol == Protocol::V311 {
-        return Ok(UnsubAck {
-            pkid,
-            reasons: Vec::new(),
-            properties: Properties::default(),
-        });
+        return Ok(UnsubAck { pkid, reasons: Vec::new(), properties: Properties::default() });
     }
     let properties = read_properties(r, prop::UNSUBACK, 11)?;
     let reasons = r.rest().to_vec();
@@ -397,19 +310,10 @@ fn read_unsuback(r: &mut Reader, protocol: Protocol) -> Result<UnsubAck> {
     for &reason in &reasons {
         check_reason(11, reason, reason_code::UNSUBACK)?;
     }
-    Ok(UnsubAck {
-        pkid,
-        reasons,
-        properties,
-    })
+    Ok(UnsubAck { pkid, reasons, properties })
 }
 
-fn read_properties_if(
-    r: &mut Reader,
-    protocol: Protocol,
-    place: Places,
-    packet_type: u8,
-) -> Result<Properties> {
+fn read_properties_if(r: &mut Reader, protocol: Protocol, place: Places, packet_type: u8) -> Result<Properties> {
     match protocol {
         Protocol::V311 => Ok(Properties::default()),
         Protocol::V5 => read_properties(r, place, packet_type),
@@ -432,13 +336,9 @@ fn read_properties(r: &mut Reader, place: Places, packet_type: u8) -> Result<Pro
         let id = p.u8()?;
         let places = prop::allowed_places(id).ok_or(DecodeError::UnknownProperty(id))?;
         if places & place == 0 {
-            return Err(DecodeError::PropertyNotAllowed {
-                property: id,
-                packet_type,
-            });
+            return Err(DecodeError::PropertyNotAllowed { property: id, packet_type });
         }
-        let repeatable = id == prop::USER_PROPERTY
-            || (id == prop::SUBSCRIPTION_IDENTIFIER && place == prop::PUBLISH);
+        let repeatable = id == prop::USER_PROPERTY || (id == prop::SUBSCRIPTION_IDENTIFIER && place == prop::PUBLISH);
         // Every known id is below 64, so it has its own bit.
         let bit = 1u64 << id;
         if seen & bit != 0 && !repeatable {
@@ -453,9 +353,7 @@ fn read_properties(r: &mut Reader, place: Places, packet_type: u8) -> Result<Pro
 fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<()> {
     use prop::*;
     match id {
-        PAYLOAD_FORMAT_INDICATOR => {
-            props.payload_format_indicator = Some(p.flag("payload format indicator")?)
-        }
+        PAYLOAD_FORMAT_INDICATOR => props.payload_format_indicator = Some(p.flag("payload format indicator")?),
         MESSAGE_EXPIRY_INTERVAL => props.message_expiry_interval = Some(p.u32()?),
         CONTENT_TYPE => props.content_type = Some(p.string()?),
         RESPONSE_TOPIC => {
@@ -476,13 +374,9 @@ fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<(
         SERVER_KEEP_ALIVE => props.server_keep_alive = Some(p.u16()?),
         AUTHENTICATION_METHOD => props.authentication_method = Some(p.string()?),
         AUTHENTICATION_DATA => props.authentication_data = Some(p.binary()?),
-        REQUEST_PROBLEM_INFORMATION => {
-            props.request_problem_information = Some(p.flag("request problem information")?)
-        }
+        REQUEST_PROBLEM_INFORMATION => props.request_problem_information = Some(p.flag("request problem information")?),
         WILL_DELAY_INTERVAL => props.will_delay_interval = Some(p.u32()?),
-        REQUEST_RESPONSE_INFORMATION => {
-            props.request_response_information = Some(p.flag("request response information")?)
-        }
+        REQUEST_RESPONSE_INFORMATION => props.request_response_information = Some(p.flag("request response information")?),
         RESPONSE_INFORMATION => props.response_information = Some(p.string()?),
         SERVER_REFERENCE => props.server_reference = Some(p.string()?),
         REASON_STRING => props.reason_string = Some(p.string()?),
@@ -503,16 +397,9 @@ fn read_property(p: &mut Reader, id: u8, props: &mut PropertyValues) -> Result<(
             }
             props.maximum_packet_size = Some(size);
         }
-        WILDCARD_SUBSCRIPTION_AVAILABLE => {
-            props.wildcard_subscription_available = Some(p.flag("wildcard subscription available")?)
-        }
-        SUBSCRIPTION_IDENTIFIER_AVAILABLE => {
-            props.subscription_identifier_available =
-                Some(p.flag("subscription identifier available")?)
-        }
-        SHARED_SUBSCRIPTION_AVAILABLE => {
-            props.shared_subscription_available = Some(p.flag("shared subscription available")?)
-        }
+        WILDCARD_SUBSCRIPTION_AVAILABLE => props.wildcard_subscription_available = Some(p.flag("wildcard subscription available")?),
+        SUBSCRIPTION_IDENTIFIER_AVAILABLE => props.subscription_identifier_available = Some(p.flag("subscription identifier available")?),
+        SHARED_SUBSCRIPTION_AVAILABLE => props.shared_subscription_available = Some(p.flag("shared subscription available")?),
         other => return Err(DecodeError::UnknownProperty(other)),
     }
     Ok(())
@@ -551,9 +438,7 @@ fn check_publish_topic(topic: &[u8]) -> Result<()> {
         return Err(DecodeError::InvalidUtf8);
     }
     if found & WILDCARD != 0 {
-        return Err(DecodeError::Protocol(
-            "PUBLISH topic name contains a wildcard",
-        ));
+        return Err(DecodeError::Protocol("PUBLISH topic name contains a wildcard"));
     }
     Ok(())
 }
@@ -578,14 +463,10 @@ fn check_topic_filter(filter: &str) -> Result<()> {
     while let Some(level) = levels.next() {
         let is_last = levels.peek().is_none();
         if level.contains('#') && (level != "#" || !is_last) {
-            return Err(DecodeError::Protocol(
-                "topic filter has '#' other than as its last level",
-            ));
+            return Err(DecodeError::Protocol("topic filter has '#' other than as its last level"));
         }
         if level.contains('+') && level != "+" {
-            return Err(DecodeError::Protocol(
-                "topic filter has '+' sharing a level",
-            ));
+            return Err(DecodeError::Protocol("topic filter has '+' sharing a level"));
         }
     }
     Ok(())
@@ -603,22 +484,18 @@ fn check_reason(packet_type: u8, code: u8, allowed: &[u8]) -> Result<()> {
 /// the `_V311` lists).
 mod reason_code {
     pub(super) const CONNACK_V311: &[u8] = &[0, 1, 2, 3, 4, 5];
-    pub(super) const CONNACK: &[u8] = &[
-        0x00, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8A, 0x8C, 0x90, 0x95,
-        0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F,
-    ];
+    pub(super) const CONNACK: &[u8] =
+        &[0x00, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8A, 0x8C, 0x90, 0x95, 0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F];
     /// PUBACK and PUBREC.
     pub(super) const PUBACK: &[u8] = &[0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99];
     /// PUBREL and PUBCOMP.
     pub(super) const PUBREL: &[u8] = &[0x00, 0x92];
     pub(super) const SUBACK_V311: &[u8] = &[0x00, 0x01, 0x02, 0x80];
-    pub(super) const SUBACK: &[u8] = &[
-        0x00, 0x01, 0x02, 0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2,
-    ];
+    pub(super) const SUBACK: &[u8] = &[0x00, 0x01, 0x02, 0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2];
     pub(super) const UNSUBACK: &[u8] = &[0x00, 0x11, 0x80, 0x83, 0x87, 0x8F, 0x91];
     pub(super) const DISCONNECT: &[u8] = &[
-        0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90, 0x93, 0x94,
-        0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F, 0xA0, 0xA1, 0xA2,
+        0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E,
+        0x9F, 0xA0, 0xA1, 0xA2,
     ];
     pub(super) const AUTH: &[u8] = &[0x00, 0x18, 0x19];
 }
@@ -641,10 +518,7 @@ impl<'a> Reader<'a> {
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let (head, rest) = self
-            .rest
-            .split_first_chunk::<N>()
-            .ok_or(DecodeError::UnexpectedEof)?;
+        let (head, rest) = self.rest.split_first_chunk::<N>().ok_or(DecodeError::UnexpectedEof)?;
         self.rest = rest;
         Ok(*head)
     }

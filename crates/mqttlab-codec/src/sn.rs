@@ -140,36 +140,86 @@ impl SnTopicFilter {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SnPacket {
-    Advertise { gw_id: u8, duration: u16 },
-    SearchGw { radius: u8 },
-    GwInfo { gw_id: u8, gw_addr: Bytes },
+    Advertise {
+        gw_id: u8,
+        duration: u16,
+    },
+    SearchGw {
+        radius: u8,
+    },
+    GwInfo {
+        gw_id: u8,
+        gw_addr: Bytes,
+    },
     Connect(SnConnect),
-    ConnAck { return_code: u8 },
+    ConnAck {
+        return_code: u8,
+    },
     WillTopicReq,
     /// None = the empty WILLTOPIC that deletes the will.
     WillTopic(Option<SnWillTopic>),
     WillMsgReq,
-    WillMsg { message: Bytes },
-    Register { topic_id: u16, msg_id: u16, topic_name: String },
-    RegAck { topic_id: u16, msg_id: u16, return_code: u8 },
+    WillMsg {
+        message: Bytes,
+    },
+    Register {
+        topic_id: u16,
+        msg_id: u16,
+        topic_name: String,
+    },
+    RegAck {
+        topic_id: u16,
+        msg_id: u16,
+        return_code: u8,
+    },
     Publish(SnPublish),
-    PubAck { topic_id: u16, msg_id: u16, return_code: u8 },
-    PubComp { msg_id: u16 },
-    PubRec { msg_id: u16 },
-    PubRel { msg_id: u16 },
+    PubAck {
+        topic_id: u16,
+        msg_id: u16,
+        return_code: u8,
+    },
+    PubComp {
+        msg_id: u16,
+    },
+    PubRec {
+        msg_id: u16,
+    },
+    PubRel {
+        msg_id: u16,
+    },
     Subscribe(SnSubscribe),
-    SubAck { qos: SnQoS, topic_id: u16, msg_id: u16, return_code: u8 },
-    Unsubscribe { msg_id: u16, topic: SnTopicFilter },
-    UnsubAck { msg_id: u16 },
+    SubAck {
+        qos: SnQoS,
+        topic_id: u16,
+        msg_id: u16,
+        return_code: u8,
+    },
+    Unsubscribe {
+        msg_id: u16,
+        topic: SnTopicFilter,
+    },
+    UnsubAck {
+        msg_id: u16,
+    },
     /// The client id is present when a sleeping client wakes up to fetch its messages.
-    PingReq { client_id: Option<String> },
+    PingReq {
+        client_id: Option<String>,
+    },
     PingResp,
     /// A duration asks the gateway to keep the session while the client sleeps.
-    Disconnect { duration: Option<u16> },
+    Disconnect {
+        duration: Option<u16>,
+    },
     WillTopicUpd(Option<SnWillTopic>),
-    WillTopicResp { return_code: u8 },
-    WillMsgUpd { message: Bytes },
-    WillMsgResp { return_code: u8 },
+    WillTopicResp {
+        return_code: u8,
+    },
+    WillMsgUpd {
+        message: Bytes,
+    },
+    WillMsgResp {
+        return_code: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -590,9 +640,7 @@ fn write_body(packet: &SnPacket, b: &mut BytesMut) -> Result<(), SnEncodeError> 
             b.put_u16(c.duration);
             b.put_slice(c.client_id.as_bytes());
         }
-        SnPacket::ConnAck { return_code }
-        | SnPacket::WillTopicResp { return_code }
-        | SnPacket::WillMsgResp { return_code } => b.put_u8(*return_code),
+        SnPacket::ConnAck { return_code } | SnPacket::WillTopicResp { return_code } | SnPacket::WillMsgResp { return_code } => b.put_u8(*return_code),
         SnPacket::WillTopicReq | SnPacket::WillMsgReq | SnPacket::PingResp => {}
         SnPacket::WillTopic(w) | SnPacket::WillTopicUpd(w) => {
             if let Some(w) = w {
@@ -617,9 +665,7 @@ fn write_body(packet: &SnPacket, b: &mut BytesMut) -> Result<(), SnEncodeError> 
             b.put_u16(p.msg_id);
             b.put_slice(&p.data);
         }
-        SnPacket::PubComp { msg_id } | SnPacket::PubRec { msg_id } | SnPacket::PubRel { msg_id } | SnPacket::UnsubAck { msg_id } => {
-            b.put_u16(*msg_id)
-        }
+        SnPacket::PubComp { msg_id } | SnPacket::PubRec { msg_id } | SnPacket::PubRel { msg_id } | SnPacket::UnsubAck { msg_id } => b.put_u16(*msg_id),
         SnPacket::Subscribe(s) => {
             b.put_u8(Flags::new(s.dup, s.qos, false, false, false, s.topic.id_type()).0);
             b.put_u16(s.msg_id);

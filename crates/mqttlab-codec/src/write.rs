@@ -31,17 +31,7 @@ pub fn encode(packet: &Packet, protocol: Protocol, out: &mut BytesMut) -> Result
             props.put(out, &connack.properties);
             Ok(size)
         }
-        Packet::Publish(p) => encode_publish(
-            out,
-            protocol,
-            p.qos,
-            p.retain,
-            p.dup,
-            &p.topic,
-            p.pkid,
-            Some(&p.properties),
-            &p.payload,
-        ),
+        Packet::Publish(p) => encode_publish(out, protocol, p.qos, p.retain, p.dup, &p.topic, p.pkid, Some(&p.properties), &p.payload),
         Packet::PubAck(ack) => write_ack(0x40, ack, v5, out),
         Packet::PubRec(ack) => write_ack(0x50, ack, v5, out),
         Packet::PubRel(ack) => write_ack(0x62, ack, v5, out),
@@ -50,13 +40,10 @@ pub fn encode(packet: &Packet, protocol: Protocol, out: &mut BytesMut) -> Result
         Packet::SubAck(suback) => {
             check_pkid(suback.pkid)?;
             if suback.return_codes.is_empty() {
-                return Err(EncodeError::Invalid(
-                    "SUBACK needs at least one return code",
-                ));
+                return Err(EncodeError::Invalid("SUBACK needs at least one return code"));
             }
             let props = props_len_if(v5, &suback.properties)?;
-            let size =
-                put_fixed_header(out, 0x90, 2 + props.encoded() + suback.return_codes.len())?;
+            let size = put_fixed_header(out, 0x90, 2 + props.encoded() + suback.return_codes.len())?;
             out.put_u16(suback.pkid);
             props.put(out, &suback.properties);
             out.put_slice(&suback.return_codes);
@@ -71,9 +58,7 @@ pub fn encode(packet: &Packet, protocol: Protocol, out: &mut BytesMut) -> Result
                 return Ok(size);
             }
             if unsuback.reasons.is_empty() {
-                return Err(EncodeError::Invalid(
-                    "UNSUBACK needs at least one reason code",
-                ));
+                return Err(EncodeError::Invalid("UNSUBACK needs at least one reason code"));
             }
             let props = props_len_if(v5, &unsuback.properties)?;
             let size = put_fixed_header(out, 0xB0, 2 + props.encoded() + unsuback.reasons.len())?;
@@ -117,8 +102,7 @@ pub fn encode_publish(
         Some(p) => props_len_if(protocol == Protocol::V5, p)?,
         None => PropsLen::empty(protocol == Protocol::V5),
     };
-    let remaining =
-        string_len(topic)? + if has_pkid { 2 } else { 0 } + props.encoded() + payload.len();
+    let remaining = string_len(topic)? + if has_pkid { 2 } else { 0 } + props.encoded() + payload.len();
     let first = 0x30 | u8::from(dup) << 3 | (qos as u8) << 1 | u8::from(retain);
     let size = put_fixed_header(out, first, remaining)?;
     put_string(out, topic);
@@ -138,8 +122,7 @@ fn write_connect(c: &Connect, out: &mut BytesMut) -> Result<usize> {
     let mut will_props = PropsLen::empty(false);
     if let Some(will) = &c.will {
         will_props = props_len_if(v5, &will.properties)?;
-        remaining +=
-            will_props.encoded() + string_len(will.topic.as_bytes())? + string_len(&will.payload)?;
+        remaining += will_props.encoded() + string_len(will.topic.as_bytes())? + string_len(&will.payload)?;
     }
     if let Some(username) = &c.username {
         remaining += string_len(username.as_bytes())?;
@@ -209,13 +192,7 @@ fn write_ack(first: u8, ack: &Ack, v5: bool, out: &mut BytesMut) -> Result<usize
 
 /// DISCONNECT and AUTH: empty under 3.1.1; under 5.0 the reason and properties are left out
 /// when they say nothing.
-fn write_optional_reason(
-    first: u8,
-    reason: u8,
-    properties: &Properties,
-    v5: bool,
-    out: &mut BytesMut,
-) -> Result<usize> {
+fn write_optional_reason(first: u8, reason: u8, properties: &Properties, v5: bool, out: &mut BytesMut) -> Result<usize> {
     let props = props_len_if(v5, properties)?;
     let remaining = if !v5 || (reason == 0 && props.is_empty()) {
         0
@@ -237,9 +214,7 @@ fn write_optional_reason(
 fn write_subscribe(sub: &Subscribe, v5: bool, out: &mut BytesMut) -> Result<usize> {
     check_pkid(sub.pkid)?;
     if sub.filters.is_empty() {
-        return Err(EncodeError::Invalid(
-            "SUBSCRIBE needs at least one topic filter",
-        ));
+        return Err(EncodeError::Invalid("SUBSCRIBE needs at least one topic filter"));
     }
     let props = props_len_if(v5, &sub.properties)?;
     let mut remaining = 2 + props.encoded();
@@ -253,9 +228,7 @@ fn write_subscribe(sub: &Subscribe, v5: bool, out: &mut BytesMut) -> Result<usiz
         put_string(out, filter.path.as_bytes());
         let mut options = filter.qos as u8;
         if v5 {
-            options |= u8::from(filter.no_local) << 2
-                | u8::from(filter.retain_as_published) << 3
-                | (filter.retain_handling & 0b11) << 4;
+            options |= u8::from(filter.no_local) << 2 | u8::from(filter.retain_as_published) << 3 | (filter.retain_handling & 0b11) << 4;
         }
         out.put_u8(options);
     }
@@ -265,9 +238,7 @@ fn write_subscribe(sub: &Subscribe, v5: bool, out: &mut BytesMut) -> Result<usiz
 fn write_unsubscribe(unsub: &Unsubscribe, v5: bool, out: &mut BytesMut) -> Result<usize> {
     check_pkid(unsub.pkid)?;
     if unsub.filters.is_empty() {
-        return Err(EncodeError::Invalid(
-            "UNSUBSCRIBE needs at least one topic filter",
-        ));
+        return Err(EncodeError::Invalid("UNSUBSCRIBE needs at least one topic filter"));
     }
     let props = props_len_if(v5, &unsub.properties)?;
     let mut remaining = 2 + props.encoded();
@@ -385,12 +356,8 @@ fn properties_len(p: &PropertyValues) -> Result<usize> {
     let byte = |v: &Option<u8>| if v.is_some() { 2 } else { 0 };
     let two = |v: &Option<u16>| if v.is_some() { 3 } else { 0 };
     let four = |v: &Option<u32>| if v.is_some() { 5 } else { 0 };
-    let text = |v: &Option<String>| {
-        v.as_ref()
-            .map_or(Ok(0), |s| string_len(s.as_bytes()).map(|n| n + 1))
-    };
-    let data =
-        |v: &Option<bytes::Bytes>| v.as_ref().map_or(Ok(0), |b| string_len(b).map(|n| n + 1));
+    let text = |v: &Option<String>| v.as_ref().map_or(Ok(0), |s| string_len(s.as_bytes()).map(|n| n + 1));
+    let data = |v: &Option<bytes::Bytes>| v.as_ref().map_or(Ok(0), |b| string_len(b).map(|n| n + 1));
 
     let mut len = byte(&p.payload_format_indicator)
         + four(&p.message_expiry_interval)
@@ -419,9 +386,7 @@ fn properties_len(p: &PropertyValues) -> Result<usize> {
         + byte(&p.shared_subscription_available);
     for &id in &p.subscription_identifiers {
         if id == 0 || id as usize > MAX_VAR_INT {
-            return Err(EncodeError::Invalid(
-                "subscription identifier outside 1..=268435455",
-            ));
+            return Err(EncodeError::Invalid("subscription identifier outside 1..=268435455"));
         }
         len += 1 + var_int_len(id as usize);
     }
@@ -464,16 +429,8 @@ fn put_properties(out: &mut BytesMut, p: &PropertyValues) {
         }
     };
 
-    byte(
-        out,
-        prop::PAYLOAD_FORMAT_INDICATOR,
-        p.payload_format_indicator,
-    );
-    four(
-        out,
-        prop::MESSAGE_EXPIRY_INTERVAL,
-        p.message_expiry_interval,
-    );
+    byte(out, prop::PAYLOAD_FORMAT_INDICATOR, p.payload_format_indicator);
+    four(out, prop::MESSAGE_EXPIRY_INTERVAL, p.message_expiry_interval);
     text(out, prop::CONTENT_TYPE, s(&p.content_type));
     text(out, prop::RESPONSE_TOPIC, s(&p.response_topic));
     text(out, prop::CORRELATION_DATA, b(&p.correlation_data));
@@ -481,34 +438,14 @@ fn put_properties(out: &mut BytesMut, p: &PropertyValues) {
         out.put_u8(prop::SUBSCRIPTION_IDENTIFIER);
         put_var_int(out, id as usize);
     }
-    four(
-        out,
-        prop::SESSION_EXPIRY_INTERVAL,
-        p.session_expiry_interval,
-    );
-    text(
-        out,
-        prop::ASSIGNED_CLIENT_IDENTIFIER,
-        s(&p.assigned_client_identifier),
-    );
+    four(out, prop::SESSION_EXPIRY_INTERVAL, p.session_expiry_interval);
+    text(out, prop::ASSIGNED_CLIENT_IDENTIFIER, s(&p.assigned_client_identifier));
     two(out, prop::SERVER_KEEP_ALIVE, p.server_keep_alive);
-    text(
-        out,
-        prop::AUTHENTICATION_METHOD,
-        s(&p.authentication_method),
-    );
+    text(out, prop::AUTHENTICATION_METHOD, s(&p.authentication_method));
     text(out, prop::AUTHENTICATION_DATA, b(&p.authentication_data));
-    byte(
-        out,
-        prop::REQUEST_PROBLEM_INFORMATION,
-        p.request_problem_information,
-    );
+    byte(out, prop::REQUEST_PROBLEM_INFORMATION, p.request_problem_information);
     four(out, prop::WILL_DELAY_INTERVAL, p.will_delay_interval);
-    byte(
-        out,
-        prop::REQUEST_RESPONSE_INFORMATION,
-        p.request_response_information,
-    );
+    byte(out, prop::REQUEST_RESPONSE_INFORMATION, p.request_response_information);
     text(out, prop::RESPONSE_INFORMATION, s(&p.response_information));
     text(out, prop::SERVER_REFERENCE, s(&p.server_reference));
     text(out, prop::REASON_STRING, s(&p.reason_string));
@@ -523,19 +460,7 @@ fn put_properties(out: &mut BytesMut, p: &PropertyValues) {
         put_string(out, value.as_bytes());
     }
     four(out, prop::MAXIMUM_PACKET_SIZE, p.maximum_packet_size);
-    byte(
-        out,
-        prop::WILDCARD_SUBSCRIPTION_AVAILABLE,
-        p.wildcard_subscription_available,
-    );
-    byte(
-        out,
-        prop::SUBSCRIPTION_IDENTIFIER_AVAILABLE,
-        p.subscription_identifier_available,
-    );
-    byte(
-        out,
-        prop::SHARED_SUBSCRIPTION_AVAILABLE,
-        p.shared_subscription_available,
-    );
+    byte(out, prop::WILDCARD_SUBSCRIPTION_AVAILABLE, p.wildcard_subscription_available);
+    byte(out, prop::SUBSCRIPTION_IDENTIFIER_AVAILABLE, p.subscription_identifier_available);
+    byte(out, prop::SHARED_SUBSCRIPTION_AVAILABLE, p.shared_subscription_available);
 }

@@ -43,24 +43,9 @@ const PACKETS: u16 = 200;
 
 /// 200 PUBLISH and 200 PUBACK, as a broker would send them back to back.
 fn write_stream(protocol: Protocol, out: &mut BytesMut) {
-    let ack = Packet::PubAck(Ack {
-        pkid: 1,
-        reason: 0,
-        properties: Properties::default(),
-    });
+    let ack = Packet::PubAck(Ack { pkid: 1, reason: 0, properties: Properties::default() });
     for pkid in 1..=PACKETS {
-        encode_publish(
-            out,
-            protocol,
-            QoS::AtLeastOnce,
-            false,
-            false,
-            b"bench/topic/1",
-            pkid,
-            None,
-            &[0xAB; 64],
-        )
-        .unwrap();
+        encode_publish(out, protocol, QoS::AtLeastOnce, false, false, b"bench/topic/1", pkid, None, &[0xAB; 64]).unwrap();
         encode(&ack, protocol, out).unwrap();
     }
 }
@@ -69,11 +54,7 @@ fn write_stream(protocol: Protocol, out: &mut BytesMut) {
 fn encoding_publish_and_puback_into_a_reserved_buffer_does_not_allocate() {
     for protocol in [Protocol::V311, Protocol::V5] {
         let mut out = BytesMut::with_capacity(64 * 1024);
-        assert_eq!(
-            allocations_during(|| write_stream(protocol, &mut out)),
-            0,
-            "{protocol:?}"
-        );
+        assert_eq!(allocations_during(|| write_stream(protocol, &mut out)), 0, "{protocol:?}");
         assert!(!out.is_empty());
     }
 }
@@ -91,11 +72,7 @@ fn decoding_publish_and_puback_allocates_at_most_once_per_buffer() {
         });
         // The first split turns the buffer into a shared one (one allocation); every later
         // packet is a reference-counted slice of it.
-        assert!(
-            allocations <= 1,
-            "{protocol:?}: {allocations} allocations for {} packets",
-            decoded.len()
-        );
+        assert!(allocations <= 1, "{protocol:?}: {allocations} allocations for {} packets", decoded.len());
         assert_eq!(decoded.len(), 2 * PACKETS as usize);
     }
 }
@@ -119,9 +96,7 @@ fn decoding_5_0_acks_with_an_empty_property_list_does_not_allocate() {
     assert_eq!(allocations, 0);
     assert_eq!(decoded.len(), 3);
     for packet in &decoded {
-        let (Packet::PubAck(ack) | Packet::PubRel(ack) | Packet::PubComp(ack)) = packet else {
-            panic!("not an ack: {packet:?}")
-        };
+        let (Packet::PubAck(ack) | Packet::PubRel(ack) | Packet::PubComp(ack)) = packet else { panic!("not an ack: {packet:?}") };
         assert!(ack.properties.values().is_none());
     }
 }

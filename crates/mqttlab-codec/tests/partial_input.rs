@@ -12,11 +12,7 @@ fn every_proper_prefix_of_a_valid_packet_needs_more_bytes() {
             let bytes = encoded(&packet, protocol);
             for cut in 0..bytes.len() {
                 let mut buf = BytesMut::from(&bytes[..cut]);
-                assert_eq!(
-                    decode(&mut buf, protocol, NO_LIMIT),
-                    Ok(None),
-                    "{packet:?} cut at {cut}"
-                );
+                assert_eq!(decode(&mut buf, protocol, NO_LIMIT), Ok(None), "{packet:?} cut at {cut}");
                 assert_eq!(buf.len(), cut, "nothing removed from a partial packet");
             }
             let mut whole = bytes.clone();

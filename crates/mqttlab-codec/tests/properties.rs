@@ -26,13 +26,7 @@ fn the_first_write_allocates_and_equality_goes_by_value() {
     let mut properties = Properties::default();
     properties.topic_alias = Some(7);
     assert!(properties.values().is_some());
-    assert_eq!(
-        properties,
-        Properties::from(PropertyValues {
-            topic_alias: Some(7),
-            ..Default::default()
-        })
-    );
+    assert_eq!(properties, Properties::from(PropertyValues { topic_alias: Some(7), ..Default::default() }));
     // Allocated but empty again: still equal to none.
     properties.topic_alias = None;
     assert!(properties.is_empty());
@@ -41,26 +35,14 @@ fn the_first_write_allocates_and_equality_goes_by_value() {
 
 #[test]
 fn empty_values_convert_to_no_allocation() {
-    assert!(Properties::from(PropertyValues::default())
-        .values()
-        .is_none());
+    assert!(Properties::from(PropertyValues::default()).values().is_none());
     assert_eq!(
-        PropertyValues {
-            reason_string: Some("why".into()),
-            ..Default::default()
-        },
-        Properties::from(PropertyValues {
-            reason_string: Some("why".into()),
-            ..Default::default()
-        })
-        .into_values()
+        PropertyValues { reason_string: Some("why".into()), ..Default::default() },
+        Properties::from(PropertyValues { reason_string: Some("why".into()), ..Default::default() }).into_values()
     );
 }
 
 #[test]
 fn debug_shows_the_values() {
-    assert_eq!(
-        format!("{:?}", Properties::default()),
-        format!("{:?}", PropertyValues::default())
-    );
+    assert_eq!(format!("{:?}", Properties::default()), format!("{:?}", PropertyValues::default()));
 }

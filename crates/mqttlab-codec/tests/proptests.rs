@@ -15,11 +15,7 @@ fn decode_whole(bytes: &[u8], protocol: Protocol) -> Vec<Result<Packet, DecodeEr
     results
 }
 
-fn decode_in_chunks(
-    bytes: &[u8],
-    cuts: &[prop::sample::Index],
-    protocol: Protocol,
-) -> Vec<Result<Packet, DecodeError>> {
+fn decode_in_chunks(bytes: &[u8], cuts: &[prop::sample::Index], protocol: Protocol) -> Vec<Result<Packet, DecodeError>> {
     let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
     cuts.push(bytes.len());
     cuts.sort_unstable();

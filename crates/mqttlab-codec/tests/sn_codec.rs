@@ -28,9 +28,7 @@ fn connect_with_another_protocol_id_is_rejected() {
 
 #[test]
 fn publish_flags_encode_dup_qos_retain_and_topic_id_type() {
-    let publish = |dup, qos, retain, topic| {
-        SnPacket::Publish(SnPublish { dup, qos, retain, topic, msg_id: 0x1234, data: Bytes::from_static(b"hi") })
-    };
+    let publish = |dup, qos, retain, topic| SnPacket::Publish(SnPublish { dup, qos, retain, topic, msg_id: 0x1234, data: Bytes::from_static(b"hi") });
     // Flags octet: DUP bit 7, QoS bits 6-5 (0b11 = -1), Retain bit 4, TopicIdType bits 1-0.
     let cases = [
         (publish(false, SnQoS::AtMostOnce, false, TopicRef::Normal(1)), 0b0000_0000),
@@ -64,10 +62,7 @@ fn a_short_topic_travels_as_its_two_characters() {
 
 #[test]
 fn reserved_topic_id_type_is_rejected() {
-    assert_eq!(
-        decode(&[0x07, 0x0c, 0x03, 0x00, 0x01, 0x00, 0x00]),
-        Err(SnDecodeError::ReservedTopicIdType("PUBLISH"))
-    );
+    assert_eq!(decode(&[0x07, 0x0c, 0x03, 0x00, 0x01, 0x00, 0x00]), Err(SnDecodeError::ReservedTopicIdType("PUBLISH")));
 }
 
 #[test]

@@ -9,11 +9,7 @@ fn qos() -> impl Strategy<Value = SnQoS> {
 }
 
 fn topic_ref() -> impl Strategy<Value = TopicRef> {
-    prop_oneof![
-        any::<u16>().prop_map(TopicRef::Normal),
-        any::<u16>().prop_map(TopicRef::Predefined),
-        any::<[u8; 2]>().prop_map(TopicRef::Short),
-    ]
+    prop_oneof![any::<u16>().prop_map(TopicRef::Normal), any::<u16>().prop_map(TopicRef::Predefined), any::<[u8; 2]>().prop_map(TopicRef::Short),]
 }
 
 fn filter() -> impl Strategy<Value = SnTopicFilter> {
@@ -30,9 +26,8 @@ fn data(max: usize) -> impl Strategy<Value = Bytes> {
 
 fn packet() -> impl Strategy<Value = SnPacket> {
     prop_oneof![
-        (any::<bool>(), any::<bool>(), any::<u16>(), "[a-zA-Z0-9-]{0,23}").prop_map(|(will, clean_session, duration, client_id)| {
-            SnPacket::Connect(SnConnect { will, clean_session, duration, client_id })
-        }),
+        (any::<bool>(), any::<bool>(), any::<u16>(), "[a-zA-Z0-9-]{0,23}")
+            .prop_map(|(will, clean_session, duration, client_id)| { SnPacket::Connect(SnConnect { will, clean_session, duration, client_id }) }),
         (any::<u16>(), any::<u16>(), "[a-z/]{0,30}").prop_map(|(topic_id, msg_id, topic_name)| SnPacket::Register { topic_id, msg_id, topic_name }),
         (any::<u16>(), any::<u16>(), any::<u8>()).prop_map(|(topic_id, msg_id, return_code)| SnPacket::RegAck { topic_id, msg_id, return_code }),
         (any::<bool>(), qos(), any::<bool>(), topic_ref(), any::<u16>(), data(600))
@@ -42,7 +37,12 @@ fn packet() -> impl Strategy<Value = SnPacket> {
         any::<u16>().prop_map(|msg_id| SnPacket::PubRel { msg_id }),
         any::<u16>().prop_map(|msg_id| SnPacket::PubComp { msg_id }),
         (any::<bool>(), qos(), any::<u16>(), filter()).prop_map(|(dup, qos, msg_id, topic)| SnPacket::Subscribe(SnSubscribe { dup, qos, msg_id, topic })),
-        (qos(), any::<u16>(), any::<u16>(), any::<u8>()).prop_map(|(qos, topic_id, msg_id, return_code)| SnPacket::SubAck { qos, topic_id, msg_id, return_code }),
+        (qos(), any::<u16>(), any::<u16>(), any::<u8>()).prop_map(|(qos, topic_id, msg_id, return_code)| SnPacket::SubAck {
+            qos,
+            topic_id,
+            msg_id,
+            return_code
+        }),
         (any::<u16>(), filter()).prop_map(|(msg_id, topic)| SnPacket::Unsubscribe { msg_id, topic }),
         proptest::option::of("[a-z]{1,10}").prop_map(|client_id| SnPacket::PingReq { client_id }),
         Just(SnPacket::PingResp),

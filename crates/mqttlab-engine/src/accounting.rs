@@ -4,7 +4,6 @@
 //! A receiver ("unit") is a subscriber, or a shared-subscription group as a whole: a message
 //! published to a `$share/G/filter` is owed once to group G, not to each member.
 use crate::plan::RunPlan;
-use crate::template::expand;
 use crate::topic::{matches, Subscription};
 use std::collections::HashMap;
 
@@ -19,23 +18,6 @@ pub struct UnitTable {
     pub publisher_topics: Vec<String>,
 }
 
-pub fn publisher_client_id(plan: &RunPlan, i: u32) -> String {
-    expand(&plan.publishers.client_id, i, "")
-}
-
-pub fn subscriber_client_id(plan: &RunPlan, i: u32) -> String {
-    expand(&plan.subscribers.client_id, i, "")
-}
-
-pub fn publisher_topic(plan: &RunPlan, i: u32) -> String {
-    expand(&plan.publishers.topic, i, &publisher_client_id(plan, i))
-}
-
-pub fn subscriber_filters(plan: &RunPlan, i: u32) -> Vec<String> {
-    let cid = subscriber_client_id(plan, i);
-    plan.subscribers.filters.iter().map(|f| expand(f, i, &cid)).collect()
-}
-
 impl UnitTable {
     pub fn build(plan: &RunPlan) -> UnitTable {
         let mut names: Vec<String> = Vec::new();
@@ -48,7 +30,7 @@ impl UnitTable {
         for i in 0..plan.subscribers.count {
             let mut own = Vec::new();
             let mut shared: Vec<(u32, Vec<String>)> = Vec::new();
-            for f in subscriber_filters(plan, i) {
+            for f in plan.subscriber_filters(i) {
                 let sub = Subscription::parse(&f);
                 match sub.share_group {
                     None => own.push(sub.filter),
@@ -72,39 +54,66 @@ impl UnitTable {
             r.extend(shared);
             routes.push(r);
         }
-        let publisher_topics = (0..plan.publishers.count).map(|p| publisher_topic(plan, p)).collect();
+        let publisher_topics = (0..plan.publishers.count).map(|p| plan.publisher_topic(p)).collect();
         UnitTable { names, routes, publisher_topics }
     }
 
     /// The unit a message on `topic` counts for when subscriber `sub` receives it: its own
     /// subscription first, else the first shared group whose filter matches.
     pub fn unit_for(&self, sub: u32, topic: &str) -> Option<u32> {
-        self.routes
-            .get(sub as usize)?
-            .iter()
-            .find(|(_, filters)| filters.iter().any(|f| matches(f, topic)))
-            .map(|(u, _)| *u)
+        self.routes.get(sub as usize)?.iter().find(|(_, filters)| filters.iter().any(|f| matches(f, topic))).map(|(u, _)| *u)
     }
 
-    /// For each publisher, the units owed its messages.
+    /// For each publisher, the units owed its messages (ascending ids). Exact filters are looked
+    /// up by topic; each distinct wildcard filter is matched once per publisher.
     pub fn expected_units(&self) -> Vec<Vec<u32>> {
-        let mut per_unit_filters: Vec<Vec<&String>> = vec![Vec::new(); self.names.len()];
-        for r in &self.routes {
-            for (u, fs) in r {
-                per_unit_filters[*u as usize].extend(fs.iter());
-            }
-        }
+        let (exact, wildcard) = self.filters_by_kind();
         self.publisher_topics
             .iter()
             .map(|t| {
-                per_unit_filters
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, fs)| fs.iter().any(|f| matches(f, t)))
-                    .map(|(u, _)| u as u32)
-                    .collect()
+                let mut units: Vec<u32> = exact.get(t.as_str()).cloned().unwrap_or_default();
+                for (f, us) in &wildcard {
+                    if matches(f, t) {
+                        units.extend(us.iter().copied());
+                    }
+                }
+                units.sort_unstable();
+                units.dedup();
+                units
             })
             .collect()
+    }
+
+    /// How many (publisher topic, wildcard filter) matches `expected_units` makes: its cost.
+    pub fn wildcard_checks(&self) -> u64 {
+        self.publisher_topics.len() as u64 * self.filters_by_kind().1.len() as u64
+    }
+
+    /// The units behind each filter: exact filters by text, wildcard filters in a list.
+    #[allow(clippy::type_complexity)]
+    fn filters_by_kind(&self) -> (HashMap<&str, Vec<u32>>, Vec<(&str, Vec<u32>)>) {
+        let mut exact: HashMap<&str, Vec<u32>> = HashMap::new();
+        let mut wildcard: HashMap<&str, Vec<u32>> = HashMap::new();
+        for r in &self.routes {
+            for (u, fs) in r {
+                for f in fs {
+                    let map = if f.contains(['+', '#']) { &mut wildcard } else { &mut exact };
+                    map.entry(f.as_str()).or_default().push(*u);
+                }
+            }
+        }
+        (exact, wildcard.into_iter().collect())
+    }
+
+    /// For each unit with a subscription, the subscribers behind it, by unit name.
+    pub fn members(&self) -> std::collections::BTreeMap<&str, Vec<u32>> {
+        let mut out: std::collections::BTreeMap<&str, Vec<u32>> = std::collections::BTreeMap::new();
+        for (s, r) in self.routes.iter().enumerate() {
+            for (u, _) in r {
+                out.entry(self.names[*u as usize].as_str()).or_default().push(s as u32);
+            }
+        }
+        out
     }
 
     pub fn is_shared(&self, unit: u32) -> bool {

@@ -1,15 +1,16 @@
-//! The two kinds of client: a publisher following its open-loop schedule, and a subscriber
-//! accounting for every delivery. Each is one task on its worker's runtime.
-use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters, Arrival as Seen, PairState};
-use crate::closed::Awaiting;
-use crate::plan::Arrival;
+//! MQTT clients over TCP or TLS: a publisher (its schedule and sends in `sending`, its QoS flows,
+//! the closed loop and round trips here) and a subscriber accounting for every delivery (in
+//! `delivery`). Each is one task on its worker's runtime.
+use crate::accounting::{Arrival as Seen, PairState};
 use crate::clock::now_ns;
+use crate::closed::Awaiting;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
+use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
-use crate::pacer::Schedule;
-use crate::payload::{Header, SizeSampler, HEADER_LEN};
+use crate::payload::Header;
+use crate::plan::Arrival;
+use crate::sending::{completed, count_drop, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
-use crate::worker::{Phase, WorkerCtx};
 use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
@@ -41,7 +42,6 @@ fn connect_packet(ctx: &WorkerCtx, client_id: String) -> Connect {
     }
 }
 
-/// Connects with the worker's ramp; records the steps' durations, or the failure.
 /// The local address client `index` of its role connects from, if the shard names any.
 fn source_address(ctx: &WorkerCtx, index: u32, is_publisher: bool) -> Option<std::net::IpAddr> {
     let list = &ctx.plan.shard.source_addresses;
@@ -52,6 +52,7 @@ fn source_address(ctx: &WorkerCtx, index: u32, is_publisher: bool) -> Option<std
     Some(list[k as usize % list.len()])
 }
 
+/// Connects with the worker's ramp; records the steps' durations, or the failure.
 async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool) -> Option<Conn> {
     ctx.connect_slot().await;
     match Conn::open_from(&ctx.target, connect_packet(ctx, client_id), source_address(ctx, index, is_publisher)).await {
@@ -87,17 +88,40 @@ fn phase(ctx: &WorkerCtx) -> Phase {
     ctx.ctl_now().phase
 }
 
-struct InFlight {
-    intended_ns: u64,
-    released: bool,
+/// The MQTT outlet: PUBLISH packets into the connection's write buffer, QoS 1/2 flows in flight.
+struct MqttOutlet<'a> {
+    conn: &'a mut Conn,
+    inflight: &'a mut InFlightMap,
+    next_pkid: &'a mut u16,
+    topic: &'a [u8],
+    qos: QoS,
+    window: usize,
+}
+
+impl Outlet for MqttOutlet<'_> {
+    fn has_room(&self) -> bool {
+        self.conn.wbuf.len() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
+    }
+
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
+        let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(self.next_pkid, self.inflight) };
+        let n = encode_publish(&mut self.conn.wbuf, self.conn.protocol, self.qos, ctx.plan.publishers.retain, false, self.topic, pkid, None, payload)
+            .expect("publish within MQTT limits");
+        self.conn.bytes_out += n as u64;
+        if self.qos != QoS::AtMostOnce {
+            self.inflight.insert(pkid, InFlight { intended_ns: due, released: false, resend: () });
+            WorkerShared::add(&ctx.shared.inflight, 1);
+        }
+        pkid
+    }
 }
 
 pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let p = &plan.publishers;
-    let client_id = publisher_client_id(&plan, index);
+    let client_id = plan.publisher_client_id(index);
     let Some(mut conn) = open(&ctx, client_id.clone(), index, true).await else { return };
-    let topic = publisher_topic(&plan, index).into_bytes();
+    let topic = plan.publisher_topic(index).into_bytes();
     let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
     let mut replies = p.reply_filter.as_ref().map(|f| {
         conn.send(&subscribe_packet(&[crate::template::expand(f, index, &client_id)], qos));
@@ -109,25 +133,15 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
     let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + replies.is_some() as u64;
     let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
-    let sequence = ctx.sequence.clone();
-    let sizes = if sequence.is_some() { SizeSampler::with_min(&p.payload, 1) } else { SizeSampler::new(&p.payload) };
     let closed = p.arrival == Arrival::Closed;
     let tracker = ctx.tracker.clone();
     let mut awaiting: Option<Awaiting> = None;
     // The earliest pacer wake-up still pending for this publisher (closed loop), so waits that
     // end early do not pile up stale wake-ups in the pacer's queue.
     let mut armed_ns = 0u64;
-    let mut scratch = vec![0u8; sizes.max()];
-    let (slot, wake) = ctx.pacer.register();
-    let phase_changed = ctx.phase_changes();
-    let mut schedule: Option<Schedule> = None;
-    let mut start_ns = 0u64;
-    let mut next_due: Option<u64> = None;
-    let mut done = false;
-    let mut seq: u32 = 0;
-    let mut inflight: FxHashMap<u16, InFlight> = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
+    let mut sender = Sender::new(&ctx, index, fanout);
+    let mut inflight: InFlightMap = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
     let mut next_pkid: u16 = 0;
-    let mut last_write = now_ns();
     let keepalive = ctx.keepalive_ticks();
     let mut lost = false;
 
@@ -144,60 +158,27 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
         tokio::select! {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
-            _ = phase_changed.notified() => {
-                let c = ctx.ctl_now();
-                match c.phase {
-                    Phase::Run if schedule.is_none() => {
-                        start_ns = c.start_ns;
-                        let (s, first) = start_schedule(&ctx, index, start_ns);
-                        schedule = Some(s);
-                        next_due = if closed { Some(start_ns) } else { first };
-                        match next_due {
-                            Some(d) => ctx.pacer.schedule(slot, d),
-                            None => finish_sending(&ctx, &mut done),
-                        }
-                    }
-                    Phase::Drain => { next_due = None; finish_sending(&ctx, &mut done); }
-                    Phase::Close => break,
-                    _ => {}
-                }
+            _ = sender.phase_changed.notified() => {
+                if !sender.on_phase_change(&ctx, closed) { break; }
             }
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
                         let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true)).await else { lost = true; break };
                         conn = new_conn;
-                        // Unacknowledged messages died with the session; sends that fell due while
-                        // disconnected were not made, and are counted as dropped, not sent late.
+                        // Unacknowledged messages died with the session.
                         WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
                         inflight.clear();
                         if let Some(r) = replies.as_mut() {
                             conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
                             r.awaiting_release.clear();
                         }
-                        if closed {
+                        if !closed {
+                            sender.skip_missed(&ctx);
+                        } else if awaiting.take().is_some() {
                             // The message waited on died with the connection: carry on at once.
-                            if awaiting.take().is_some() {
-                                next_due = Some(now_ns());
-                                arm(&ctx, slot, &mut armed_ns, now_ns());
-                            }
-                        } else if let (Some(sched), Some(mut due)) = (schedule.as_mut(), next_due) {
-                            let now = now_ns();
-                            let mut missed = 0;
-                            while due <= now {
-                                missed += 1;
-                                match sched.next() {
-                                    Some(o) => due = start_ns + o,
-                                    None => break,
-                                }
-                            }
-                            next_due = if due > now { Some(due) } else { None };
-                            WorkerShared::add(&ctx.shared.dropped, missed);
-                            ctx.stats.borrow_mut().counters.dropped += missed;
-                            match next_due {
-                                Some(d) => ctx.pacer.schedule(slot, d),
-                                None => finish_sending(&ctx, &mut done),
-                            }
+                            sender.next_due = Some(now_ns());
+                            arm(&ctx, &sender, &mut armed_ns, now_ns());
                         }
                     }
                     Ok(IoEvent::Read(_)) => {
@@ -209,8 +190,8 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                         }
                         if closed && awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
                             awaiting = None;
-                            next_due = Some(now + p.think_us * 1000);
-                            arm(&ctx, slot, &mut armed_ns, now + p.think_us * 1000);
+                            sender.next_due = Some(now + p.think_us * 1000);
+                            arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
                         }
                     }
                     Ok(IoEvent::Wrote) => {}
@@ -220,11 +201,11 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 let now = now_ns();
                 if awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
                     awaiting = None;
-                    next_due = Some(now + p.think_us * 1000);
-                    arm(&ctx, slot, &mut armed_ns, now + p.think_us * 1000);
+                    sender.next_due = Some(now + p.think_us * 1000);
+                    arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
                 }
             }
-            _ = wake.notified(), if closed && next_due.is_some() => {
+            _ = sender.wake.notified(), if closed && sender.next_due.is_some() => {
                 let now = now_ns();
                 if armed_ns <= now {
                     armed_ns = 0;
@@ -232,92 +213,62 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 if let Some(a) = awaiting.as_ref() {
                     if is_complete(&ctx, index, a, &inflight, fanout) {
                         awaiting = None;
-                        next_due = Some(now + p.think_us * 1000);
+                        sender.next_due = Some(now + p.think_us * 1000);
                     } else if now >= a.give_up_ns {
                         awaiting = None;
                         ctx.stats.borrow_mut().counters.completion_timeouts += 1;
-                        next_due = Some(now + p.think_us * 1000);
+                        sender.next_due = Some(now + p.think_us * 1000);
                     } else {
                         let at = a.give_up_ns;
-                        arm(&ctx, slot, &mut armed_ns, at);
+                        arm(&ctx, &sender, &mut armed_ns, at);
                         continue;
                     }
                 }
-                let due = next_due.expect("checked by the branch");
+                let due = sender.next_due.expect("checked by the branch");
                 if due > now {
-                    arm(&ctx, slot, &mut armed_ns, due);
+                    arm(&ctx, &sender, &mut armed_ns, due);
                     continue;
                 }
-                let end = if plan.load.duration_ms > 0 { start_ns + plan.load.duration_ms * 1_000_000 } else { u64::MAX };
-                if p.messages.is_some_and(|m| seq as u64 >= m) || now >= end {
-                    next_due = None;
-                    finish_sending(&ctx, &mut done);
+                let end = if plan.load.duration_ms > 0 { sender.start_ns + plan.load.duration_ms * 1_000_000 } else { u64::MAX };
+                if p.messages.is_some_and(|m| sender.seq as u64 >= m) || now >= end {
+                    sender.next_due = None;
+                    sender.finish(&ctx);
                     continue;
                 }
-                let sched = schedule.as_mut().expect("the run has started");
-                if conn.wbuf.len() >= MAX_PENDING_WRITE {
+                let mut out = MqttOutlet { conn: &mut conn, inflight: &mut inflight, next_pkid: &mut next_pkid, topic: &topic, qos, window };
+                if !out.has_room() {
                     count_drop(&ctx, now);
-                    next_due = Some(now + p.think_us.max(1000) * 1000);
-                    arm(&ctx, slot, &mut armed_ns, now + p.think_us.max(1000) * 1000);
+                    sender.next_due = Some(now + p.think_us.max(1000) * 1000);
+                    arm(&ctx, &sender, &mut armed_ns, now + p.think_us.max(1000) * 1000);
                     continue;
                 }
                 if let Some(t) = tracker.as_deref() {
-                    t.start(index, seq);
+                    t.start(index, sender.seq);
                 }
-                let size = sizes.sample(sched.rng());
-                let pkid = if qos == QoS::AtMostOnce { 0 } else { allocate_pkid(&mut next_pkid, &inflight) };
                 // No schedule to fall behind: the intended send time is the actual one.
                 let sent_at = now_ns();
-                let this = seq;
-                send_publish(&ctx, &mut conn, &mut scratch[..size], &topic, qos, pkid, index, &mut seq, sent_at, sent_at, fanout);
-                if qos != QoS::AtMostOnce {
-                    inflight.insert(pkid, InFlight { intended_ns: sent_at, released: false });
-                    WorkerShared::add(&ctx.shared.inflight, 1);
-                }
+                let (seq, pkid) = sender.send(&ctx, &mut out, sent_at, sent_at);
                 let give_up_ns = sent_at + plan.load.grace_ms * 1_000_000;
-                awaiting = Some(Awaiting { seq: this, pkid: (qos != QoS::AtMostOnce).then_some(pkid), give_up_ns });
-                next_due = Some(give_up_ns);
-                arm(&ctx, slot, &mut armed_ns, give_up_ns);
-                last_write = now;
+                awaiting = Some(Awaiting { seq, pkid: (qos != QoS::AtMostOnce).then_some(pkid), give_up_ns });
+                sender.next_due = Some(give_up_ns);
+                arm(&ctx, &sender, &mut armed_ns, give_up_ns);
+                sender.last_write_ns = now;
             }
-            _ = wake.notified(), if !closed && next_due.is_some() => {
-                let now = now_ns();
-                let sched = schedule.as_mut().expect("a due time comes from a schedule");
-                while let Some(due) = next_due {
-                    if due > now { break; }
-                    let can_send = conn.wbuf.len() < MAX_PENDING_WRITE && (qos == QoS::AtMostOnce || inflight.len() < window);
-                    if can_send {
-                        let pkid = if qos == QoS::AtMostOnce { 0 } else { allocate_pkid(&mut next_pkid, &inflight) };
-                        let size = sizes.sample(sched.rng());
-                        let sent_at = now_ns();
-                        send_publish(&ctx, &mut conn, &mut scratch[..size], &topic, qos, pkid, index, &mut seq, due, sent_at, fanout);
-                        if qos != QoS::AtMostOnce {
-                            inflight.insert(pkid, InFlight { intended_ns: due, released: false });
-                            WorkerShared::add(&ctx.shared.inflight, 1);
-                        }
-                    } else {
-                        count_drop(&ctx, now);
-                    }
-                    next_due = sched.next().map(|o| start_ns + o);
-                }
-                last_write = now;
-                match next_due {
-                    Some(d) => ctx.pacer.schedule(slot, d),
-                    None => finish_sending(&ctx, &mut done),
-                }
+            _ = sender.wake.notified(), if !closed && sender.next_due.is_some() => {
+                let mut out = MqttOutlet { conn: &mut conn, inflight: &mut inflight, next_pkid: &mut next_pkid, topic: &topic, qos, window };
+                sender.send_due(&ctx, &mut out);
             }
             _ = keepalive.notified() => {
-                if now_ns() - last_write >= ctx.ping_after_ns() {
+                if now_ns() - sender.last_write_ns >= ctx.ping_after_ns() {
                     conn.send(&Packet::PingReq);
-                    last_write = now_ns();
+                    sender.last_write_ns = now_ns();
                 }
             }
         }
     }
-    finish_sending(&ctx, &mut done);
+    sender.close(&ctx);
     // Whatever was never acknowledged is no longer in flight once we leave.
     WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
-    ctx.stats.borrow_mut().sent_per_publisher.insert(index, seq as u64);
     finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
@@ -369,104 +320,19 @@ async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: b
     }
 }
 
-/// Writes one PUBLISH intended at `due` (ns) and actually sent at `sent_at`, with the measurement
-/// the plan asks for in `payload`, and counts it. `seq` is this message's number; it moves on.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn send_publish(
-    ctx: &WorkerCtx,
-    conn: &mut Conn,
-    payload: &mut [u8],
-    topic: &[u8],
-    qos: QoS,
-    pkid: u16,
-    index: u32,
-    seq: &mut u32,
-    due: u64,
-    sent_at: u64,
-    fanout: u64,
-) {
-    let lag_ns = sent_at.saturating_sub(due);
-    match ctx.sequence.as_deref() {
-        None => Header { publisher: index, seq: *seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
-            .write(&mut payload[..HEADER_LEN]),
-        Some(table) => {
-            crate::sequence::write(*seq, payload);
-            // Recorded before the bytes can reach the broker, so a receiver always finds it.
-            table.record_send(index, *seq, due, lag_ns);
-        }
-    }
-    let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, ctx.plan.publishers.retain, false, topic, pkid, None, payload)
-        .expect("publish within MQTT limits");
-    conn.bytes_out += n as u64;
-    *seq = seq.wrapping_add(1);
-    WorkerShared::inc(&ctx.shared.sent);
-    WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
-    let mut st = ctx.stats.borrow_mut();
-    st.counters.sent += 1;
-    if lag_ns > 1_000_000 {
-        st.counters.late_sends += 1;
-    }
-    if st.measured(due) {
-        st.record(H::ScheduleLag, lag_ns / 1000);
-    }
-    if let Some(row) = st.second(sent_at) {
-        row.sent += 1;
-        row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
-    }
-}
-
-fn count_drop(ctx: &WorkerCtx, now: u64) {
-    WorkerShared::inc(&ctx.shared.dropped);
-    let mut st = ctx.stats.borrow_mut();
-    st.counters.dropped += 1;
-    if let Some(row) = st.second(now) {
-        row.dropped += 1;
-    }
-}
-
 /// Closed loop: whether the message waited on is complete (module `closed`).
-fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &FxHashMap<u16, InFlight>, fanout: u64) -> bool {
+fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &InFlightMap, fanout: u64) -> bool {
     let acked = a.pkid.is_none_or(|pkid| !inflight.contains_key(&pkid));
     let delivered = ctx.tracker.as_deref().is_none_or(|t| t.count(index, a.seq) >= fanout);
     acked && delivered
 }
 
 /// Closed loop: a pacer wake-up at `at` unless one at or before it is already pending.
-fn arm(ctx: &WorkerCtx, slot: usize, armed_ns: &mut u64, at: u64) {
+fn arm(ctx: &WorkerCtx, sender: &Sender, armed_ns: &mut u64, at: u64) {
     if *armed_ns == 0 || at < *armed_ns {
         *armed_ns = at;
-        ctx.pacer.schedule(slot, at);
+        sender.wake_at(ctx, at);
     }
-}
-
-fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
-    if !*done {
-        *done = true;
-        WorkerShared::inc(&ctx.shared.publishers_done);
-    }
-}
-
-fn allocate_pkid(next: &mut u16, inflight: &FxHashMap<u16, InFlight>) -> u16 {
-    loop {
-        *next = if *next == u16::MAX { 1 } else { *next + 1 };
-        if !inflight.contains_key(next) {
-            return *next;
-        }
-    }
-}
-
-/// Publisher `index`'s open-loop schedule from the run's common start instant, and its first
-/// intended send time (CLOCK_MONOTONIC ns).
-pub fn start_schedule(ctx: &WorkerCtx, index: u32, start_ns: u64) -> (Schedule, Option<u64>) {
-    let plan = &ctx.plan;
-    let p = &plan.publishers;
-    ctx.stats.borrow_mut().set_window(start_ns, plan.load.warmup_ms);
-    let end = if plan.load.duration_ms > 0 { Some(plan.load.duration_ms * 1_000_000) } else { None };
-    let mut s = Schedule::new(p.arrival, p.rate, plan.load.seed, index, p.messages, end)
-        .with_resolution(plan.options.timer_resolution_us * 1000);
-    let first = s.next().map(|o| start_ns + o);
-    (s, first)
 }
 
 fn publisher_ready(ctx: &WorkerCtx) {
@@ -514,13 +380,7 @@ impl Replies {
 
 /// Handles what a publisher receives: the acknowledgements of its QoS flows, and in round-trip
 /// mode the echoes of its messages.
-fn publisher_packets(
-    ctx: &WorkerCtx,
-    conn: &mut Conn,
-    inflight: &mut FxHashMap<u16, InFlight>,
-    replies: &mut Option<Replies>,
-    now: u64,
-) -> Result<(), String> {
+fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut InFlightMap, replies: &mut Option<Replies>, now: u64) -> Result<(), String> {
     loop {
         let packet = match conn.next_packet() {
             Ok(Some(p)) => p,
@@ -568,43 +428,25 @@ fn publisher_packets(
     }
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut FxHashMap<u16, InFlight>, a: &Ack, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut InFlightMap, a: &Ack, now: u64, h: H, what: &str) {
     let Some(f) = inflight.remove(&a.pkid) else {
         ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
         return;
     };
-    WorkerShared::sub(&ctx.shared.inflight, 1);
-    let mut st = ctx.stats.borrow_mut();
-    if a.reason >= 0x80 {
-        st.error("publish_refused", &format!("{what} reason {:#04x}", a.reason));
-        return;
-    }
-    if matches!(h, H::Pubcomp) && !f.released {
-        st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for packet id {} before its PUBREC", a.pkid));
-    }
+    let refused = (a.reason >= 0x80).then(|| format!("{what} reason {:#04x}", a.reason));
     // A broker without QoS 2 (RabbitMQ 3.10) answers a QoS 2 PUBLISH with PUBACK: the message left,
     // but exactly-once was never agreed (MQTT 3.1.1 §4.3.3, MQTT 5 §4.3.3).
-    if matches!(h, H::Puback) && ctx.plan.publishers.qos == 2 {
-        st.violation("puback_for_qos2", &format!("PUBACK instead of PUBREC for QoS 2 packet id {}", a.pkid));
+    if refused.is_none() && matches!(h, H::Puback) && ctx.plan.publishers.qos == 2 {
+        ctx.stats.borrow_mut().violation("puback_for_qos2", &format!("PUBACK instead of PUBREC for QoS 2 packet id {}", a.pkid));
     }
-    WorkerShared::inc(&ctx.shared.acked);
-    st.counters.acked += 1;
-    if st.measured(f.intended_ns) {
-        st.record(h, now.saturating_sub(f.intended_ns) / 1000);
-    }
-    if let Some(row) = st.second(now) {
-        row.acked += 1;
-    }
+    completed(ctx, &f, a.pkid, refused, now, h);
 }
 
 /// A subscription request and its SUBACK.
 fn subscribe_packet(filters: &[String], qos: QoS) -> Packet {
     Packet::Subscribe(Subscribe {
         pkid: 1,
-        filters: filters
-            .iter()
-            .map(|f| SubscribeFilter { path: f.clone(), qos, no_local: false, retain_as_published: false, retain_handling: 0 })
-            .collect(),
+        filters: filters.iter().map(|f| SubscribeFilter { path: f.clone(), qos, no_local: false, retain_as_published: false, retain_handling: 0 }).collect(),
         properties: Properties::default(),
     })
 }
@@ -660,8 +502,7 @@ impl Echo {
                 }
             }
         };
-        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, &self.topic, pkid, None, payload)
-            .expect("echo within MQTT limits");
+        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, &self.topic, pkid, None, payload).expect("echo within MQTT limits");
         conn.bytes_out += n as u64;
     }
 }
@@ -677,10 +518,10 @@ struct Subscriber {
 
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
-    let client_id = subscriber_client_id(&plan, index);
+    let client_id = plan.subscriber_client_id(index);
     let Some(mut conn) = open(&ctx, client_id.clone(), index, false).await else { return };
     let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
-    conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
+    conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
     let mut sub = Subscriber {
         requested,
         subscribe_sent: now_ns(),
@@ -725,7 +566,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     Ok(IoEvent::Read(0)) | Err(_) => {
                         let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false)).await else { lost = true; break };
                         conn = new_conn;
-                        conn.send(&subscribe_packet(&subscriber_filters(&plan, index), requested));
+                        conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
                         sub.awaiting_release.clear();
                     }
                     Ok(IoEvent::Read(_)) => pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err(),
@@ -784,4 +625,3 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
         }
     }
 }
-

@@ -22,10 +22,8 @@ impl DeliveryTracker {
     /// Only for closed-loop plans that complete on delivery.
     pub fn for_plan(plan: &RunPlan) -> Option<DeliveryTracker> {
         let p = &plan.publishers;
-        (p.arrival == Arrival::Closed && p.complete_on == CompleteOn::Delivery).then(|| DeliveryTracker {
-            current: (0..p.count).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            wake: (0..p.count).map(|_| Notify::new()).collect(),
-        })
+        (p.arrival == Arrival::Closed && p.complete_on == CompleteOn::Delivery)
+            .then(|| DeliveryTracker { current: (0..p.count).map(|_| AtomicU64::new(u64::MAX)).collect(), wake: (0..p.count).map(|_| Notify::new()).collect() })
     }
 
     /// Publisher `p` is about to send message `seq`.
@@ -45,7 +43,11 @@ impl DeliveryTracker {
     /// First deliveries of publisher `p`'s message `seq` so far.
     pub fn count(&self, p: u32, seq: u32) -> u64 {
         let v = self.current[p as usize].load(std::sync::atomic::Ordering::Acquire);
-        if (v >> 32) == seq as u64 { v & 0xFFFF_FFFF } else { 0 }
+        if (v >> 32) == seq as u64 {
+            v & 0xFFFF_FFFF
+        } else {
+            0
+        }
     }
 
     pub async fn changed(&self, p: u32) {

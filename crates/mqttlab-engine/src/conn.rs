@@ -89,13 +89,7 @@ impl Target {
             }
         };
         let protocol = if plan.mqtt.version == 5 { Protocol::V5 } else { Protocol::V311 };
-        Ok(Arc::new(Target {
-            url,
-            addrs,
-            tls,
-            protocol,
-            connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)),
-        }))
+        Ok(Arc::new(Target { url, addrs, tls, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
     }
 }
 
@@ -175,26 +169,15 @@ impl Conn {
 
     /// As `open`, from a chosen local address: one address offers ~60k source ports, so more
     /// connections than that from one host need several.
-    pub async fn open_from(
-        target: &Target,
-        connect: Connect,
-        source: Option<IpAddr>,
-    ) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+    pub async fn open_from(target: &Target, connect: Connect, source: Option<IpAddr>) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
         let url = target.url.clone();
         match tokio::time::timeout(target.connect_timeout, Self::open_inner(target, connect, source)).await {
             Ok(r) => r,
-            Err(_) => Err(ConnectError::new(
-                "timeout",
-                format!("cannot connect to {url}: no answer within {} ms", target.connect_timeout.as_millis()),
-            )),
+            Err(_) => Err(ConnectError::new("timeout", format!("cannot connect to {url}: no answer within {} ms", target.connect_timeout.as_millis()))),
         }
     }
 
-    async fn open_inner(
-        target: &Target,
-        connect: Connect,
-        source: Option<IpAddr>,
-    ) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
+    async fn open_inner(target: &Target, connect: Connect, source: Option<IpAddr>) -> Result<(Conn, ConnAck, ConnectTimings), ConnectError> {
         let url = &target.url;
         let t0 = now_ns();
         let mut last_err = None;
@@ -226,9 +209,7 @@ impl Conn {
             None => (Stream::Tcp(tcp), None),
             Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
                 Ok(s) => (Stream::Tls(Box::new(s)), Some((now_ns() - t1) / 1000)),
-                Err(e) => {
-                    return Err(ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e))))
-                }
+                Err(e) => return Err(ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e)))),
             },
         };
         let t2 = now_ns();
@@ -250,10 +231,7 @@ impl Conn {
             match conn.next_packet() {
                 Ok(Some(Packet::ConnAck(a))) => break a,
                 Ok(Some(other)) => {
-                    return Err(ConnectError::new(
-                        "protocol",
-                        format!("cannot connect to {url}: broker sent {} before CONNACK", packet_name(&other)),
-                    ))
+                    return Err(ConnectError::new("protocol", format!("cannot connect to {url}: broker sent {} before CONNACK", packet_name(&other))))
                 }
                 Ok(None) => {}
                 Err(e) => return Err(ConnectError::new("protocol", format!("cannot connect to {url}: malformed CONNACK: {e}"))),
@@ -269,11 +247,7 @@ impl Conn {
         if ack.code != 0 {
             return Err(ConnectError::new(
                 "connack",
-                format!(
-                    "broker {url} refused the connection: CONNACK reason {:#04x} ({})",
-                    ack.code,
-                    connack_reason(protocol, ack.code)
-                ),
+                format!("broker {url} refused the connection: CONNACK reason {:#04x} ({})", ack.code, connack_reason(protocol, ack.code)),
             ));
         }
         conn.broker_max_packet = ack.properties.maximum_packet_size;

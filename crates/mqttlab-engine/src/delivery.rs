@@ -1,9 +1,9 @@
 //! Delivery accounting on the subscriber side: what one received message means for the
 //! counters, its (publisher, receiver) pair, the latency histograms and the QoS guarantees.
 use crate::accounting::Arrival;
+use crate::context::WorkerCtx;
 use crate::payload::Header;
 use crate::stats::WorkerShared;
-use crate::worker::WorkerCtx;
 use rustc_hash::FxHashMap;
 
 /// One subscriber as the accounting sees it.
@@ -59,9 +59,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     // the accounting: a message on its publisher's own topic reuses that publisher's unit.
     let own_topic = ctx.units.publisher_topics[publisher as usize].as_bytes() == topic;
     let unit = if own_topic {
-        *rx.unit_by_publisher
-            .entry(publisher)
-            .or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[publisher as usize]))
+        *rx.unit_by_publisher.entry(publisher).or_insert_with(|| ctx.units.unit_for(index, &ctx.units.publisher_topics[publisher as usize]))
     } else {
         ctx.units.unit_for(index, std::str::from_utf8(topic).unwrap_or(""))
     };

@@ -33,12 +33,8 @@ pub fn encode(h: &Hist) -> String {
 }
 
 pub fn decode(s: &str) -> Result<Hist, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s.trim())
-        .map_err(|e| format!("histogram is not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut &bytes[..])
-        .map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(|e| format!("histogram is not base64: {e}"))?;
+    Deserializer::new().deserialize(&mut &bytes[..]).map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
 }
 
 /// Adds `src` into `dst`, growing nothing: both come from the same constructors.
@@ -51,7 +47,7 @@ pub fn add(dst: &mut Hist, src: &Hist) {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Stats {
     pub count: u64,
     pub min_us: u64,
@@ -67,7 +63,7 @@ pub struct Stats {
 
 /// None for an empty histogram (a statistic of nothing is not zero).
 pub fn stats(h: &Hist) -> Option<Stats> {
-    if h.len() == 0 {
+    if h.is_empty() {
         return None;
     }
     Some(Stats {

@@ -1,14 +1,17 @@
 //! mqttlab's load engine: runs one shard of a RunPlan against an MQTT broker and returns its raw
 //! result. Pure Rust and tokio; the Python binding lives in `mqttlab-py`.
 //!
-//! Data flow: `plan` → `run` (coordinator) → `worker` threads → `client` tasks (`conn`, `timer`,
-//! `pacer`, `payload`) record into `stats` → `result` (mergeable) → `summary`.
+//! Data flow: `plan` (checked by `validate`) → `run` (coordinator) → `worker` threads → `client`
+//! and `sn_client` tasks (sharing `context`; sending through `sending` with `pacer`, `timer`,
+//! `payload`; receiving through `delivery`) record into `stats` → `result` (mergeable) → `summary`.
+//! Dependencies point one way, along that flow: no module imports one that imports it.
 
 pub mod accounting;
 pub mod client;
-pub mod closed;
 pub mod clock;
+pub mod closed;
 pub mod conn;
+pub mod context;
 pub mod delivery;
 pub mod histogram;
 pub mod pacer;
@@ -16,20 +19,22 @@ pub mod payload;
 pub mod plan;
 pub mod result;
 pub mod run;
+pub mod sending;
 pub mod sequence;
-pub mod sn_client;
 pub mod smc;
+pub mod sn_client;
 pub mod stats;
 pub mod summary;
 pub mod template;
 pub mod timer;
 pub mod tls;
 pub mod topic;
+pub mod validate;
 pub mod worker;
 
 pub use plan::RunPlan;
 pub use result::{RawResult, Status};
 pub use run::{run, start, Progress, RunError, RunHandle};
-pub use summary::summarize;
+pub use summary::{summarize, Summary};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -47,8 +47,18 @@ impl Schedule {
         self
     }
 
+    /// The generator's own RNG stream for this publisher (payload sizes).
+    pub fn rng(&mut self) -> &mut SmallRng {
+        &mut self.rng
+    }
+}
+
+/// The intended send offsets (ns from the run's start), in order.
+impl Iterator for Schedule {
+    type Item = u64;
+
     /// The next intended send offset, or None when the schedule is exhausted.
-    pub fn next(&mut self) -> Option<u64> {
+    fn next(&mut self) -> Option<u64> {
         if self.remaining == Some(0) {
             return None;
         }
@@ -69,11 +79,6 @@ impl Schedule {
             Arrival::Poisson => exp_sample(&mut self.rng, self.interval_ns),
         };
         Some(t)
-    }
-
-    /// The generator's own RNG stream for this publisher (payload sizes).
-    pub fn rng(&mut self) -> &mut SmallRng {
-        &mut self.rng
     }
 }
 

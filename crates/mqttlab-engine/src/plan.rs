@@ -1,8 +1,11 @@
 //! The RunPlan: what one engine call runs. Produced by the Python front from a scenario; its JSON
-//! field names are the contract between the two.
+//! field names are the contract between the two. Plain data and the names derived from it; its
+//! checks live in `validate`.
+use crate::template::expand;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunPlan {
     pub broker: BrokerTarget,
@@ -20,7 +23,7 @@ pub struct RunPlan {
 
 /// `{"kind": "mqtt"}` (the default) or `{"kind": "mqtt-sn", ...}`: MQTT-SN v1.2 over UDP, with
 /// `broker.host`/`broker.port` then naming the gateway's UDP address.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind")]
 pub enum Transport {
     #[default]
@@ -30,7 +33,7 @@ pub enum Transport {
     MqttSn(SnOptions),
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnOptions {
     /// How publishers name their topic: a normal id from REGISTER, a short two-character name,
@@ -39,6 +42,7 @@ pub struct SnOptions {
     pub topic_ids: SnTopicIds,
     /// Predefined topic ids (id → topic name), known to the gateway by the same configuration.
     #[serde(default, deserialize_with = "topic_id_map")]
+    #[schemars(with = "std::collections::BTreeMap<String, String>")]
     pub predefined: std::collections::BTreeMap<u16, String>,
     /// Tretry: a QoS 1/2 PUBLISH, PUBREL or a handshake packet unanswered this long is sent again.
     #[serde(default = "default_retry_ms")]
@@ -52,7 +56,7 @@ pub struct SnOptions {
     pub qos_minus_one: bool,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SnTopicIds {
     #[default]
@@ -80,7 +84,7 @@ fn topic_id_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::collectio
         .collect()
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BrokerTarget {
     pub host: String,
@@ -89,7 +93,7 @@ pub struct BrokerTarget {
     pub tls: Option<TlsOptions>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsOptions {
     #[serde(default)]
@@ -104,7 +108,7 @@ pub struct TlsOptions {
     pub server_name: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MqttOptions {
     /// 4 = MQTT 3.1.1, 5 = MQTT 5.0.
@@ -120,7 +124,7 @@ pub struct MqttOptions {
     pub connect_timeout_ms: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Publishers {
     pub count: u32,
@@ -153,7 +157,7 @@ pub struct Publishers {
     pub complete_on: CompleteOn,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrival {
     Constant,
@@ -163,7 +167,7 @@ pub enum Arrival {
     Closed,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Measure {
     #[default]
     #[serde(rename = "header")]
@@ -183,7 +187,7 @@ impl Measure {
 
 /// Closed loop: `ack` = the PUBACK/PUBCOMP (QoS 1/2); `delivery` = also the first copy at every
 /// receiver owed the message (the echo in round-trip mode).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CompleteOn {
     #[default]
@@ -191,7 +195,7 @@ pub enum CompleteOn {
     Delivery,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
 pub enum PayloadSize {
     Fixed { size: u32 },
@@ -200,7 +204,7 @@ pub enum PayloadSize {
     Exponential { mean: f64 },
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Subscribers {
     pub count: u32,
@@ -213,7 +217,7 @@ pub struct Subscribers {
     pub echo_topic: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Load {
     pub duration_ms: u64,
@@ -232,7 +236,7 @@ pub struct Load {
 
 /// Client index ranges `[start, end)` this shard runs. Every shard computes its own share of the
 /// plan from these alone (schedules are derived from the seed and the client index).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Shard {
     pub publishers: [u32; 2],
@@ -247,7 +251,7 @@ pub struct Shard {
     pub source_addresses: Vec<std::net::IpAddr>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Options {
     #[serde(default = "yes")]
@@ -294,119 +298,26 @@ impl Default for Options {
     }
 }
 
-/// Bytes every payload starts with: publisher index, sequence number, intended send time, lag.
-pub const HEADER_LEN: u32 = crate::payload::HEADER_LEN as u32;
-
 impl RunPlan {
-    pub fn from_json(s: &str) -> Result<RunPlan, String> {
-        let plan: RunPlan = serde_json::from_str(s).map_err(|e| format!("invalid run plan: {e}"))?;
-        plan.validate()?;
-        Ok(plan)
+    /// Client id of publisher `i` (its template expanded).
+    pub fn publisher_client_id(&self, i: u32) -> String {
+        expand(&self.publishers.client_id, i, "")
     }
 
-    /// The scenario layer reports user errors with field names; this is the engine's own guard,
-    /// so a plan that reaches it malformed fails with every problem listed.
-    pub fn validate(&self) -> Result<(), String> {
-        let mut problems = Vec::new();
-        let p = &self.publishers;
-        let s = &self.subscribers;
-        if self.mqtt.version != 4 && self.mqtt.version != 5 {
-            problems.push(format!("mqtt.version: must be 4 (3.1.1) or 5 (got {})", self.mqtt.version));
-        }
-        if p.qos > 2 {
-            problems.push(format!("publishers.qos: must be 0, 1 or 2 (got {})", p.qos));
-        }
-        if s.qos > 2 {
-            problems.push(format!("subscribers.qos: must be 0, 1 or 2 (got {})", s.qos));
-        }
-        let closed = p.arrival == Arrival::Closed;
-        if p.count > 0 && p.messages.is_none() && !closed && !(p.rate > 0.0 && p.rate.is_finite()) {
-            problems.push(format!("publishers.rate: must be > 0 (got {})", p.rate));
-        }
-        if p.count > 0 && p.messages.is_none() && self.load.duration_ms == 0 {
-            problems.push("load.duration_ms: must be > 0 when publishers.messages is not set".into());
-        }
-        if p.inflight == 0 || p.inflight > 65535 {
-            problems.push(format!("publishers.inflight: must be 1..=65535 (got {})", p.inflight));
-        }
-        if s.count > 0 && s.filters.is_empty() {
-            problems.push("subscribers.filters: at least one filter is needed".into());
-        }
-        let min_size = match p.payload {
-            PayloadSize::Fixed { size } => size as f64,
-            PayloadSize::Uniform { min, max } => {
-                if max < min {
-                    problems.push(format!("publishers.payload: max {max} < min {min}"));
-                }
-                min as f64
-            }
-            PayloadSize::Normal { mean, std } => {
-                if std < 0.0 {
-                    problems.push("publishers.payload.std: must be >= 0".into());
-                }
-                mean
-            }
-            PayloadSize::Exponential { mean } => mean,
-        };
-        match p.measure {
-            Measure::Header if min_size < HEADER_LEN as f64 => problems.push(format!(
-                "publishers.payload: sizes must be at least {HEADER_LEN} bytes (the measurement header) unless publishers.measure is topic-sequence"
-            )),
-            Measure::TopicSequence => problems.extend(crate::sequence::plan_problems(self, min_size)),
-            _ => {}
-        }
-        if closed {
-            if p.complete_on == CompleteOn::Ack && p.qos == 0 {
-                problems.push("publishers.complete_on: ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery".into());
-            }
-            if p.complete_on == CompleteOn::Delivery && p.count > 0 && !self.is_whole() {
-                problems.push("publishers.complete_on: delivery needs every client in one engine process (this plan is a shard)".into());
-            }
-        }
-        if let Some(d) = self.load.deadline_ms {
-            if d == 0 {
-                problems.push("load.deadline_ms: must be > 0".into());
-            }
-            if self.load.grace_ms < d {
-                problems.push(format!("load.grace_ms: must be at least load.deadline_ms ({d}), or deliveries still within their deadline are cut off"));
-            }
-        }
-        if self.load.warmup_ms > 0 && self.load.duration_ms > 0 && self.load.warmup_ms >= self.load.duration_ms {
-            problems.push("load.warmup_ms: must be shorter than load.duration_ms".into());
-        }
-        let [a, b] = self.shard.publishers;
-        if a > b || b > p.count {
-            problems.push(format!("shard.publishers: [{a}, {b}) is not within [0, {})", p.count));
-        }
-        let [a, b] = self.shard.subscribers;
-        if a > b || b > s.count {
-            problems.push(format!("shard.subscribers: [{a}, {b}) is not within [0, {})", s.count));
-        }
-        if let Some(reply) = &p.reply_filter {
-            let topic = crate::accounting::publisher_topic(self, 0);
-            let filter = crate::template::expand(reply, 0, &crate::accounting::publisher_client_id(self, 0));
-            if crate::topic::matches(&filter, &topic) {
-                problems.push(format!(
-                    "publishers.reply_filter: {filter:?} matches the publisher's own topic {topic:?}; replies must come back on another topic"
-                ));
-            }
-        }
-        if let Some(tls) = &self.broker.tls {
-            if tls.cert_file.is_some() != tls.key_file.is_some() {
-                problems.push("broker.tls: cert_file and key_file go together".into());
-            }
-        }
-        if let Transport::MqttSn(sn) = &self.transport {
-            problems.extend(crate::sn_client::plan_problems(self, sn));
-            if p.measure != Measure::Header || closed {
-                problems.push("publishers.measure / publishers.arrival: topic-sequence and closed loop are MQTT only, not over MQTT-SN".into());
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("invalid run plan: {}", problems.join("; ")))
-        }
+    /// Client id of subscriber `i`.
+    pub fn subscriber_client_id(&self, i: u32) -> String {
+        expand(&self.subscribers.client_id, i, "")
+    }
+
+    /// The topic publisher `i` publishes to.
+    pub fn publisher_topic(&self, i: u32) -> String {
+        expand(&self.publishers.topic, i, &self.publisher_client_id(i))
+    }
+
+    /// The filters subscriber `i` subscribes to.
+    pub fn subscriber_filters(&self, i: u32) -> Vec<String> {
+        let cid = self.subscriber_client_id(i);
+        self.subscribers.filters.iter().map(|f| expand(f, i, &cid)).collect()
     }
 
     /// True when this shard runs every client of the plan, so it alone can tell when every

@@ -4,7 +4,7 @@ use crate::histogram::{self, Hist};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Completed,
@@ -161,8 +161,7 @@ pub struct RawResult {
     pub generator: Generator,
 }
 
-pub const HISTOGRAM_NAMES: [&str; 10] =
-    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt"];
+pub const HISTOGRAM_NAMES: [&str; 10] = ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt"];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {
@@ -217,9 +216,7 @@ impl RawResult {
         for r in parts {
             for row in &r.series {
                 let h = histogram::decode(&row.e2e)?;
-                let e = rows.entry(row.t_s).or_insert_with(|| {
-                    (SeriesRow { e2e: String::new(), ..row.clone() }.zeroed(), histogram::new_series_hist())
-                });
+                let e = rows.entry(row.t_s).or_insert_with(|| (SeriesRow { e2e: String::new(), ..row.clone() }.zeroed(), histogram::new_series_hist()));
                 e.0.sent += row.sent;
                 e.0.acked += row.acked;
                 e.0.received += row.received;

@@ -3,11 +3,12 @@
 use crate::accounting::UnitTable;
 use crate::clock::{now_ns, process_cpu_s, unix_now_ns};
 use crate::conn::Target;
+use crate::context::{Ctl, Phase};
 use crate::histogram::{self, Hist};
 use crate::plan::RunPlan;
 use crate::result::{add_issue, Generator, PairDelivery, RawResult, SeriesRow, ShardInfo, Status, HISTOGRAM_NAMES};
 use crate::stats::{SecondRow, WorkerShared};
-use crate::worker::{self, Assignment, Ctl, Phase, WorkerOutput};
+use crate::worker::{self, Assignment, WorkerOutput};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -159,14 +160,11 @@ impl Coordinator {
                 }
             }
         }
-        let recent = recent.filter(|h| h.len() > 0);
+        let recent = recent.filter(|h| !h.is_empty());
         let p = Progress {
             t_s: (now - self.t0) as f64 / 1e9,
             phase: self.phase_name(),
-            connected: ConnectedNow {
-                publishers: self.sum(|s| &s.publishers_connected),
-                subscribers: self.sum(|s| &s.subscribers_ready),
-            },
+            connected: ConnectedNow { publishers: self.sum(|s| &s.publishers_connected), subscribers: self.sum(|s| &s.subscribers_ready) },
             interval: Interval {
                 sent: total.sent - self.last_totals.sent,
                 acked: total.acked - self.last_totals.acked,
@@ -218,9 +216,7 @@ fn expected_packets_per_s(plan: &RunPlan, units: &UnitTable) -> f64 {
     let [a, b] = plan.shard.publishers;
     let sends = (b - a) as f64;
     let [a, b] = plan.shard.subscribers;
-    let deliveries: u64 = (a..b)
-        .flat_map(|s| units.routes[s as usize].iter().map(|(u, _)| publishers_per_unit[*u as usize]))
-        .sum();
+    let deliveries: u64 = (a..b).flat_map(|s| units.routes[s as usize].iter().map(|(u, _)| publishers_per_unit[*u as usize])).sum();
     let ack_factor = if plan.publishers.qos > 0 { 2.0 } else { 1.0 };
     (sends + deliveries as f64) * plan.publishers.rate * ack_factor
 }
@@ -248,6 +244,145 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
+/// How the connect step ended.
+enum Connected {
+    All,
+    Failed(String),
+    Interrupted,
+}
+
+/// How a run ended and when its load phase did.
+struct Ending {
+    status: Status,
+    error: Option<String>,
+    load_end_ns: u64,
+}
+
+// The coordinator only watches counters: it polls briskly while connecting (the start instant
+// waits on it) and slowly under load, where each wake-up of its thread costs the generator CPU.
+const CONNECT_POLL: Duration = Duration::from_millis(5);
+const LOAD_POLL: Duration = Duration::from_millis(25);
+
+impl Coordinator {
+    /// The first error a client reported, for the run's one-line reason.
+    fn first_error(&self) -> Option<String> {
+        self.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone())
+    }
+
+    /// A connection lost that the plan does not reconnect.
+    fn lost_connection(&self) -> bool {
+        self.sum(|s| &s.connections_lost) > 0 && !self.plan.options.reconnect
+    }
+
+    /// Connect step: waits until every client of the shard is connected (and subscribed).
+    fn connect(&mut self, stop: &AtomicBool, publishers: u64, subscribers: u64) -> Connected {
+        loop {
+            self.emit_progress(false);
+            // A connection lost before the load starts is a failure to set up, like a refused one.
+            if self.sum(|s| &s.connect_failed) + self.sum(|s| &s.connections_lost) > 0 {
+                return Connected::Failed(self.first_error().unwrap_or_else(|| "a client could not connect".into()));
+            }
+            if stop.load(Relaxed) {
+                return Connected::Interrupted;
+            }
+            if self.sum(|s| &s.publishers_connected) == publishers && self.sum(|s| &s.subscribers_ready) == subscribers {
+                return Connected::All;
+            }
+            std::thread::sleep(CONNECT_POLL);
+        }
+    }
+
+    /// The common start instant, a little ahead so every publisher's first send is on schedule
+    /// (or the one the shard was given), and an error when connecting overran it.
+    fn start_instant(&self) -> (u64, Option<String>) {
+        let now = now_ns();
+        match self.plan.shard.start_at_unix_ns {
+            None => (now + 50_000_000, None),
+            Some(at) => {
+                let ahead = at as i128 - unix_now_ns() as i128;
+                let late = (ahead <= 0).then(|| format!("connecting took {} ms past the common start instant", -ahead / 1_000_000));
+                (now + ahead.max(1_000_000) as u64, late)
+            }
+        }
+    }
+
+    /// Run step: the publishers follow their schedules until all are done (and the planned length
+    /// is over), the run is interrupted, or the broker is lost. Returns the status so far, the end
+    /// of the load phase and the deadline of the drain that follows.
+    fn run_load(&mut self, stop: &AtomicBool, start_ns: u64, publishers: u64) -> (Status, Option<String>, u64, u64) {
+        self.ctl.send_modify(|c| {
+            c.phase = Phase::Run;
+            c.start_ns = start_ns;
+        });
+        let plan = self.plan.clone();
+        // A shard without all the publishers cannot see the others finish: it keeps its
+        // subscribers for the planned length of the load.
+        let planned_end = if plan.is_whole() {
+            0
+        } else if plan.load.duration_ms > 0 {
+            start_ns + plan.load.duration_ms * 1_000_000
+        } else {
+            let per_pub = plan.publishers.messages.unwrap_or(0) as f64 / plan.publishers.rate.max(1e-9);
+            start_ns + (per_pub * 1e9) as u64
+        };
+        let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
+        loop {
+            self.emit_progress(false);
+            let now = now_ns();
+            let ending = if stop.load(Relaxed) {
+                Some((Status::Interrupted, None, now + short_grace))
+            } else if self.lost_connection() {
+                Some((Status::BrokerLost, self.first_error(), now + short_grace))
+            } else if self.sum(|s| &s.publishers_done) == publishers && now >= planned_end {
+                Some((Status::Completed, None, now + plan.load.grace_ms * 1_000_000))
+            } else {
+                None
+            };
+            if let Some((status, error, drain_deadline)) = ending {
+                self.set_phase(Phase::Drain);
+                return (status, error, now, drain_deadline);
+            }
+            std::thread::sleep(LOAD_POLL);
+        }
+    }
+
+    /// Drain step: no more sends; waits for the deliveries and acknowledgements still under way,
+    /// until all are in (a whole plan can tell), the deadline, or an interruption.
+    fn drain(&mut self, stop: &AtomicBool, mut status: Status, mut error: Option<String>, deadline: u64) -> (Status, Option<String>) {
+        loop {
+            self.emit_progress(false);
+            let all_in = self.plan.is_whole() && self.sum(|s| &s.unique_deliveries) >= self.sum(|s| &s.expected_deliveries) && self.sum(|s| &s.inflight) == 0;
+            if self.lost_connection() && status == Status::Completed {
+                status = Status::BrokerLost;
+                error = self.first_error();
+            }
+            if stop.load(Relaxed) && status != Status::Interrupted {
+                return (Status::Interrupted, error);
+            }
+            if all_in || now_ns() >= deadline {
+                return (status, error);
+            }
+            std::thread::sleep(LOAD_POLL);
+        }
+    }
+
+    /// The three steps in order; Err with the reason when the clients could not connect.
+    fn run_steps(&mut self, stop: &AtomicBool, publishers: u64, subscribers: u64) -> Result<(u64, Ending), String> {
+        match self.connect(stop, publishers, subscribers) {
+            Connected::Failed(msg) => return Err(msg),
+            Connected::Interrupted => {
+                let error = Some("interrupted while connecting".into());
+                return Ok((0, Ending { status: Status::Interrupted, error, load_end_ns: 0 }));
+            }
+            Connected::All => {}
+        }
+        let (start_ns, late) = self.start_instant();
+        let (status, error, load_end_ns, deadline) = self.run_load(stop, start_ns, publishers);
+        let (status, error) = self.drain(stop, status, error.or(late), deadline);
+        Ok((start_ns, Ending { status, error, load_end_ns }))
+    }
+}
+
 fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) -> Result<RawResult, RunError> {
     let plan = Arc::new(plan);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
@@ -255,8 +390,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     drop(rt);
     let units = Arc::new(UnitTable::build(&plan));
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
-    let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence)
-        .then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
+    let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
     let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
@@ -292,108 +426,11 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
             )
         })
         .collect();
-    // The coordinator only watches counters: it polls briskly while connecting (the start instant
-    // waits on it) and slowly under load, where each wake-up of its thread costs the generator CPU.
-    let tick = || std::thread::sleep(Duration::from_millis(5));
-    let slow_tick = || std::thread::sleep(Duration::from_millis(25));
-    let mut status = Status::Completed;
-    let mut error: Option<String> = None;
-
-    // Connect and subscribe.
-    let mut connect_failure = None;
-    loop {
-        co.emit_progress(false);
-        // A connection lost before the load starts is a failure to set up, like a refused one.
-        if co.sum(|s| &s.connect_failed) + co.sum(|s| &s.connections_lost) > 0 {
-            connect_failure = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
-            break;
-        }
-        if stop.load(Relaxed) {
-            status = Status::Interrupted;
-            error = Some("interrupted while connecting".into());
-            break;
-        }
-        if co.sum(|s| &s.publishers_connected) == n_pubs && co.sum(|s| &s.subscribers_ready) == n_subs {
-            break;
-        }
-        tick();
-    }
-    let mut start_ns = 0;
-    let mut load_end_ns = 0;
-    if connect_failure.is_none() && status == Status::Completed {
-        // A common start instant a little ahead, so every publisher's first send is on schedule.
-        let now = now_ns();
-        start_ns = match plan.shard.start_at_unix_ns {
-            None => now + 50_000_000,
-            Some(at) => {
-                let ahead = at as i128 - unix_now_ns() as i128;
-                if ahead <= 0 {
-                    error = Some(format!("connecting took {} ms past the common start instant", -ahead / 1_000_000));
-                }
-                now + ahead.max(1_000_000) as u64
-            }
-        };
-        co.ctl.send_modify(|c| {
-            c.phase = Phase::Run;
-            c.start_ns = start_ns;
-        });
-        // A shard without all the publishers cannot see the others finish: it keeps its
-        // subscribers for the planned length of the load.
-        let planned_end = if plan.is_whole() {
-            0
-        } else if plan.load.duration_ms > 0 {
-            start_ns + plan.load.duration_ms * 1_000_000
-        } else {
-            let per_pub = plan.publishers.messages.unwrap_or(0) as f64 / plan.publishers.rate.max(1e-9);
-            start_ns + (per_pub * 1e9) as u64
-        };
-        let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
-        let mut drain_deadline = 0;
-        loop {
-            co.emit_progress(false);
-            let now = now_ns();
-            let phase = co.ctl.borrow().phase;
-            if phase == Phase::Run {
-                let lost = co.sum(|s| &s.connections_lost) > 0 && !plan.options.reconnect;
-                if stop.load(Relaxed) {
-                    status = Status::Interrupted;
-                    drain_deadline = now + short_grace;
-                } else if lost {
-                    status = Status::BrokerLost;
-                    error = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
-                    drain_deadline = now + short_grace;
-                } else if co.sum(|s| &s.publishers_done) == n_pubs && now >= planned_end {
-                    drain_deadline = now + plan.load.grace_ms * 1_000_000;
-                }
-                if drain_deadline != 0 {
-                    load_end_ns = now;
-                    co.set_phase(Phase::Drain);
-                }
-            } else {
-                let all_in = plan.is_whole()
-                    && co.sum(|s| &s.unique_deliveries) >= co.sum(|s| &s.expected_deliveries)
-                    && co.sum(|s| &s.inflight) == 0;
-                let lost = co.sum(|s| &s.connections_lost) > 0 && !plan.options.reconnect;
-                if lost && status == Status::Completed {
-                    status = Status::BrokerLost;
-                    error = co.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone());
-                }
-                if all_in || now >= drain_deadline || (stop.load(Relaxed) && status != Status::Interrupted) {
-                    if stop.load(Relaxed) {
-                        status = Status::Interrupted;
-                    }
-                    break;
-                }
-            }
-            slow_tick();
-        }
-    }
+    let steps = co.run_steps(&stop, n_pubs, n_subs);
     co.set_phase(Phase::Close);
     let outputs: Vec<WorkerOutput> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
     co.emit_progress(true);
-    if let Some(msg) = connect_failure {
-        return Err(RunError::Connect(msg));
-    }
+    let (start_ns, Ending { status, error, load_end_ns }) = steps.map_err(RunError::Connect)?;
     let (cpu_user1, cpu_sys1) = process_cpu_s();
     let warmup_ms = plan.load.warmup_ms;
     let mut result = RawResult {
@@ -403,12 +440,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         start_mono_ns: if start_ns > 0 { start_ns + warmup_ms * 1_000_000 } else { 0 },
         warmup_ms,
         load_ms: load_end_ns.saturating_sub(start_ns) / 1_000_000,
-        shards: vec![ShardInfo {
-            publishers: plan.shard.publishers,
-            subscribers: plan.shard.subscribers,
-            host: hostname(),
-            status,
-        }],
+        shards: vec![ShardInfo { publishers: plan.shard.publishers, subscribers: plan.shard.subscribers, host: hostname(), status }],
         counters: Default::default(),
         connections: Default::default(),
         histograms: BTreeMap::new(),

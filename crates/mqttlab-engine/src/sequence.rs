@@ -11,11 +11,12 @@
 //! fewer than 256^n further messages by the time it arrives (n = payload size, 1 byte: 256), and
 //! its latency is known as long as fewer than `RING` − 1 further messages were sent; later
 //! deliveries still count for loss and duplicates but their latency is counted as unmeasured.
-use crate::accounting::{publisher_topic, UnitTable};
 use crate::plan::RunPlan;
 use rustc_hash::FxHashMap;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::{Acquire, Release}};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Release},
+};
 
 /// Send records kept per publisher: intended time and lag of its last `RING` messages.
 const RING_MAX: u64 = 8192;
@@ -80,7 +81,7 @@ impl SequenceTable {
         SequenceTable {
             first: a,
             logs: (a..b).map(|_| Log { sent: AtomicU64::new(0), ring: (0..ring).map(|_| AtomicU64::new(0)).collect() }).collect(),
-            by_topic: (a..b).map(|p| (publisher_topic(plan, p).into_bytes().into_boxed_slice(), p)).collect(),
+            by_topic: (a..b).map(|p| (plan.publisher_topic(p).into_bytes().into_boxed_slice(), p)).collect(),
             ring,
         }
     }
@@ -121,39 +122,6 @@ fn ring_len(plan: &RunPlan) -> u64 {
         _ => 1,
     };
     (1u64 << (8 * residue_len(smallest.max(1) as usize))).min(RING_MAX)
-}
-
-/// The topic-sequence part of `RunPlan::validate`.
-pub fn plan_problems(plan: &RunPlan, min_size: f64) -> Vec<String> {
-    let mut problems = Vec::new();
-    let p = &plan.publishers;
-    if min_size < 1.0 {
-        problems.push("publishers.payload: topic-sequence needs payloads of at least 1 byte (the sequence residue)".into());
-    }
-    let mut seen: HashMap<String, u32> = HashMap::new();
-    for i in 0..p.count {
-        if let Some(j) = seen.insert(publisher_topic(plan, i), i) {
-            problems.push(format!(
-                "publishers.topic: publishers.measure topic-sequence tells publishers apart by topic, but publishers {j} and {i} both publish to {:?}; put %i in the topic",
-                publisher_topic(plan, i)
-            ));
-            break;
-        }
-    }
-    if problems.is_empty() && !plan.is_whole() {
-        // A receiver here must find every publisher it hears from in this process's send records.
-        let units = UnitTable::build(plan);
-        let owed = units.expected_units();
-        let [sa, sb] = plan.shard.subscribers;
-        let here: std::collections::HashSet<u32> = (sa..sb).flat_map(|s| units.routes[s as usize].iter().map(|(u, _)| *u)).collect();
-        let [pa, pb] = plan.shard.publishers;
-        if let Some(outside) = (0..p.count).find(|q| !(pa..pb).contains(q) && owed[*q as usize].iter().any(|u| here.contains(u))) {
-            problems.push(format!(
-                "publishers.measure: topic-sequence needs each publisher in the same engine process as its receivers, but publisher {outside} is outside this shard; run in one process (not --dask)"
-            ));
-        }
-    }
-    problems
 }
 
 #[cfg(test)]

@@ -1,84 +1,28 @@
 //! MQTT-SN v1.2 clients over UDP, through a gateway: the same publisher and subscriber as
-//! `client`, on the same schedules (`pacer`, `timer`), payload header (`payload`), statistics
-//! (`stats`) and delivery accounting (`accounting`), so results merge and report unchanged.
+//! `client`, on the same send path (`sending`), delivery accounting (`delivery`) and statistics
+//! (`stats`), so results merge and report unchanged.
 //!
 //! What differs from MQTT is what UDP does not give: each client retransmits its own
 //! unacknowledged packets after Tretry (`retry_ms`, with DUP on PUBLISH) up to Nretry times, and
 //! names topics by id (REGISTER, short or predefined) instead of by string. At QoS 0 and −1 a lost
 //! datagram is simply lost: the accounting shows it as such.
-use crate::accounting::{publisher_client_id, publisher_topic, subscriber_client_id, subscriber_filters};
 use crate::clock::now_ns;
+use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
-use crate::pacer::Schedule;
-use crate::payload::{Header, SizeSampler, HEADER_LEN};
-use crate::plan::{PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::plan::{SnOptions, SnTopicIds, Transport};
+use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
-use crate::worker::{Phase, WorkerCtx};
 use bytes::{Bytes, BytesMut};
 use mqttlab_codec::sn::{self, return_code as rc, SnConnect, SnPacket, SnPublish, SnQoS, SnSubscribe, SnTopicFilter, TopicRef};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::net::UdpSocket;
 
-/// Largest MQTT-SN packet: its payload must leave room for the PUBLISH header (3 + 1 + 5 bytes).
-const MAX_SN_PAYLOAD: u32 = sn::MAX_PACKET as u32 - 9;
 /// Socket buffers asked of the kernel: a burst of deliveries must not be dropped by the load
 /// generator's own socket, or the loss it reports would be its own.
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
-
-/// The MQTT-SN part of `RunPlan::validate`: every problem, each naming its field.
-pub fn plan_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
-    let mut problems = Vec::new();
-    if plan.broker.tls.is_some() {
-        problems.push("broker.tls: MQTT-SN runs over plain UDP (no DTLS); remove tls".into());
-    }
-    if sn.retry_ms == 0 {
-        problems.push("transport.retry_ms: must be > 0".into());
-    }
-    for (id, name) in &sn.predefined {
-        if *id == 0 || *id == 0xFFFF {
-            problems.push(format!("transport.predefined.{id}: ids 0x0000 and 0xFFFF are reserved"));
-        }
-        if name.is_empty() || name.contains(['+', '#']) {
-            problems.push(format!("transport.predefined.{id}: {name:?} must be a topic name without wildcards"));
-        }
-    }
-    let max = match plan.publishers.payload {
-        PayloadSize::Fixed { size } => Some(size),
-        PayloadSize::Uniform { max, .. } => Some(max),
-        _ => None,
-    };
-    if max.is_some_and(|m| m > MAX_SN_PAYLOAD) {
-        problems.push(format!("publishers.payload: MQTT-SN carries at most {MAX_SN_PAYLOAD} bytes per message"));
-    }
-    if sn.qos_minus_one {
-        if plan.publishers.qos != 0 {
-            problems.push("publishers.qos: must be 0 when transport.qos_minus_one is set (the publishers send at QoS -1)".into());
-        }
-        if sn.topic_ids == SnTopicIds::Normal {
-            problems.push("transport.topic_ids: QoS -1 needs short or predefined topic ids (there is no REGISTER without a connection)".into());
-        }
-    }
-    for i in 0..plan.publishers.count.min(100_000) {
-        let topic = publisher_topic(plan, i);
-        let ok = match sn.topic_ids {
-            SnTopicIds::Normal => true,
-            SnTopicIds::Short => topic.len() == 2,
-            SnTopicIds::Predefined => sn.predefined.values().any(|n| *n == topic),
-        };
-        if !ok {
-            let why = match sn.topic_ids {
-                SnTopicIds::Short => "is not a two-character short topic name",
-                _ => "has no id in transport.predefined",
-            };
-            problems.push(format!("publishers.topic: {topic:?} (publisher {i}) {why}"));
-            break;
-        }
-    }
-    problems
-}
 
 fn options(ctx: &WorkerCtx) -> &SnOptions {
     match &ctx.plan.transport {
@@ -127,7 +71,11 @@ impl Udp {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 // SAFETY: a valid socket fd and a pointer/length into our own buffer.
                 let n = unsafe { libc::send(self.socket.as_raw_fd(), self.out.as_ptr() as *const libc::c_void, self.out.len(), libc::MSG_DONTWAIT) };
-                if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+                if n < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
             }
             other => other,
         };
@@ -218,36 +166,71 @@ async fn connect(ctx: &WorkerCtx, udp: &mut Udp, client_id: &str) -> Result<(), 
     Ok(())
 }
 
-fn keepalive_interval(ctx: &WorkerCtx) -> Duration {
-    let ka = ctx.plan.mqtt.keepalive_s as u64;
-    Duration::from_millis(if ka == 0 { 3_600_000 } else { ka * 500 })
-}
-
 fn phase(ctx: &WorkerCtx) -> Phase {
     ctx.ctl_now().phase
 }
 
-struct InFlight {
-    intended_ns: u64,
-    /// PUBREC seen: PUBREL is what gets retransmitted now.
-    released: bool,
+/// What an unacknowledged MQTT-SN message needs to be sent again after Tretry.
+struct Resend {
     packet: SnPacket,
     last_sent_ns: u64,
     tries: u32,
+}
+
+/// The MQTT-SN outlet: PUBLISH datagrams to the gateway, QoS 1/2 messages kept for resending.
+struct SnOutlet<'a> {
+    udp: &'a mut Udp,
+    inflight: &'a mut InFlightMap<Resend>,
+    next_msg_id: &'a mut u16,
+    topic: TopicRef,
+    qos: SnQoS,
+    /// QoS 1 or 2: the gateway acknowledges, so messages stay in flight.
+    acked: bool,
+    window: usize,
+    client_id: &'a str,
+}
+
+impl Outlet for SnOutlet<'_> {
+    fn has_room(&self) -> bool {
+        !self.acked || self.inflight.len() < self.window
+    }
+
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16 {
+        let msg_id = if self.acked { next_packet_id(self.next_msg_id, self.inflight) } else { 0 };
+        let packet = SnPacket::Publish(SnPublish {
+            dup: false,
+            qos: self.qos,
+            retain: ctx.plan.publishers.retain,
+            topic: self.topic,
+            msg_id,
+            data: Bytes::copy_from_slice(payload),
+        });
+        let went = self.udp.send(&packet);
+        if self.acked {
+            // Even a datagram the kernel refused is retried after Tretry, like a lost one.
+            let resend = Resend { packet, last_sent_ns: sent_at, tries: 1 };
+            self.inflight.insert(msg_id, InFlight { intended_ns: due, released: false, resend });
+            WorkerShared::add(&ctx.shared.inflight, 1);
+        }
+        if !went {
+            ctx.stats.borrow_mut().error("udp_send", &format!("{}: the kernel refused a datagram (socket buffer full)", self.client_id));
+        }
+        msg_id
+    }
 }
 
 pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let o = options(&ctx).clone();
     let p = &plan.publishers;
-    let client_id = publisher_client_id(&plan, index);
+    let client_id = plan.publisher_client_id(index);
     ctx.connect_slot().await;
     let mut udp = match Udp::open(&ctx).await {
         Ok(u) => u,
         Err(e) => return fail(&ctx, "connect_udp", e, true),
     };
     let retry = Duration::from_millis(o.retry_ms);
-    let topic_name = publisher_topic(&plan, index);
+    let topic_name = plan.publisher_topic(index);
     let connected = !o.qos_minus_one;
     if connected {
         if let Err(e) = connect(&ctx, &mut udp, &client_id).await {
@@ -273,7 +256,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 .await;
             match answer {
                 Ok(((id, rc::ACCEPTED), _)) => TopicRef::Normal(id),
-                Ok(((_, code), _)) => return fail(&ctx, "register", format!("{client_id}: the gateway refused REGISTER {topic_name:?} (return code {code})"), true),
+                Ok(((_, code), _)) => {
+                    return fail(&ctx, "register", format!("{client_id}: the gateway refused REGISTER {topic_name:?} (return code {code})"), true)
+                }
                 Err(e) => return fail(&ctx, "register", format!("{client_id}: {e}"), true),
             }
         }
@@ -281,51 +266,23 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     ctx.stats.borrow_mut().connections.publishers_ok += 1;
     WorkerShared::inc(&ctx.shared.publishers_connected);
 
-    let qos = if o.qos_minus_one {
-        SnQoS::MinusOne
-    } else {
-        SnQoS::from_level(p.qos as i8).unwrap_or(SnQoS::AtMostOnce)
-    };
+    let qos = if o.qos_minus_one { SnQoS::MinusOne } else { SnQoS::from_level(p.qos as i8).unwrap_or(SnQoS::AtMostOnce) };
     let acked = matches!(qos, SnQoS::AtLeastOnce | SnQoS::ExactlyOnce);
     let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64;
     let window = p.inflight as usize;
-    let sizes = SizeSampler::new(&p.payload);
-    let mut scratch = vec![0u8; sizes.max()];
-    let (slot, wake) = ctx.pacer.register();
-    let phase_changed = ctx.phase_changes();
-    let mut schedule: Option<Schedule> = None;
-    let mut start_ns = 0u64;
-    let mut next_due: Option<u64> = None;
-    let mut done = false;
-    let mut seq: u32 = 0;
-    let mut inflight: HashMap<u16, InFlight> = HashMap::new();
-    let mut next_msg_id: u16 = 1;
-    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
-    keepalive.reset();
+    let mut sender = Sender::new(&ctx, index, fanout);
+    let mut inflight: InFlightMap<Resend> = FxHashMap::default();
+    let mut next_msg_id: u16 = 0;
+    let keepalive = ctx.keepalive_ticks();
+    // Polled only while something is unacknowledged.
     let mut retry_tick = tokio::time::interval((retry / 4).max(Duration::from_millis(5)));
     let mut lost: Option<String> = None;
-    let mut retransmitted = 0u64;
     loop {
         tokio::select! {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
-            _ = phase_changed.notified() => {
-                let c = ctx.ctl_now();
-                match c.phase {
-                    Phase::Run if schedule.is_none() => {
-                        start_ns = c.start_ns;
-                        let (s, first) = crate::client::start_schedule(&ctx, index, start_ns);
-                        schedule = Some(s);
-                        next_due = first;
-                        match next_due {
-                            Some(d) => ctx.pacer.schedule(slot, d),
-                            None => finish_sending(&ctx, &mut done),
-                        }
-                    }
-                    Phase::Drain => { next_due = None; finish_sending(&ctx, &mut done); }
-                    Phase::Close => break,
-                    _ => {}
-                }
+            _ = sender.phase_changed.notified() => {
+                if !sender.on_phase_change(&ctx, false) { break; }
             }
             r = udp.recv() => {
                 let now = now_ns();
@@ -338,77 +295,39 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                     },
                 }
             }
-            _ = wake.notified(), if next_due.is_some() => {
-                let now = now_ns();
-                let sched = schedule.as_mut().expect("a due time comes from a schedule");
-                while let Some(due) = next_due {
-                    if due > now { break; }
-                    if !acked || inflight.len() < window {
-                        let msg_id = if acked { allocate_msg_id(&mut next_msg_id, &inflight) } else { 0 };
-                        let size = sizes.sample(sched.rng());
-                        let sent_at = now_ns();
-                        let lag_ns = sent_at.saturating_sub(due);
-                        Header { publisher: index, seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }
-                            .write(&mut scratch[..HEADER_LEN]);
-                        let packet = SnPacket::Publish(SnPublish {
-                            dup: false, qos, retain: p.retain, topic, msg_id, data: Bytes::copy_from_slice(&scratch[..size]),
-                        });
-                        let went = udp.send(&packet);
-                        seq = seq.wrapping_add(1);
-                        if acked {
-                            // Even a datagram the kernel refused is retried after Tretry, like a lost one.
-                            inflight.insert(msg_id, InFlight { intended_ns: due, released: false, packet, last_sent_ns: sent_at, tries: 1 });
-                            WorkerShared::add(&ctx.shared.inflight, 1);
-                        }
-                        WorkerShared::inc(&ctx.shared.sent);
-                        WorkerShared::add(&ctx.shared.expected_deliveries, fanout);
-                        let mut st = ctx.stats.borrow_mut();
-                        st.counters.sent += 1;
-                        if !went {
-                            st.error("udp_send", &format!("{client_id}: the kernel refused a datagram (socket buffer full)"));
-                        }
-                        if lag_ns > 1_000_000 { st.counters.late_sends += 1; }
-                        if st.measured(due) { st.record(H::ScheduleLag, lag_ns / 1000); }
-                        if let Some(row) = st.second(sent_at) {
-                            row.sent += 1;
-                            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
-                        }
-                    } else {
-                        WorkerShared::inc(&ctx.shared.dropped);
-                        let mut st = ctx.stats.borrow_mut();
-                        st.counters.dropped += 1;
-                        if let Some(row) = st.second(now) { row.dropped += 1; }
-                    }
-                    next_due = sched.next().map(|o| start_ns + o);
-                }
-                match next_due {
-                    Some(d) => ctx.pacer.schedule(slot, d),
-                    None => finish_sending(&ctx, &mut done),
-                }
+            _ = sender.wake.notified(), if sender.next_due.is_some() => {
+                let mut out = SnOutlet { udp: &mut udp, inflight: &mut inflight, next_msg_id: &mut next_msg_id, topic, qos, acked, window, client_id: &client_id };
+                sender.send_due(&ctx, &mut out);
             }
             _ = retry_tick.tick(), if !inflight.is_empty() => {
-                retransmit(&ctx, &mut udp, &mut inflight, &o, &client_id, &mut retransmitted);
+                retransmit(&ctx, &mut udp, &mut inflight, &o, &client_id);
             }
-            _ = keepalive.tick(), if connected => { udp.send(&SnPacket::PingReq { client_id: None }); }
+            _ = keepalive.notified(), if connected => {
+                let now = now_ns();
+                if now - sender.last_write_ns >= ctx.ping_after_ns() {
+                    udp.send(&SnPacket::PingReq { client_id: None });
+                    sender.last_write_ns = now;
+                }
+            }
         }
     }
-    finish_sending(&ctx, &mut done);
+    sender.close(&ctx);
     WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
     if connected && lost.is_none() {
         udp.send(&SnPacket::Disconnect { duration: None });
     }
+    finish(&ctx, &udp, &client_id, lost);
+}
+
+/// Counts the client's traffic and retransmissions, and reports a session the gateway ended
+/// before the run was over.
+fn finish(ctx: &WorkerCtx, udp: &Udp, client_id: &str, lost: Option<String>) {
     let mut st = ctx.stats.borrow_mut();
-    if retransmitted > 0 {
-        // Listed with the issues but not counted as errors: a retransmission is UDP doing its
-        // job. (The result has no counter of its own for it.)
-        crate::result::add_issue(&mut st.errors, "sn_retransmitted", retransmitted, &format!("{client_id}: {retransmitted} PUBLISH/PUBREL sent again after Tretry"));
-    }
-    st.sent_per_publisher.insert(index, seq as u64);
     st.counters.mqtt_bytes_out += udp.bytes_out;
     st.counters.mqtt_bytes_in += udp.bytes_in;
     st.counters.retransmitted += udp.retransmitted;
     if let Some(msg) = lost {
-        if phase(&ctx) < Phase::Close {
+        if phase(ctx) < Phase::Close {
             st.counters.connections_lost += 1;
             st.error("connection_lost", &format!("{client_id}: {msg}"));
             drop(st);
@@ -418,48 +337,31 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     }
 }
 
-fn finish_sending(ctx: &WorkerCtx, done: &mut bool) {
-    if !*done {
-        *done = true;
-        WorkerShared::inc(&ctx.shared.publishers_done);
-    }
-}
-
-fn allocate_msg_id(next: &mut u16, inflight: &HashMap<u16, InFlight>) -> u16 {
-    loop {
-        let id = *next;
-        *next = if *next == u16::MAX { 1 } else { *next + 1 };
-        if !inflight.contains_key(&id) {
-            return id;
-        }
-    }
-}
-
 /// Sends again what is unacknowledged after Tretry; after Nretry the message is given up
 /// (an error, and it stays owed to the subscribers, so the accounting counts it lost).
-fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlight>, o: &SnOptions, client_id: &str, retransmitted: &mut u64) {
+fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<Resend>, o: &SnOptions, client_id: &str) {
     let now = now_ns();
     let retry_ns = o.retry_ms * 1_000_000;
     let mut given_up = Vec::new();
     for (id, f) in inflight.iter_mut() {
-        if now.saturating_sub(f.last_sent_ns) < retry_ns {
+        let r = &mut f.resend;
+        if now.saturating_sub(r.last_sent_ns) < retry_ns {
             continue;
         }
-        if f.tries > o.retries {
+        if r.tries > o.retries {
             given_up.push(*id);
             continue;
         }
-        f.tries += 1;
-        f.last_sent_ns = now;
+        r.tries += 1;
+        r.last_sent_ns = now;
         if f.released {
             udp.send(&SnPacket::PubRel { msg_id: *id });
         } else {
-            if let SnPacket::Publish(p) = &mut f.packet {
+            if let SnPacket::Publish(p) = &mut r.packet {
                 p.dup = true;
             }
-            udp.send(&f.packet);
+            udp.send(&r.packet);
         }
-        *retransmitted += 1;
         udp.retransmitted += 1;
     }
     for id in given_up {
@@ -469,7 +371,7 @@ fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlig
     }
 }
 
-fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, InFlight>, packet: SnPacket, now: u64) -> Result<(), String> {
+fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<Resend>, packet: SnPacket, now: u64) -> Result<(), String> {
     match packet {
         SnPacket::PubAck { msg_id, return_code, .. } => complete(ctx, inflight, msg_id, return_code, now, H::Puback, "PUBACK"),
         SnPacket::PubComp { msg_id } => complete(ctx, inflight, msg_id, rc::ACCEPTED, now, H::Pubcomp, "PUBCOMP"),
@@ -477,7 +379,7 @@ fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, 
             match inflight.get_mut(&msg_id) {
                 Some(f) => {
                     f.released = true;
-                    f.last_sent_ns = now;
+                    f.resend.last_sent_ns = now;
                 }
                 None => ctx.stats.borrow_mut().violation("unexpected_pubrec", &format!("PUBREC for unknown message id {msg_id}")),
             }
@@ -491,29 +393,14 @@ fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut HashMap<u16, 
     Ok(())
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut HashMap<u16, InFlight>, msg_id: u16, code: u8, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut InFlightMap<Resend>, msg_id: u16, code: u8, now: u64, h: H, what: &str) {
     let Some(f) = inflight.remove(&msg_id) else {
         // Over UDP a late acknowledgement of a retransmitted message is expected, not a violation.
         ctx.stats.borrow_mut().counters.unexpected += 1;
         return;
     };
-    WorkerShared::sub(&ctx.shared.inflight, 1);
-    let mut st = ctx.stats.borrow_mut();
-    if code != rc::ACCEPTED {
-        st.error("publish_refused", &format!("{what} return code {code:#04x}"));
-        return;
-    }
-    if matches!(h, H::Pubcomp) && !f.released {
-        st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for message id {msg_id} before its PUBREC"));
-    }
-    WorkerShared::inc(&ctx.shared.acked);
-    st.counters.acked += 1;
-    if st.measured(f.intended_ns) {
-        st.record(h, now.saturating_sub(f.intended_ns) / 1000);
-    }
-    if let Some(row) = st.second(now) {
-        row.acked += 1;
-    }
+    let refused = (code != rc::ACCEPTED).then(|| format!("{what} return code {code:#04x}"));
+    completed(ctx, &f, msg_id, refused, now, h);
 }
 
 /// How a subscriber asks for `filter`: by predefined id or short name when the plan's topic ids
@@ -540,7 +427,7 @@ fn subscribe_topic(o: &SnOptions, filter: &str) -> SnTopicFilter {
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let plan = ctx.plan.clone();
     let o = options(&ctx).clone();
-    let client_id = subscriber_client_id(&plan, index);
+    let client_id = plan.subscriber_client_id(index);
     ctx.connect_slot().await;
     let mut udp = match Udp::open(&ctx).await {
         Ok(u) => u,
@@ -552,9 +439,9 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let retry = Duration::from_millis(o.retry_ms);
     let requested = SnQoS::from_level(plan.subscribers.qos as i8).unwrap_or(SnQoS::AtMostOnce);
     // Topic ids the gateway uses towards this client: from SUBACKs and its REGISTERs.
-    let mut names: HashMap<u16, String> = HashMap::new();
+    let mut names: FxHashMap<u16, String> = FxHashMap::default();
     let t0 = now_ns();
-    for (i, filter) in subscriber_filters(&plan, index).into_iter().enumerate() {
+    for (i, filter) in plan.subscriber_filters(index).into_iter().enumerate() {
         let msg_id = i as u16 + 1;
         let packet = SnPacket::Subscribe(SnSubscribe { dup: false, qos: requested, msg_id, topic: subscribe_topic(&o, &filter) });
         let answer = udp
@@ -569,7 +456,9 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     names.insert(topic_id, filter.clone());
                 }
                 if granted.mqtt_level() < requested.mqtt_level() {
-                    ctx.stats.borrow_mut().error("qos_downgraded", &format!("gateway granted QoS {} for requested {}", granted.mqtt_level(), requested.mqtt_level()));
+                    ctx.stats
+                        .borrow_mut()
+                        .error("qos_downgraded", &format!("gateway granted QoS {} for requested {}", granted.mqtt_level(), requested.mqtt_level()));
                 }
             }
             Ok(((_, _, code), _)) => {
@@ -586,10 +475,10 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     WorkerShared::inc(&ctx.shared.subscribers_ready);
 
     let mut receiver = Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos));
-    let mut awaiting_release: HashSet<u16> = HashSet::new();
+    let mut awaiting_release: FxHashSet<u16> = FxHashSet::default();
     let phase_changed = ctx.phase_changes();
-    let mut keepalive = tokio::time::interval(keepalive_interval(&ctx));
-    keepalive.reset();
+    let keepalive = ctx.keepalive_ticks();
+    let mut last_ping = now_ns();
     let mut lost: Option<String> = None;
     loop {
         tokio::select! {
@@ -641,24 +530,17 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     other => ctx.stats.borrow_mut().error("unexpected_packet", &format!("unexpected {} from the gateway", other.name())),
                 }
             }
-            _ = keepalive.tick() => { udp.send(&SnPacket::PingReq { client_id: None }); }
+            _ = keepalive.notified() => {
+                let now = now_ns();
+                if now - last_ping >= ctx.ping_after_ns() {
+                    udp.send(&SnPacket::PingReq { client_id: None });
+                    last_ping = now;
+                }
+            }
         }
     }
     if lost.is_none() {
         udp.send(&SnPacket::Disconnect { duration: None });
     }
-    let mut st = ctx.stats.borrow_mut();
-    st.counters.mqtt_bytes_out += udp.bytes_out;
-    st.counters.mqtt_bytes_in += udp.bytes_in;
-    st.counters.retransmitted += udp.retransmitted;
-    if let Some(msg) = lost {
-        if phase(&ctx) < Phase::Close {
-            st.counters.connections_lost += 1;
-            st.error("connection_lost", &format!("{client_id}: {msg}"));
-            drop(st);
-            ctx.shared.set_first_error(format!("MQTT-SN session with the gateway {} lost ({client_id}): {msg}", ctx.target.url));
-            WorkerShared::inc(&ctx.shared.connections_lost);
-        }
-    }
+    finish(&ctx, &udp, &client_id, lost);
 }
-

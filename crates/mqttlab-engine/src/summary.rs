@@ -2,21 +2,152 @@
 //! fan-out, latency statistics, rates, and whether the generator could keep up.
 use crate::accounting::UnitTable;
 use crate::histogram;
+use crate::histogram::Stats;
 use crate::plan::{Arrival, CompleteOn, RunPlan};
 use crate::result::{RawResult, Status, HISTOGRAM_NAMES};
-use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 
 /// Schedule lag (p99) beyond which the generator, not the broker, set the pace.
 const LAG_LIMIT_US: u64 = 2_000;
 /// A worker thread this busy cannot promise its schedule.
 const CPU_LIMIT_SHARE: f64 = 0.95;
 
-pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
+/// summary.json as the engine writes it (docs/results.md); its JSON Schema is
+/// docs/schema/summary.schema.json. The run adds sections of its own (`mqttlab.session`).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Summary {
+    pub status: Status,
+    pub error: Option<String>,
+    /// True when the load generator could not keep its schedule: the figures describe mqttlab.
+    pub generator_limited: bool,
+    pub generator_limited_reasons: Vec<String>,
+    pub warmup_s: f64,
+    /// The measured window: the load phase less the warm-up.
+    pub measured_s: f64,
+    pub connections: ConnectionCounts,
+    pub messages: Messages,
+    pub measurement: Measurement,
+    /// Per second over the measured window.
+    pub rates: Rates,
+    /// Per measure (e2e, e2e_uncorrected, puback, pubcomp, connect, tls, connack, suback, rtt):
+    /// statistics in µs, null when the run has no samples of it.
+    pub latency: BTreeMap<String, Option<Stats>>,
+    pub violations: Vec<Violation>,
+    pub errors: Vec<ErrorKind>,
+    pub generator: GeneratorSummary,
+    pub bytes: Bytes,
+    /// Round-trip mode only.
+    pub round_trip: Option<RoundTrip>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ConnectionCounts {
+    pub publishers: OkFailed,
+    pub subscribers: OkFailed,
+    /// Connections the broker ended during the run.
+    pub lost: u64,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct OkFailed {
+    pub ok: u64,
+    pub failed: u64,
+}
+
+/// Message counts; the accounting is docs/results.md's "Message counts".
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Messages {
+    pub sent: u64,
+    pub acked: u64,
+    /// Sends due that were never made (window full, write buffer full, disconnected).
+    pub dropped: u64,
+    pub received: u64,
+    /// Deliveries owed: messages sent times the receivers owed each.
+    pub expected: u64,
+    /// First deliveries that arrived in time.
+    pub delivered: u64,
+    /// expected - delivered (late ones included).
+    pub lost: u64,
+    pub duplicated: u64,
+    pub out_of_order: u64,
+    pub unexpected: u64,
+    pub retained: u64,
+    pub retransmitted: u64,
+    pub late: u64,
+    pub unmeasured: u64,
+    pub completion_timeouts: u64,
+}
+
+/// How the run was measured, for the report's header line and summary.json: the method that tied
+/// deliveries to sends, open or closed loop, and the loss deadline.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Measurement {
+    /// "header" or "topic-sequence".
+    pub method: String,
+    /// "open" or "closed".
+    pub pacing: String,
+    pub latency_from: String,
+    /// Closed loop: "ack" or "delivery".
+    pub complete_on: Option<String>,
+    pub think_s: Option<f64>,
+    pub deadline_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Rates {
+    pub sent_per_s: f64,
+    pub acked_per_s: f64,
+    pub received_per_s: f64,
+}
+
+/// A broken guarantee, by kind (docs/results.md).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Violation {
+    pub kind: String,
+    pub count: u64,
+    pub detail: String,
+}
+
+/// An error, by kind, with its first occurrence.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ErrorKind {
+    pub kind: String,
+    pub count: u64,
+    pub example: String,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct GeneratorSummary {
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    pub cpu_per_msg_us: f64,
+    pub threads: u32,
+    pub max_thread_cpu_share: f64,
+    pub schedule_lag_p99_us: Option<u64>,
+    pub schedule_lag_max_us: Option<u64>,
+    pub late_sends: u64,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Bytes {
+    pub mqtt_out: u64,
+    pub mqtt_in: u64,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct RoundTrip {
+    pub sent: u64,
+    pub replies: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+}
+
+pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
     let units = UnitTable::build(plan);
     let owed = units.expected_units();
-    let received: HashMap<(u32, &str), (u64, u64)> =
-        r.deliveries.iter().map(|d| ((d.publisher, d.unit.as_str()), (d.unique, d.late))).collect();
+    let received: HashMap<(u32, &str), (u64, u64)> = r.deliveries.iter().map(|d| ((d.publisher, d.unit.as_str()), (d.unique, d.late))).collect();
     let (mut expected, mut delivered, mut lost, mut unexpected) = (0u64, 0u64, 0u64, r.counters.unexpected);
     let mut late = 0u64;
     let mut owed_pairs = std::collections::HashSet::new();
@@ -48,24 +179,22 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
     let in_window = |f: &dyn Fn(&crate::result::SeriesRow) -> u64| -> u64 { r.series.iter().filter(|s| s.t_s >= 0).map(f).sum() };
     let rate = |n: u64| if measured_s > 0.0 { n as f64 / measured_s } else { 0.0 };
 
-    let mut latency = Map::new();
+    let mut latency = BTreeMap::new();
     for name in HISTOGRAM_NAMES.iter().filter(|n| **n != "schedule_lag") {
-        let h = r.histogram(name)?;
-        latency.insert(name.to_string(), serde_json::to_value(histogram::stats(&h)).unwrap());
+        latency.insert(name.to_string(), histogram::stats(&r.histogram(name)?));
     }
     let lag = histogram::stats(&r.histogram("schedule_lag")?);
 
-    let mut violations: Vec<Value> =
-        r.violations.iter().map(|(k, v)| json!({"kind": k, "count": v.count, "detail": v.example})).collect();
+    let mut violations: Vec<Violation> = r.violations.iter().map(|(k, v)| Violation { kind: k.clone(), count: v.count, detail: v.example.clone() }).collect();
     let effective_qos = plan.publishers.qos.min(plan.subscribers.qos);
     // Late deliveries arrived: missing the deadline breaks no QoS guarantee.
     let never = lost.saturating_sub(late);
     if effective_qos >= 1 && never > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {
-        violations.push(json!({
-            "kind": format!("qos{effective_qos}_loss"),
-            "count": never,
-            "detail": format!("{never} messages sent at QoS {effective_qos} on connections that never broke were not delivered within the grace period"),
-        }));
+        violations.push(Violation {
+            kind: format!("qos{effective_qos}_loss"),
+            count: never,
+            detail: format!("{never} messages sent at QoS {effective_qos} on connections that never broke were not delivered within the grace period"),
+        });
     }
 
     let mut limited = Vec::new();
@@ -79,82 +208,77 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Value, String> {
         }
     }
     if r.generator.max_thread_cpu_share > CPU_LIMIT_SHARE {
-        limited.push(format!(
-            "a generator thread used {:.0}% of a core during the load",
-            r.generator.max_thread_cpu_share * 100.0
-        ));
+        limited.push(format!("a generator thread used {:.0}% of a core during the load", r.generator.max_thread_cpu_share * 100.0));
     }
     let cpu = r.generator.cpu_user_s + r.generator.cpu_sys_s;
     let handled = r.counters.sent + r.counters.received;
-    Ok(json!({
-        "status": r.status,
-        "error": r.error,
-        "generator_limited": !limited.is_empty(),
-        "generator_limited_reasons": limited,
-        "warmup_s": r.warmup_ms as f64 / 1000.0,
-        "measured_s": measured_s,
-        "connections": {
-            "publishers": {"ok": r.connections.publishers_ok, "failed": r.connections.publishers_failed},
-            "subscribers": {"ok": r.connections.subscribers_ok, "failed": r.connections.subscribers_failed},
-            "lost": r.counters.connections_lost,
+    let c = &r.counters;
+    Ok(Summary {
+        status: r.status,
+        error: r.error.clone(),
+        generator_limited: !limited.is_empty(),
+        generator_limited_reasons: limited,
+        warmup_s: r.warmup_ms as f64 / 1000.0,
+        measured_s,
+        connections: ConnectionCounts {
+            publishers: OkFailed { ok: r.connections.publishers_ok, failed: r.connections.publishers_failed },
+            subscribers: OkFailed { ok: r.connections.subscribers_ok, failed: r.connections.subscribers_failed },
+            lost: c.connections_lost,
         },
-        "messages": {
-            "sent": r.counters.sent,
-            "acked": r.counters.acked,
-            "dropped": r.counters.dropped,
-            "received": r.counters.received,
-            "expected": expected,
-            "delivered": delivered,
-            "lost": lost,
-            "duplicated": duplicated,
-            "out_of_order": out_of_order,
-            "unexpected": unexpected,
-            "retained": r.counters.retained_received,
-            "retransmitted": r.counters.retransmitted,
-            "late": late,
-            "unmeasured": r.counters.unmeasured,
-            "completion_timeouts": r.counters.completion_timeouts,
+        messages: Messages {
+            sent: c.sent,
+            acked: c.acked,
+            dropped: c.dropped,
+            received: c.received,
+            expected,
+            delivered,
+            lost,
+            duplicated,
+            out_of_order,
+            unexpected,
+            retained: c.retained_received,
+            retransmitted: c.retransmitted,
+            late,
+            unmeasured: c.unmeasured,
+            completion_timeouts: c.completion_timeouts,
         },
-        "measurement": measurement(plan),
-        "rates": {
-            "sent_per_s": rate(in_window(&|s| s.sent)),
-            "acked_per_s": rate(in_window(&|s| s.acked)),
-            "received_per_s": rate(in_window(&|s| s.received)),
+        measurement: measurement(plan),
+        rates: Rates { sent_per_s: rate(in_window(&|s| s.sent)), acked_per_s: rate(in_window(&|s| s.acked)), received_per_s: rate(in_window(&|s| s.received)) },
+        latency,
+        violations,
+        errors: r.errors.iter().map(|(k, v)| ErrorKind { kind: k.clone(), count: v.count, example: v.example.clone() }).collect(),
+        generator: GeneratorSummary {
+            cpu_user_s: r.generator.cpu_user_s,
+            cpu_sys_s: r.generator.cpu_sys_s,
+            cpu_per_msg_us: if handled > 0 { cpu * 1e6 / handled as f64 } else { 0.0 },
+            threads: r.generator.threads,
+            max_thread_cpu_share: r.generator.max_thread_cpu_share,
+            schedule_lag_p99_us: lag.as_ref().map(|l| l.p99_us),
+            schedule_lag_max_us: lag.as_ref().map(|l| l.max_us),
+            late_sends: c.late_sends,
         },
-        "latency": latency,
-        "violations": violations,
-        "errors": r.errors.iter().map(|(k, v)| json!({"kind": k, "count": v.count, "example": v.example})).collect::<Vec<_>>(),
-        "generator": {
-            "cpu_user_s": r.generator.cpu_user_s,
-            "cpu_sys_s": r.generator.cpu_sys_s,
-            "cpu_per_msg_us": if handled > 0 { cpu * 1e6 / handled as f64 } else { 0.0 },
-            "threads": r.generator.threads,
-            "max_thread_cpu_share": r.generator.max_thread_cpu_share,
-            "schedule_lag_p99_us": lag.as_ref().map(|l| l.p99_us),
-            "schedule_lag_max_us": lag.as_ref().map(|l| l.max_us),
-            "late_sends": r.counters.late_sends,
-        },
-        "bytes": {"mqtt_out": r.counters.mqtt_bytes_out, "mqtt_in": r.counters.mqtt_bytes_in},
-        "round_trip": plan.publishers.reply_filter.as_ref().map(|_| json!({
-            "sent": r.counters.sent,
-            "replies": r.counters.replies,
-            "lost": r.counters.sent.saturating_sub(r.counters.replies),
-            "duplicated": r.counters.reply_duplicates,
-        })),
-    }))
+        bytes: Bytes { mqtt_out: c.mqtt_bytes_out, mqtt_in: c.mqtt_bytes_in },
+        round_trip: plan.publishers.reply_filter.as_ref().map(|_| RoundTrip {
+            sent: c.sent,
+            replies: c.replies,
+            lost: c.sent.saturating_sub(c.replies),
+            duplicated: c.reply_duplicates,
+        }),
+    })
 }
 
-/// How the run was measured, for the report's header line and summary.json: the method that tied
-/// deliveries to sends, open or closed loop, and the loss deadline.
-fn measurement(plan: &RunPlan) -> Value {
+fn measurement(plan: &RunPlan) -> Measurement {
     let p = &plan.publishers;
     let closed = p.arrival == Arrival::Closed;
-    json!({
-        "method": p.measure.name(),
-        "pacing": if closed { "closed" } else { "open" },
-        "latency_from": if closed { "actual send" } else { "intended send (schedule)" },
-        "complete_on": closed.then_some(match p.complete_on { CompleteOn::Ack => "ack", CompleteOn::Delivery => "delivery" }),
-        "think_s": closed.then(|| p.think_us as f64 / 1e6),
-        "deadline_s": plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
-    })
+    Measurement {
+        method: p.measure.name().to_string(),
+        pacing: if closed { "closed" } else { "open" }.to_string(),
+        latency_from: if closed { "actual send" } else { "intended send (schedule)" }.to_string(),
+        complete_on: closed.then(|| match p.complete_on {
+            CompleteOn::Ack => "ack".to_string(),
+            CompleteOn::Delivery => "delivery".to_string(),
+        }),
+        think_s: closed.then(|| p.think_us as f64 / 1e6),
+        deadline_s: plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
+    }
 }

@@ -48,9 +48,7 @@ fn read_certs(path: &str) -> Result<Vec<pki_types::CertificateDer<'static>>, Str
 
 fn read_key(path: &str) -> Result<pki_types::PrivateKeyDer<'static>, String> {
     let data = std::fs::read(path).map_err(|e| format!("cannot read key file {path}: {e}"))?;
-    rustls_pemfile::private_key(&mut &data[..])
-        .map_err(|e| format!("{path}: not a PEM key: {e}"))?
-        .ok_or_else(|| format!("{path}: no private key found"))
+    rustls_pemfile::private_key(&mut &data[..]).map_err(|e| format!("{path}: not a PEM key: {e}"))?.ok_or_else(|| format!("{path}: no private key found"))
 }
 
 /// Names which check failed, for the one-line error a user sees.
@@ -65,9 +63,7 @@ pub fn describe_error(e: &io::Error) -> String {
                 rustls::CertificateError::NotValidYet => "the server certificate is not valid yet".to_string(),
                 rustls::CertificateError::Revoked => "the server certificate is revoked".to_string(),
                 // The chain led to a trusted CA of the same name whose key did not sign it.
-                rustls::CertificateError::BadSignature => {
-                    "the server certificate was not signed by the given CA (bad signature)".to_string()
-                }
+                rustls::CertificateError::BadSignature => "the server certificate was not signed by the given CA (bad signature)".to_string(),
                 other => format!("invalid server certificate ({other:?})"),
             };
             format!("TLS handshake failed: {what}")

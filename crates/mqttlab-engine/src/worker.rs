@@ -5,111 +5,16 @@
 use crate::accounting::UnitTable;
 use crate::clock::{now_ns, thread_cpu_s};
 use crate::conn::Target;
+use crate::context::{Ctl, Phase, WorkerCtx};
 use crate::histogram;
 use crate::plan::RunPlan;
 use crate::stats::{WorkerShared, WorkerStats};
-use crate::timer::{drive, LocalSignal, PacerQueue};
+use crate::timer::{drive, PacerQueue};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
-    /// Clients connect and subscribe.
-    Connect,
-    /// Publishers follow their schedules from `start_ns`.
-    Run,
-    /// No more sends; waiting for deliveries and acknowledgements still under way.
-    Drain,
-    /// Disconnect and report.
-    Close,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct Ctl {
-    pub phase: Phase,
-    pub start_ns: u64,
-}
-
-/// Everything a client task of this worker shares.
-pub struct WorkerCtx {
-    pub plan: Arc<RunPlan>,
-    pub target: Arc<Target>,
-    pub units: Arc<UnitTable>,
-    /// Number of receivers owed each publisher's messages.
-    pub fanout: Arc<Vec<u32>>,
-    /// Send records for the topic-sequence method; None with the header.
-    pub sequence: Option<Arc<crate::sequence::SequenceTable>>,
-    /// Closed loop completing on delivery: the receivers tell the publishers.
-    pub tracker: Option<Arc<crate::closed::DeliveryTracker>>,
-    pub stats: RefCell<WorkerStats>,
-    pub shared: Arc<WorkerShared>,
-    ctl: watch::Receiver<Ctl>,
-    /// The latest control state, relayed by `report_progress` to the clients' signals: a
-    /// `watch::Receiver::changed()` in every client's select! loop registers and drops a waiter
-    /// under tokio's mutex each time round, which a client paid once per message.
-    ctl_now: Cell<Ctl>,
-    phase_listeners: RefCell<Vec<Rc<LocalSignal>>>,
-    keepalive_listeners: RefCell<Vec<Rc<LocalSignal>>>,
-    pub pacer: Rc<PacerQueue>,
-    /// When this worker may open its next connection (connection ramp).
-    next_connect_ns: Cell<u64>,
-    connect_interval_ns: u64,
-}
-
-impl WorkerCtx {
-    /// The control state as this worker's clients see it.
-    pub fn ctl_now(&self) -> Ctl {
-        self.ctl_now.get()
-    }
-
-    /// A signal set whenever the control state changes. It starts set, so a client's first wait
-    /// returns at once and it picks up a run that began while it was connecting.
-    pub fn phase_changes(&self) -> Rc<LocalSignal> {
-        let signal = Rc::new(LocalSignal::default());
-        signal.notify();
-        self.phase_listeners.borrow_mut().push(signal.clone());
-        signal
-    }
-
-    /// A signal set every quarter of the scenario's keep-alive, when clients check whether a
-    /// PINGREQ is due. One worker timer instead of one per client: a tokio timer polled in a
-    /// client's select! loop re-registers its waker once per message.
-    pub fn keepalive_ticks(&self) -> Rc<LocalSignal> {
-        let signal = Rc::new(LocalSignal::default());
-        self.keepalive_listeners.borrow_mut().push(signal.clone());
-        signal
-    }
-
-    /// How long a client may stay silent: half the keep-alive, so a PINGREQ goes out well before
-    /// the broker would give up on it (1.5 keep-alives).
-    pub fn ping_after_ns(&self) -> u64 {
-        let ka = self.plan.mqtt.keepalive_s as u64;
-        if ka == 0 { 3_600_000_000_000 } else { ka * 500_000_000 }
-    }
-
-    fn relay_ctl(&self, ctl: Ctl) {
-        self.ctl_now.set(ctl);
-        for s in self.phase_listeners.borrow().iter() {
-            s.notify();
-        }
-    }
-
-    /// Waits for this worker's next connection slot.
-    pub async fn connect_slot(&self) {
-        if self.connect_interval_ns == 0 {
-            return;
-        }
-        let now = now_ns();
-        let slot = self.next_connect_ns.get().max(now);
-        self.next_connect_ns.set(slot + self.connect_interval_ns);
-        if slot > now {
-            tokio::time::sleep(Duration::from_nanos(slot - now)).await;
-        }
-    }
-}
 
 pub struct Assignment {
     pub publishers: Vec<u32>,
@@ -219,7 +124,7 @@ async fn report_progress(ctx: Rc<WorkerCtx>) -> f64 {
         tokio::select! {
             _ = tick.tick() => {
                 let h = std::mem::replace(&mut ctx.stats.borrow_mut().interval_e2e, histogram::new_series_hist());
-                if h.len() > 0 {
+                if !h.is_empty() {
                     let mut slot = ctx.shared.interval_e2e.lock().unwrap();
                     match slot.as_mut() {
                         Some(acc) => histogram::add(acc, &h),

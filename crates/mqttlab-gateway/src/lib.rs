@@ -108,12 +108,7 @@ struct Client {
 }
 
 async fn serve(socket: UdpSocket, config: GatewayConfig, counters: Arc<Counters>, stop: Arc<Notify>) {
-    let shared = Arc::new(Shared {
-        socket: Arc::new(socket),
-        predefined: Arc::new(config.predefined.clone()),
-        config: Arc::new(config),
-        counters,
-    });
+    let shared = Arc::new(Shared { socket: Arc::new(socket), predefined: Arc::new(config.predefined.clone()), config: Arc::new(config), counters });
     let mut clients: HashMap<SocketAddr, Client> = HashMap::new();
     let mut sessions = tokio::task::JoinSet::new();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<(SocketAddr, u64)>();

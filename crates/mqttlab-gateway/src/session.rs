@@ -59,20 +59,19 @@ pub async fn run(shared: Arc<Shared>, addr: SocketAddr, connect: SnConnect, mut 
         return;
     }
     let timeout = Duration::from_millis(c.connect_timeout_ms.max(1));
-    let (reader, writer) =
-        match broker::connect(&c.broker_host, c.broker_port, &connect.client_id, connect.clean_session, connect.duration, timeout).await {
-            Ok((0, r, w)) => (r, w),
-            Ok((code, _, _)) => {
-                log(&format!("{addr} ({}): the broker refused the connection (CONNACK {code})", connect.client_id));
-                send_to(&shared, addr, &SnPacket::ConnAck { return_code: rc::NOT_SUPPORTED }).await;
-                return;
-            }
-            Err(e) => {
-                log(&format!("{addr} ({}): {e}", connect.client_id));
-                send_to(&shared, addr, &SnPacket::ConnAck { return_code: rc::CONGESTION }).await;
-                return;
-            }
-        };
+    let (reader, writer) = match broker::connect(&c.broker_host, c.broker_port, &connect.client_id, connect.clean_session, connect.duration, timeout).await {
+        Ok((0, r, w)) => (r, w),
+        Ok((code, _, _)) => {
+            log(&format!("{addr} ({}): the broker refused the connection (CONNACK {code})", connect.client_id));
+            send_to(&shared, addr, &SnPacket::ConnAck { return_code: rc::NOT_SUPPORTED }).await;
+            return;
+        }
+        Err(e) => {
+            log(&format!("{addr} ({}): {e}", connect.client_id));
+            send_to(&shared, addr, &SnPacket::ConnAck { return_code: rc::CONGESTION }).await;
+            return;
+        }
+    };
     shared.counters.sessions.fetch_add(1, Relaxed);
     let mut s = Session {
         topics: TopicRegistry::new(shared.predefined.clone()),
@@ -128,12 +127,12 @@ impl Session {
                         break;
                     };
                     last_heard = Instant::now();
-                    if let Next::Close = self.from_client(packet).await? {
+                    if let Next::Close = self.handle_client_packet(packet).await? {
                         break;
                     }
                 }
                 packet = reader.next() => {
-                    self.from_broker(packet?).await?;
+                    self.handle_broker_packet(packet?).await?;
                 }
                 _ = retry_tick.tick() => {
                     self.retransmit(retry).await?;
@@ -156,11 +155,11 @@ impl Session {
         }
     }
 
-    async fn to_broker(&mut self, packet: Packet) -> Result<(), String> {
+    async fn send_to_broker(&mut self, packet: Packet) -> Result<(), String> {
         self.writer.send(&packet).await
     }
 
-    async fn from_client(&mut self, packet: SnPacket) -> Result<Next, String> {
+    async fn handle_client_packet(&mut self, packet: SnPacket) -> Result<Next, String> {
         match packet {
             SnPacket::Publish(p) => self.client_publish(p).await?,
             SnPacket::Register { msg_id, topic_name, .. } => {
@@ -191,24 +190,24 @@ impl Session {
                     self.send(&SnPacket::UnsubAck { msg_id }).await;
                     return Ok(Next::Continue);
                 };
-                self.to_broker(Packet::Unsubscribe(Unsubscribe { pkid: nonzero(msg_id), filters: vec![filter], properties: Properties::default() }))
+                self.send_to_broker(Packet::Unsubscribe(Unsubscribe { pkid: nonzero(msg_id), filters: vec![filter], properties: Properties::default() }))
                     .await?;
             }
             // Acknowledgements of the broker's deliveries, passed on with the same id.
             SnPacket::PubAck { msg_id, .. } => {
                 self.unacked.remove(&msg_id);
-                self.to_broker(Packet::PubAck(ack(msg_id))).await?;
+                self.send_to_broker(Packet::PubAck(ack(msg_id))).await?;
             }
             SnPacket::PubRec { msg_id } => {
                 self.unacked.remove(&msg_id);
-                self.to_broker(Packet::PubRec(ack(msg_id))).await?;
+                self.send_to_broker(Packet::PubRec(ack(msg_id))).await?;
             }
             SnPacket::PubComp { msg_id } => {
                 self.unacked.remove(&msg_id);
-                self.to_broker(Packet::PubComp(ack(msg_id))).await?;
+                self.send_to_broker(Packet::PubComp(ack(msg_id))).await?;
             }
             // The client's own QoS 2 flow.
-            SnPacket::PubRel { msg_id } => self.to_broker(Packet::PubRel(ack(msg_id))).await?,
+            SnPacket::PubRel { msg_id } => self.send_to_broker(Packet::PubRel(ack(msg_id))).await?,
             SnPacket::PingReq { .. } => self.send(&SnPacket::PingResp).await,
             SnPacket::Disconnect { .. } => {
                 self.send(&SnPacket::Disconnect { duration: None }).await;
@@ -251,7 +250,7 @@ impl Session {
             payload: p.data,
         };
         self.shared.counters.published.fetch_add(1, Relaxed);
-        self.to_broker(Packet::Publish(publish)).await
+        self.send_to_broker(Packet::Publish(publish)).await
     }
 
     fn filter_name(&self, topic: &SnTopicFilter) -> Option<String> {
@@ -282,10 +281,10 @@ impl Session {
         self.pending_sub.insert(msg_id, topic_id);
         let requested = QoS::from_u8(qos.mqtt_level()).unwrap_or(QoS::AtMostOnce);
         let filter = SubscribeFilter { path: filter, qos: requested, no_local: false, retain_as_published: false, retain_handling: 0 };
-        self.to_broker(Packet::Subscribe(Subscribe { pkid: msg_id, filters: vec![filter], properties: Properties::default() })).await
+        self.send_to_broker(Packet::Subscribe(Subscribe { pkid: msg_id, filters: vec![filter], properties: Properties::default() })).await
     }
 
-    async fn from_broker(&mut self, packet: Packet) -> Result<(), String> {
+    async fn handle_broker_packet(&mut self, packet: Packet) -> Result<(), String> {
         match packet {
             Packet::Publish(p) => self.broker_publish(p).await,
             Packet::PubAck(a) => {

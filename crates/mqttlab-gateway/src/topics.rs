@@ -31,7 +31,6 @@ impl TopicRegistry {
         Some(self.next_id)
     }
 
-
     /// The topic name a PUBLISH from the client refers to, if the id is known.
     pub fn resolve(&self, topic: TopicRef) -> Option<String> {
         match topic {

@@ -62,8 +62,12 @@ impl DirectionCounters {
     }
 }
 
+/// A packet held back by the link: when it is due (from the link's start), its order of arrival
+/// (ties keep their order) and its bytes.
+type Held = (Duration, u64, Vec<u8>);
+
 struct Pending {
-    queue: Mutex<BinaryHeap<Reverse<(Duration, u64, Vec<u8>)>>>,
+    queue: Mutex<BinaryHeap<Reverse<Held>>>,
     wake: Condvar,
 }
 
@@ -109,10 +113,9 @@ pub fn start(config: &LinkConfig) -> io::Result<LinkHandle> {
     let down = Arc::new(DirectionCounters::default());
     let mut threads = Vec::new();
     // Distinct seeds per direction: the same seed would make both directions lose the same packets.
-    for (name, from, to, cfg, counters, seed) in [
-        ("up", &a, &b, &config.up, &up, config.seed.wrapping_mul(2)),
-        ("down", &b, &a, &config.down, &down, config.seed.wrapping_mul(2).wrapping_add(1)),
-    ] {
+    for (name, from, to, cfg, counters, seed) in
+        [("up", &a, &b, &config.up, &up, config.seed.wrapping_mul(2)), ("down", &b, &a, &config.down, &down, config.seed.wrapping_mul(2).wrapping_add(1))]
+    {
         let pending = Arc::new(Pending { queue: Mutex::new(BinaryHeap::new()), wake: Condvar::new() });
         let reader = Reader {
             from: from.clone(),

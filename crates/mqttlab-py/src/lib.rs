@@ -1,5 +1,8 @@
 //! `mqttlab._engine`: plan JSON in, result JSON out. Only compact summaries and encoded
 //! histograms cross into Python; long calls release the GIL and stop cleanly on Ctrl-C.
+// The #[pyfunction] macro of this pyo3 generation converts each PyErr into itself; clippy
+// flags the generated code, not ours.
+#![allow(clippy::useless_conversion)]
 use mqttlab_engine::{histogram, summarize as summarize_result, RawResult, RunError, RunPlan};
 use pyo3::exceptions::{PyConnectionError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,6 +18,40 @@ fn run_error(e: RunError) -> PyErr {
 
 fn parse_result(s: &str) -> PyResult<RawResult> {
     serde_json::from_str(s).map_err(|e| PyValueError::new_err(format!("not a raw result: {e}")))
+}
+
+/// Expands a client-id, topic or filter template as the engine does; see `_engine.pyi`.
+#[pyfunction]
+fn expand_template(template: &str, index: u32, client_id: &str) -> String {
+    mqttlab_engine::template::expand(template, index, client_id)
+}
+
+/// Whether a topic filter matches a topic name, as the engine's accounting decides; see `_engine.pyi`.
+#[pyfunction]
+fn topic_matches(topic_filter: &str, topic: &str) -> bool {
+    mqttlab_engine::topic::matches(topic_filter, topic)
+}
+
+/// The plan's receiving units as the engine's accounting sees them; see `_engine.pyi`.
+#[pyfunction]
+fn owed_units(py: Python<'_>, plan_json: &str, max_checks: u64) -> PyResult<Option<String>> {
+    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| PyValueError::new_err(format!("invalid run plan: {e}")))?;
+    Ok(py.allow_threads(move || {
+        let units = mqttlab_engine::accounting::UnitTable::build(&plan);
+        if units.wildcard_checks() > max_checks {
+            return None;
+        }
+        let owed: Vec<Vec<&str>> = units
+            .expected_units()
+            .iter()
+            .map(|us| {
+                let mut names: Vec<&str> = us.iter().map(|u| units.names[*u as usize].as_str()).collect();
+                names.sort_unstable();
+                names
+            })
+            .collect();
+        Some(serde_json::json!({"owed": owed, "members": units.members()}).to_string())
+    }))
 }
 
 /// Runs one shard; see `_engine.pyi`.
@@ -71,7 +108,7 @@ fn summarize(plan_json: &str, result_json: &str) -> PyResult<String> {
     let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| PyValueError::new_err(format!("invalid run plan: {e}")))?;
     let result = parse_result(result_json)?;
     let summary = summarize_result(&plan, &result).map_err(PyValueError::new_err)?;
-    Ok(summary.to_string())
+    Ok(serde_json::to_string(&summary).expect("summary serialises"))
 }
 
 #[pyfunction]
@@ -92,8 +129,7 @@ fn histogram_merge(encoded: Vec<String>) -> PyResult<String> {
 /// Runs the embedded rumqttd until the process is told to stop.
 #[pyfunction]
 fn serve_broker(py: Python<'_>, config_json: &str) -> PyResult<()> {
-    let config: rumqttd::Config =
-        serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("invalid rumqttd config: {e}")))?;
+    let config: rumqttd::Config = serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("invalid rumqttd config: {e}")))?;
     let broker = std::thread::Builder::new()
         .name("rumqttd".into())
         .spawn(move || rumqttd::Broker::new(config).start().map_err(|e| e.to_string()))
@@ -212,6 +248,9 @@ fn smc_profile_run(py: Python<'_>, config_json: &str, progress: Option<PyObject>
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", mqttlab_engine::VERSION)?;
     m.add_function(wrap_pyfunction!(run_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(expand_template, m)?)?;
+    m.add_function(wrap_pyfunction!(topic_matches, m)?)?;
+    m.add_function(wrap_pyfunction!(owed_units, m)?)?;
     m.add_function(wrap_pyfunction!(merge_results, m)?)?;
     m.add_function(wrap_pyfunction!(summarize, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;

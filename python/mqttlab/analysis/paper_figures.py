@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, TypeGuard, Union
 
 from mqttlab.analysis.compare import BrokerGroup, Comparison
 from mqttlab.analysis.configuration import scenario_value
@@ -164,7 +164,7 @@ def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Compa
 def _figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
     how = figure.reproduce
     paper = _paper_value(figure)
-    base = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
+    base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
     if how.not_here is not None:
         return [FigureRow(**base, ours=None, status=NOT_HERE, source="", reason=how.not_here)]
     if how.computed is not None:
@@ -262,8 +262,8 @@ def group_value(group: BrokerGroup, metric: str, statistic: str = "mean") -> Val
         cores = pick("broker_cpu")
         return None if cores is None else 100.0 * cores
     if metric == "sent":
-        sent = [(run.results.summary.get("messages") or {}).get("sent") for run in group.runs]
-        sent = [s for s in sent if s is not None]
+        per_run = [(run.results.summary.get("messages") or {}).get("sent") for run in group.runs]
+        sent = [s for s in per_run if s is not None]
         if not sent:
             return None
         return float(max(sent)) if statistic == "best" else sum(sent) / len(sent)
@@ -293,8 +293,8 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
         # Per PUBLISH exchange: each acknowledgement (PUBACK / PUBREC / PUBREL / PUBCOMP) is 4 B of MQTT in
         # a frame of its own; at QoS 0 nothing acknowledges the PUBLISH but TCP's bare 66-byte ACK.
         n = how.packets or 0
-        value = {"mqtt": ACK_PACKET * n, "mqtt_tcp": (ACK_PACKET + FRAME_HEADERS) * n if n else FRAME_HEADERS}
-        return [_Ours(value, "computed from the MQTT 3.1.1 encoding and a 66-byte Ethernet/IP/TCP frame",
+        per_exchange = {"mqtt": ACK_PACKET * n, "mqtt_tcp": (ACK_PACKET + FRAME_HEADERS) * n if n else FRAME_HEADERS}
+        return [_Ours(per_exchange, "computed from the MQTT 3.1.1 encoding and a 66-byte Ethernet/IP/TCP frame",
                       inputs=f"{n} acknowledgement(s) of 4 B" + (", each in its own frame" if n else ", a bare TCP ACK"))]
     if how.computed == "chernoff_samples":
         from mqttlab.smc.stats import chernoff_sample_size
@@ -361,7 +361,7 @@ def _connect(data: dict[str, Any]) -> tuple[int, str]:
 # ---- judging a row -------------------------------------------------------------------------------
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
@@ -374,7 +374,7 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         _judge_values(row, paper, ours if isinstance(ours, dict) else {}, how.tolerance)
     elif isinstance(paper, list) and len(paper) == 2 and all(_number(v) for v in paper):
         low, high = float(paper[0]), float(paper[1])
-        span = ours if isinstance(ours, list) else [ours, ours]
+        span: list[Any] = ours if isinstance(ours, list) else [ours, ours]  # numbers, checked next
         if not all(_number(v) for v in span):
             row.status = NO_PAPER_NUMBER
             return
@@ -553,7 +553,8 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
                          + ("" if steady else " — not " + ("rising" if rising else "falling")))
         return ok, lines
     if check.best is not None:
-        candidates = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, []) if _scalar(row) is not None]
+        scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
+        candidates = [(row, value) for row, value in scored if value is not None]
         if not any(row.figure == check.best for row, _ in candidates):
             return None, [f"not measured: {check.best}"]
         winner, value = (max if check.higher_is_better else min)(candidates, key=lambda item: item[1])
@@ -574,13 +575,14 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
             lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
                          f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
         return ok, lines
-    measured = [(row, _scalar(row)) for row in rows.get(check.figure or "", []) if _scalar(row) is not None]
-    if not measured:
+    scored = [(row, _scalar(row)) for row in rows.get(check.figure or "", [])]
+    numbers = [(row, v) for row, v in scored if v is not None]
+    if not numbers:
         return None, [f"not measured: {check.figure}"]
     low, high = check.within or (0.0, math.inf)
-    ok = all(low <= v <= high for _, v in measured)
+    ok = all(low <= v <= high for _, v in numbers)
     return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
-                for row, v in measured]
+                for row, v in numbers]
 
 
 # ------------------------------------------------------------------------------------------------

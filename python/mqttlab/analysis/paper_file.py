@@ -72,7 +72,7 @@ class Reproduce(_Strict):
     # computed; parameters that override the figure's config (e.g. layer: frame)
     computed: Optional[str] = None
     layer: Literal["mqtt", "frame"] = "mqtt"
-    packets: Optional[int] = Field(None, ge=0)  # ack_overhead: acknowledgements per exchange (QoS 0: none)
+    packets: Optional[int] = Field(default=None, ge=0)  # ack_overhead: acknowledgements per exchange (QoS 0: none)
     # seed 000's `smc paper` directory
     smc: Optional[str] = None
     profile: Optional[str] = None
@@ -80,7 +80,7 @@ class Reproduce(_Strict):
     clients: Optional[int] = None
     term: Optional[str] = None
     # a non-exact single value agrees when ours / paper's lies within [1/tolerance, tolerance]
-    tolerance: float = Field(2.0, gt=1.0)
+    tolerance: float = Field(default=2.0, gt=1.0)
     note: Optional[str] = None
 
     @model_validator(mode="after")

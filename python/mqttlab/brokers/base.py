@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqttlab.brokers import process
 from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
@@ -279,7 +279,7 @@ def wait_until_serving(
             raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{tail}")
         attempt += 1
         try:
-            login = {"username": credentials[0], "password": credentials[1]} if credentials else {}
+            login: dict[str, Any] = {"username": credentials[0], "password": credentials[1]} if credentials else {}
             with MqttProbe(host, port, client_id=f"mqttlab-ready-{attempt}", tls_context=context,
                            timeout=min(2.0, max(0.1, deadline - time.monotonic())), **login):
                 return
@@ -487,9 +487,10 @@ class Launcher:
         try:
             wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
                                log_file=log_file, name=self.name, credentials=self.credentials)
-            if self.v5_port(ports) is not None:
+            v5_port = self.v5_port(ports)
+            if v5_port is not None:
                 # A separate MQTT 5 listener may come up a moment after the first one.
-                wait_until_listening(host, self.v5_port(ports), child=child, timeout=self.start_timeout,
+                wait_until_listening(host, v5_port, child=child, timeout=self.start_timeout,
                                      log_file=log_file, name=f"{self.name} (MQTT 5)")
             if material is not None and ports.tls is not None:
                 wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,

@@ -12,6 +12,7 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 12, 13, 14
@@ -284,11 +285,11 @@ def round_trip(
     Raises ProbeError if nothing arrives in time."""
     tag = f"{time.monotonic_ns():x}"
     topic = f"mqttlab/probe/{tag}"
-    common = dict(tls_context=tls_context, timeout=timeout)
+    common: dict[str, Any] = dict(tls_context=tls_context, timeout=timeout)
     if credentials is not None:
         common.update(username=credentials[0], password=credentials[1])
-    with MqttProbe(host, port, client_id=f"mqttlab-sub-{tag}", **common) as subscriber:  # type: ignore[arg-type]
+    with MqttProbe(host, port, client_id=f"mqttlab-sub-{tag}", **common) as subscriber:
         subscriber.subscribe(topic, qos)
-        with MqttProbe(host, port, client_id=f"mqttlab-pub-{tag}", **common) as publisher:  # type: ignore[arg-type]
+        with MqttProbe(host, port, client_id=f"mqttlab-pub-{tag}", **common) as publisher:
             publisher.publish(topic, payload, qos)
         return subscriber.receive()

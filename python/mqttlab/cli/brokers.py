@@ -17,11 +17,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mqttlab.exits import Exit
 from mqttlab.brokers import BrokerError, RunningBroker, UnknownBroker, get_launcher, launcher_names
 from mqttlab.brokers.process import terminate_pid
 
-BAD_INPUT = 2
-CANNOT_START = 3
+BAD_INPUT = Exit.BAD_INPUT
+CANNOT_START = Exit.UNREACHABLE
 
 app = typer.Typer(
     help="List, install, start and stop the brokers mqttlab can test.",
@@ -64,7 +65,7 @@ def list_command(
 ) -> None:
     """Which brokers are available here and why not, versions, install routes and their cost,
     MQTT versions, TLS, and whether the test command tests each one."""
-    rows = []
+    rows: list[dict[str, Any]] = []  # JSON rows for --json, the table's cells otherwise
     for name in launcher_names():
         launcher = get_launcher(name)
         found = launcher.availability()

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from mqttlab.exits import Exit
 from mqttlab.cli.app import app
 
 if TYPE_CHECKING:
     from mqttlab.analysis import Comparison
 
-BAD_INPUT = 2
+BAD_INPUT = Exit.BAD_INPUT
 SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
                 "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss": "RSS MB"}
 
@@ -173,7 +174,10 @@ def print_paper_section(console: Console, section: Any) -> None:
 
     coverage = section.coverage()
     table = Table(title=f"The paper (seed {section.seed}) vs this run", title_justify="left", header_style="bold", pad_edge=False)
-    for column, justify in (("figure", "left"), ("where", "left"), ("paper", "right"), ("ours", "right"), ("ratio", "right"), ("status", "left")):
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("figure", "left"), ("where", "left"), ("paper", "right"), ("ours", "right"), ("ratio", "right"), ("status", "left"),
+    )
+    for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")
 
     for row in section.rows:

@@ -1,44 +1,27 @@
-"""`mqttlab run`, `mqttlab report` and `mqttlab scenario schema|validate`.
-
-Exit codes (also in docs/results.md): 0 completed cleanly; 1 completed with violations, losses or
-failed connections; 2 bad input; 3 broker unreachable or not startable before any load; 4 run
-ended abnormally (broker lost), partial results written; 130 interrupted, partial results written."""
+"""`mqttlab run`, `mqttlab report` and `mqttlab scenario schema|validate`. The run itself is
+`mqttlab.session`; this module turns its outcome into tables and an exit code (`mqttlab.exits`)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import shlex
-import sys
-from contextlib import ExitStack, nullcontext
-from enum import IntEnum
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
-from mqttlab import __version__, engine, results
+from mqttlab import engine, results, session
 from mqttlab.cli.app import app
+from mqttlab.exits import Exit, exit_code_for
 from mqttlab.live_state import RunState
 from mqttlab.live_view import LiveProgress
-from mqttlab.routing import RoutingCheck, check_routing
-from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema, scenario_to_yaml
-from mqttlab.scenario.fields import is_url, split_url
+from mqttlab.routing import RoutingCheck
+from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema
 from mqttlab.scenario.units import parse_duration
-from mqttlab.summary_view import broker_line, plan_line, print_summary, routing_panel
+from mqttlab.summary_view import broker_line, print_summary, routing_panel
 
-
-class Exit(IntEnum):
-    OK = 0
-    FINDINGS = 1
-    BAD_INPUT = 2
-    UNREACHABLE = 3
-    ABNORMAL = 4
-    INTERRUPTED = 130
-
-
-EMBEDDED_BROKER = "rumqttd"
+__all__ = ["Exit", "exit_code_for", "flag_overrides"]
 
 scenario_app = typer.Typer(
     help="Scenario files: their JSON Schema and validation.",
@@ -51,27 +34,6 @@ app.add_typer(scenario_app, name="scenario")
 def _fail(message: str, code: Exit) -> typer.Exit:
     typer.echo(message, err=True)
     return typer.Exit(int(code))
-
-
-def exit_code_for(summary: dict[str, Any]) -> Exit:
-    status = summary.get("status")
-    if status == "interrupted":
-        return Exit.INTERRUPTED
-    if status != "completed":
-        return Exit.ABNORMAL
-    messages = summary.get("messages") or {}
-    connections = summary.get("connections") or {}
-    failed_connections = sum((counts or {}).get("failed", 0) for counts in connections.values())
-    if summary.get("violations") or messages.get("lost") or failed_connections or nothing_owed(summary):
-        return Exit.FINDINGS
-    return Exit.OK
-
-
-def nothing_owed(summary: dict[str, Any]) -> bool:
-    """A run with publishers and subscribers in which no subscriber was owed any message."""
-    routing = summary.get("routing") or {}
-    return bool(routing.get("publishers") and routing.get("subscribers") and not routing.get("unknown")
-                and routing.get("unmatched_publishers") == routing.get("publishers"))
 
 
 # --- run -----------------------------------------------------------------------------------
@@ -187,20 +149,19 @@ def run_command(
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
     capture_problem = None
     if capture:
-        problem = _capture_problem(scenario, dask)
+        problem = session.capture_problem(scenario, dask)
         if problem:
             raise _fail(f"error: --capture: {problem}", Exit.BAD_INPUT)
     elif scenario.options.capture:
         # Asked for by the scenario (so by every run of a suite): a host or run that cannot be
         # captured is still measured, and its summary says why it has no bundling table.
-        capture_problem = _capture_problem(scenario, dask)
+        capture_problem = session.capture_problem(scenario, dask)
         capture = capture_problem is None
     directory = out if out is not None else results.default_results_dir(scenario.name)
     try:
-        results.check_writable(directory)
-        engine.load_engine()
-    except (results.ResultsError, engine.EngineUnavailable) as error:
-        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+        session.prepare(directory)
+    except session.RunFailed as error:
+        raise _fail(str(error), error.code) from None
 
     states: list[RunState] = []  # the run's live state once its plan is known, for the endpoint
     try:
@@ -216,10 +177,8 @@ def run_command(
 
 def _check_routing(scenario: Scenario, strict: bool) -> RoutingCheck:
     """Before anything starts: say loudly when the topics and filters leave something
-    unmeasured, and refuse such a run with --strict. The plan's topics do not depend on where the
-    broker is, so any address will do here."""
-    plan = engine.compile_plan(scenario, "mqtt://127.0.0.1:1883")
-    routing = check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
+    unmeasured, and refuse such a run with --strict."""
+    routing = session.routing_of(scenario)
     if routing.warnings:
         Console(stderr=True).print(routing_panel(routing.to_dict(), before=True))
         if strict:
@@ -245,155 +204,20 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
     return server
 
 
-def _run_and_record(
-    scenario: Scenario,
-    directory: Path,
-    as_json: bool,
-    *,
-    dask: Optional[str] = None,
-    allow_missing_shards: bool = False,
-    source_addresses: Optional[dict[str, list[str]]] = None,
-    capture: bool = False,
-    capture_problem: Optional[str] = None,
-    routing: Optional[RoutingCheck] = None,
-    states: Optional[list[RunState]] = None,
-) -> Exit:
+def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **options: Any) -> Exit:
+    """The run (`session.execute`, given `options`) with the live display, then its summary; the
+    exit code it means."""
     err = Console(stderr=True)
-    started_at = dt.datetime.now(dt.timezone.utc)
-    with ExitStack() as stack:
-        network = _open_network(scenario, directory, stack)
-        broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
-        url = _engine_url(scenario, broker)
-        gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None)
-        if gateway is not None:
-            url = f"mqtt://{gateway.host}:{gateway.port}"  # the engine's MQTT-SN clients send here (UDP)
-        if network is not None:
-            from mqttlab.netem import session
 
-            url = session.broker_url(url, network)
-            network_info = session.measure_before(network)
-        if scenario.launch.tls:
-            scenario = _trusting_launched_ca(scenario, broker)
-        scenario = _with_broker_login(scenario, broker)
-        plan = engine.compile_plan(scenario, url)
-        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
-        sampler = _resource_sampler(getattr(broker, "pid", None))
-        state = RunState(plan, run=directory.name, scenario=scenario.name, broker=str(broker.name), shard="all" if dask is None else "dask",
-                         directory=directory, resources=sampler,
-                         owed_per_message=routing.owed_per_message if routing is not None and not routing.unknown else None)
-        if states is not None:
-            states.append(state)
-        capturing = _open_capture(url, directory, network) if capture else None
-        try:
-            with sampler, LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state) as live:
-                outcome = _execute(plan, _observed(state, live), url, dask, source_addresses)
-        except engine.BrokerUnreachable as error:
-            raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
-        except engine.PlanRejected as error:
-            raise _fail(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
-        finally:
-            if capturing is not None:
-                capturing.stop()
-        cgroup = getattr(broker, "cgroup", None)
-        broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid,
-                                         config=getattr(broker, "config", None),
-                                         limits=cgroup.outcome() if cgroup is not None else None)
-        if capturing is not None:
-            outcome.summary["capture"] = _analyse_capture(capturing)
-        elif capture_problem is not None:
-            outcome.summary["capture"] = {"error": f"options.capture: {capture_problem}"}
-        if network is not None:
-            outcome.summary["network"] = session.measure_after(network, network_info, plan, outcome.result)
+    def display(header: str, state: RunState) -> LiveProgress:
+        return LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state)
 
-    resources = _resource_series(sampler, outcome)
-    if routing is not None:
-        outcome.summary["routing"] = routing.to_dict()
-    if scenario.defaults_followed:
-        outcome.summary["defaults_followed"] = scenario.defaults_followed
-    manifest = results.build_manifest(
-        scenario_name=scenario.name,
-        seed=scenario.load.seed,
-        broker=broker_info,
-        started_at=started_at,
-        command_line=shlex.join(["mqttlab", *sys.argv[1:]]),
-        status=outcome.status,
-        mqttlab_version=__version__,
-        engine_version=engine.engine_version(),
-    )
-    if "measurement" in outcome.summary:
-        manifest["measurement"] = outcome.summary["measurement"]
-    if dask is not None:
-        manifest["distributed"] = outcome.manifest_section()
-    if "network" in outcome.summary:
-        manifest["network"] = outcome.summary["network"]
-    if "capture" in outcome.summary:
-        manifest["capture"] = {k: v for k, v in outcome.summary["capture"].items() if k not in ("directions", "by_type")}
-    if gateway is not None:
-        manifest["gateway"] = gateway.to_dict()
     try:
-        results.write_results(
-            directory,
-            manifest=manifest,
-            scenario_yaml=scenario_to_yaml(scenario),
-            plan=plan,
-            result=outcome.result,
-            summary=outcome.summary,
-            stats=engine.histogram_stats,
-            resources=resources,
-        )
-    except results.ResultsError as error:
-        raise _fail(f"error: {error}", Exit.ABNORMAL) from None
-    state.finish(outcome.summary)
+        outcome = session.execute(scenario, directory, display=display, **options)
+    except session.RunFailed as error:
+        raise _fail(str(error), error.code) from None
     _show(outcome.summary, directory, as_json)
-    if "capture" in outcome.summary and outcome.summary["capture"].get("by_type") is not None:
-        from mqttlab.netem.capture import write_csv
-
-        write_csv(outcome.summary["capture"], directory / "capture" / "bundling.csv")
-    return _exit_code(outcome, allow_missing_shards)
-
-
-def _capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
-    """Why the run's MQTT traffic cannot be captured and decoded here, or None."""
-    from mqttlab.netem.capture import tshark_path
-
-    if tshark_path() is None:
-        return "tshark is not installed (Debian: apt-get install tshark; scripts/install-test-tools.sh does it)"
-    if dask is not None:
-        return "not with --dask (the clients run on other hosts)"
-    if scenario.transport.kind != "mqtt":
-        return "MQTT over TCP only: an MQTT-SN datagram is one packet, there is nothing to bundle"
-    if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
-        return "not over TLS (tshark cannot read the MQTT packets inside)"
-    return None
-
-
-def _open_capture(url: str, directory: Path, network: Any) -> Any:
-    """tshark on the device the clients' segments cross: the host end of the emulated link, `lo`
-    for a broker on this host, else every device (`any`)."""
-    from mqttlab.netem.capture import Capture, CaptureError
-
-    _, host, port = split_url(url)
-    if network is not None:
-        device = network.host_tun if network.method == "emulator" else network.host_veth
-    elif host in ("localhost", "::1") or host.startswith("127."):
-        device = "lo"
-    else:
-        device = "any"
-    capture = Capture(device, int(port), directory / "capture")
-    try:
-        capture.start()
-    except CaptureError as error:
-        raise _fail(f"error: --capture: {error}", Exit.BAD_INPUT) from None
-    return capture
-
-
-def _analyse_capture(capture: Any) -> dict[str, Any]:
-    from mqttlab.netem.capture import CaptureError
-
-    try:
-        return capture.analyse()
-    except CaptureError as error:  # the run itself is fine: keep its results, say why there is no table
-        return {"device": capture.device, "port": capture.port, "error": str(error)}
+    return outcome.exit_code
 
 
 def _show_capture(section: dict[str, Any]) -> None:
@@ -403,156 +227,6 @@ def _show_capture(section: dict[str, Any]) -> None:
     from mqttlab.netem.view import render_bundling
 
     Console().print(render_bundling(section))
-
-
-def _observed(state: RunState, live: LiveProgress) -> Any:
-    """The progress callback: the live state (file and metrics) first, then the display."""
-
-    def observe(snapshot: dict[str, Any]) -> None:
-        try:
-            state.update(snapshot)
-        except Exception:  # noqa: BLE001 — an exception here would stop the engine's run
-            pass
-        live(snapshot)
-
-    return observe
-
-
-def _execute(
-    plan: engine.Plan, live: Any, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
-) -> engine.RunOutcome:
-    """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
-    if dask is None:
-        return engine.run(plan, progress=live, broker_url=url)
-    from mqttlab import distributed
-
-    try:
-        return distributed.run_on_dask(plan, dask, progress=live, broker_url=url, source_addresses=source_addresses)
-    except distributed.SchedulerUnreachable as error:
-        raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
-    except distributed.ClusterRefused as error:
-        raise _fail(f"error: the Dask cluster cannot run this plan: {error}", Exit.BAD_INPUT) from None
-    except distributed.NoShardReturned as error:
-        raise _fail(f"error: {error}; no results were written", Exit.ABNORMAL) from None
-
-
-def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
-    """Shards lost with their worker fail the run unless the user accepted that beforehand."""
-    missing = getattr(outcome, "missing", None)
-    if not missing:
-        return exit_code_for(outcome.summary)
-    if not allow_missing_shards:
-        return Exit.ABNORMAL
-    from mqttlab.distributed import judged_without_missing
-
-    return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
-
-
-def _resource_sampler(broker_pid: Optional[int]) -> Any:
-    """Samples the broker's (when its PID is known) and this process's CPU and memory every
-    second on the engine's clock; a broker PID that is gone only drops the broker's figures."""
-    from mqttlab.resources import RunResources
-
-    try:
-        return RunResources(broker_pid)
-    except ValueError:
-        return RunResources(None)
-
-
-def _resource_series(sampler: Any, outcome: engine.RunOutcome) -> Optional[dict[str, Any]]:
-    start = outcome.result.get("start_mono_ns")
-    if not start:
-        return None  # the run never reached its measured window
-    series = sampler.series(int(start))
-    outcome.summary["resources"] = results.summarize_resources(series, outcome.summary.get("measured_s"))
-    return series
-
-
-def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placement: Any = None) -> Any:
-    """The RunningBroker to measure: described from a URL, or launched (and stopped on exit).
-    `placement` (from a network section) runs a launched broker inside the emulated network."""
-    from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
-
-    target = scenario.broker or EMBEDDED_BROKER
-    try:
-        launcher = get_launcher(target)
-    except UnknownBroker as error:
-        raise _fail(f"error: broker: {error}", Exit.BAD_INPUT) from None
-    if placement is not None:
-        if is_url(target):
-            raise _fail("error: network: needs a broker that mqttlab launches (a name such as mosquitto), not a URL", Exit.BAD_INPUT)
-        launcher.placement = placement
-    try:
-        if is_url(target):
-            return launcher.describe()  # the engine's own connect reports an unreachable broker
-        launch = scenario.launch
-        launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
-        return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
-    except BrokerError as error:
-        raise _fail(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
-
-
-def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any = None) -> Any:
-    """For `transport: mqtt-sn`, mqttlab's MQTT-SN gateway in front of the broker (stopped on
-    exit), placed beside a broker that runs in an emulated network; else None."""
-    if scenario.transport.kind != "mqtt-sn":
-        return None
-    from mqttlab.brokers import BrokerError
-    from mqttlab.brokers.gateway import GatewayLauncher
-
-    launcher = GatewayLauncher()
-    if placement is not None:
-        launcher.placement = placement
-    t = scenario.transport
-    try:
-        return stack.enter_context(
-            launcher.start(directory / "gateway", broker_url, predefined=dict(t.predefined), retry_ms=max(1, int(t.retry * 1000)))
-        )
-    except BrokerError as error:
-        raise _fail(f"error: MQTT-SN gateway: {error}", Exit.UNREACHABLE) from None
-
-
-def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
-    """The emulated network of a `network:` section (torn down on exit), or None."""
-    if scenario.network is None:
-        return None
-    from mqttlab.netem import EmulatedNetwork, NetemError
-
-    try:
-        return stack.enter_context(EmulatedNetwork(scenario.network, directory / "network", seed=scenario.load.seed))
-    except NetemError as error:
-        raise _fail(f"error: network: {error}", Exit.UNREACHABLE) from None
-
-
-def _with_broker_login(scenario: Scenario, broker: Any) -> Scenario:
-    """A launched broker that admits no anonymous client (ejabberd) names the login its clients
-    use; the scenario's own user name, if any, wins."""
-    credentials = getattr(broker, "credentials", None)
-    if not credentials or scenario.mqtt.username is not None:
-        return scenario
-    mqtt = scenario.mqtt.model_copy(update={"username": credentials[0], "password": credentials[1]})
-    return scenario.model_copy(update={"mqtt": mqtt})
-
-
-def _trusting_launched_ca(scenario: Scenario, broker: Any) -> Scenario:
-    """The scenario with the launched broker's throwaway CA trusted; its certificate names the
-    address the broker is reached at (loopback, or the emulated network's), so it is verified."""
-    from mqttlab.scenario.model import TlsSettings
-
-    tls = TlsSettings.model_construct(ca=str(broker.ca_file), cert=None, key=None, insecure=False, server_name=None)
-    return scenario.model_copy(update={"tls": tls})
-
-
-def _engine_url(scenario: Scenario, broker: Any) -> str:
-    if is_url(scenario.broker):
-        scheme, host, port = split_url(scenario.broker or "")
-        return f"{scheme}://{host}:{port}"
-    if scenario.launch.tls:
-        return str(broker.url(tls=True))
-    # Some brokers (rumqttd) serve MQTT 5 on a listener of its own.
-    if scenario.mqtt.version == 5 and getattr(broker, "v5_port", None):
-        return f"mqtt://{broker.host}:{broker.v5_port}"
-    return str(broker.url())
 
 
 def _manifest_broker(directory: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Annotated, Optional
 
 import typer
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 # results is light (no pandas): the smc commands import their heavy parts inside.
+from mqttlab.exits import Exit
 from mqttlab.results import record_invocation
 
 app = typer.Typer(
@@ -23,7 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-BAD_INPUT = 2
+BAD_INPUT = Exit.BAD_INPUT
 DEFAULT_CLIENT_STEP = 20  # the paper's grid: 50, 70, ..., 150
 
 _console = Console()
@@ -101,10 +103,11 @@ def learn(
     from mqttlab.smc.explore import parse_client_range
     from mqttlab.smc.grow import LiveRounds, grow_until_plateau, rounds_of
     from mqttlab.smc.learn import LearnError, learn as run_learn, save_learned
-    from mqttlab.smc.log import LogFormatError, read_logs
+    from mqttlab.smc.log import ExploreLog, LogFormatError, read_logs
     from mqttlab.smc.plots import learn_figures
 
     growth = None
+    rounds: Iterable[list[ExploreLog]]
     try:
         if broker is not None and not grow:
             raise ValueError("--broker: learn explores only with --grow (else run `smc explore` first)")
@@ -117,6 +120,7 @@ def learn(
                 rounds = LiveRounds(broker, out / "explore", round_cases, parse_client_range(clients), length, seed,
                                     broker_config=broker_config)
             else:
+                assert logs is not None  # without --broker, LOGS were given (checked above)
                 rounds = rounds_of(read_logs(logs), round_cases)
             growth = grow_until_plateau(rounds, tolerance=r2_tolerance, max_rounds=max_rounds,
                                         on_round=lambda r: _console.print(f"round {r.round}: {r.cases} cases, R² = {r.r_squared:.4f}"))
@@ -125,6 +129,7 @@ def learn(
                 _console.print(f"explore: {rounds.host_load.describe()}")
             parsed = growth.logs
         else:
+            assert logs is not None  # without --grow there is no --broker, so LOGS were given (checked above)
             parsed = read_logs(logs)
         result = run_learn(parsed, seed=seed)
     except (LogFormatError, LearnError, ValueError, UnknownBroker, BrokerError, ConnectionError) as error:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mqttlab.exits import Exit
 from mqttlab.suite import (
     PlannedRun,
     RunRecord,
@@ -31,7 +32,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-BAD_INPUT, UNREACHABLE, INTERRUPTED, SOME_FAILED = 2, 3, 130, 1
+BAD_INPUT, UNREACHABLE, INTERRUPTED, SOME_FAILED = Exit.BAD_INPUT, Exit.UNREACHABLE, Exit.INTERRUPTED, Exit.FINDINGS
 
 SuiteArgument = Annotated[str, typer.Argument(help="A suite file, or the name of a built-in suite (see `mqttlab suite list`).", show_default=False)]
 BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="Comma-separated brokers, replacing the suite's list: mosquitto,rumqttd; `all` = every broker available here")]
@@ -264,7 +265,7 @@ def _open_metrics(address: str, linger: str, suite_dir: Path, stack: ExitStack) 
         state = suite_state(suite_dir)
         live = (state or {}).get("current_live")
         # The run's directory is named rep-N; the suite knows it by its id.
-        return {"suite": state, "runs": [dict(live, run=state["current"])] if live else []}
+        return {"suite": state, "runs": [dict(live, run=state["current"])] if state is not None and live else []}
 
     try:
         server = MetricsServer(address, source, linger=parse_duration(linger)).start()

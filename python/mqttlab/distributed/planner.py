@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from mqttlab.distributed.clock import WorkerClock
-from mqttlab.distributed.pairs import Receivers
+from mqttlab.routing import Receivers
 from mqttlab.engine import Plan, split_plan
 
 # Connecting is paced by the plan's connect rate; without one, assume a host connects this many

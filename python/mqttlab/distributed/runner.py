@@ -17,7 +17,8 @@ from typing import Any, Optional
 
 from mqttlab import __version__, engine
 from mqttlab.distributed import clock as clocks
-from mqttlab.distributed import pairs, worker_side
+from mqttlab.distributed import worker_side
+from mqttlab.routing import Receivers, owed_receivers
 from mqttlab.distributed.planner import (
     PlanningError,
     Shard,
@@ -123,7 +124,11 @@ def survey(client: Any) -> list[WorkerInfo]:
         raise ClusterRefused("; ".join(problems))
     workers = []
     for address, info in sorted(described.items()):
-        measured = clocks.measure(lambda: tuple(client.run(worker_side.clock_reading, workers=[address])[address]))
+        # A def rather than a lambda: mypy cannot type a lambda's default argument.
+        def read_clock(address: str = address) -> tuple[int, int]:
+            return tuple(client.run(worker_side.clock_reading, workers=[address])[address])
+
+        measured = clocks.measure(read_clock)
         workers.append(
             WorkerInfo(
                 address=address, host=info["host"], pid=info["pid"], cores=info["cores"],
@@ -158,7 +163,7 @@ def run_plan(
     except PlanningError as error:
         raise ClusterRefused(str(error)) from None
     limit_latency_to_same_host(shards)
-    receivers = pairs.receivers(plan)
+    receivers = owed_receivers(plan)
 
     run_id = uuid.uuid4().hex[:12]
     topic = f"mqttlab-progress-{run_id}"
@@ -302,7 +307,7 @@ def annotate(
     plan: Plan,
     outcomes: list[ShardOutcome],
     latency_clock: dict[str, Any],
-    receivers: Optional[pairs.Receivers],
+    receivers: Optional[Receivers],
 ) -> dict[str, Any]:
     """The merged summary, with what the cluster adds: shards, missing parts, clock basis."""
     summary = dict(summary)
@@ -334,7 +339,7 @@ def _in_missing(index: int, role: str, missing: list[ShardOutcome]) -> bool:
     return any(o.shard.plan["shard"][role][0] <= index < o.shard.plan["shard"][role][1] for o in missing)
 
 
-def _owed_to_missing(result: dict[str, Any], receivers: Optional[pairs.Receivers], missing: list[ShardOutcome]) -> Optional[int]:
+def _owed_to_missing(result: dict[str, Any], receivers: Optional[Receivers], missing: list[ShardOutcome]) -> Optional[int]:
     if receivers is None:
         return None
     sent = {int(p): n for p, n in (result.get("sent_per_publisher") or {}).items()}

@@ -39,8 +39,9 @@ def metric_bars(comparison: Comparison, key: str) -> go.Figure:
                 continue
             x.append(scenario.scenario)
             means.append(estimate.mean)
-            plus.append(estimate.high - estimate.mean if estimate.has_interval else 0.0)
-            minus.append(estimate.mean - estimate.low if estimate.has_interval else 0.0)
+            # has_interval: low and high are set (mypy cannot narrow through the property)
+            plus.append(estimate.high - estimate.mean if estimate.has_interval else 0.0)  # type: ignore[operator]
+            minus.append(estimate.mean - estimate.low if estimate.has_interval else 0.0)  # type: ignore[operator]
             best.append(estimate.best)
         if not x:
             continue

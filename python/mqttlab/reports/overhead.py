@@ -48,7 +48,7 @@ def connection_table(comparison: Comparison) -> Table:
     rows: Table = []
     seen: set[tuple[Any, ...]] = set()
     for scenario in comparison.scenarios:
-        for broker, group in scenario.groups.items():
+        for group in scenario.groups.values():
             data = group.runs[0].results.scenario
             version = int(scenario_value(data, "mqtt.version", 3) or 3)
             client_id = str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")).replace("%i", "0")
@@ -91,8 +91,8 @@ def publish_table(comparison: Comparison) -> Table:
             v5 = int(scenario_value(data, "mqtt.version", 3) or 3) == 5
             overhead = publish_bytes(len(topic.encode()), int(payload), qos, v5) - int(payload) if payload is not None else None
             wire = ((run.results.summary.get("network") or {}).get("overhead") or {}).get("wire") or {}
-            measured = [_engine_bytes_per_message(r.results.summary) for r in group.runs]
-            measured = [m for m in measured if m is not None]
+            per_run = [_engine_bytes_per_message(r.results.summary) for r in group.runs]
+            measured = [m for m in per_run if m is not None]
             rows.append({
                 "scenario": scenario.scenario, "broker": broker, "qos": qos, "topic": topic,
                 "topic_bytes": len(topic.encode()), "payload_bytes": payload,

@@ -58,12 +58,15 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     labels = [s.scenario for s in comparison.scenarios]
     figure, axes = plt.subplots(figsize=(max(5.0, 0.6 * len(labels) * max(1, len(brokers)) + 2), 3.8))
     for index, broker in enumerate(brokers):
-        xs, means, errors = [], [], [[], []]
+        xs: list[float] = []
+        means: list[float] = []
+        errors: list[list[float]] = [[], []]  # below, above
         for position, scenario in enumerate(comparison.scenarios):
             group = scenario.groups.get(broker)
             mean = group.estimates["latency_mean"].mean if group else None
             if mean is None:
                 continue
+            assert group is not None  # the mean came from it
             sd = paper_sd(group)[0] or 0.0
             xs.append(position + (index - (len(brokers) - 1) / 2) * width)
             means.append(mean)
@@ -92,7 +95,9 @@ def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None
     width = 0.8 / max(1, len(brokers))
     figure, axes = plt.subplots(figsize=(max(5.0, 1.2 * len(scenarios) * max(1, len(brokers)) / 2 + 2), 3.6))
     for index, broker in enumerate(brokers):
-        xs, means, errors = [], [], [[], []]
+        xs: list[float] = []
+        means: list[float] = []
+        errors: list[list[float]] = [[], []]  # below, above
         for position, scenario in enumerate(comparison.scenarios):
             group = scenario.groups.get(broker)
             estimate = group.estimates[key] if group else None
@@ -100,8 +105,9 @@ def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None
                 continue
             xs.append(position + (index - (len(brokers) - 1) / 2) * width)
             means.append(estimate.mean)
-            errors[0].append(estimate.mean - estimate.low if estimate.has_interval else 0.0)
-            errors[1].append(estimate.high - estimate.mean if estimate.has_interval else 0.0)
+            # has_interval: low and high are set (mypy cannot narrow through the property)
+            errors[0].append(estimate.mean - estimate.low if estimate.has_interval else 0.0)  # type: ignore[operator]
+            errors[1].append(estimate.high - estimate.mean if estimate.has_interval else 0.0)  # type: ignore[operator]
         axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker])
     axes.set_xticks(range(len(scenarios)), scenarios, rotation=30, ha="right", fontsize=8)
     axes.set_ylabel(f"{metric.title} ({metric.unit})")

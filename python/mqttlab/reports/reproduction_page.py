@@ -70,7 +70,7 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
         hosts = {json.dumps(run.results.manifest.get("host") or {}, sort_keys=True) for run in runs}
         for host in sorted(hosts):
             lines.append(f"Host: {_host_text(json.loads(host))}.")
-        versions = {}
+        versions: dict[str, set[str]] = {}  # broker -> versions seen
         for scenario in comparison.scenarios:
             for broker, group in scenario.groups.items():
                 versions.setdefault(broker, set()).update(group.versions)

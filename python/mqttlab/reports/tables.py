@@ -60,7 +60,7 @@ def runs_table(comparison: Comparison) -> Table:
     for scenario in comparison.scenarios:
         for broker, group in scenario.groups.items():
             for run in group.runs:
-                row = {"scenario": scenario.scenario, "broker": broker, "version": run.broker_version,
+                row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "version": run.broker_version,
                        "started_at": run.started_at, "status": run.status, "generator_limited": run.generator_limited,
                        "latency_measure": run.latency_measure}
                 row.update({metric.key: run.figures.get(metric.key) for metric in METRICS})

@@ -80,9 +80,9 @@ ByteAmount = Annotated[
 
 def _mqtt_version(value: object) -> object:
     # "3" is MQTT 3.1.1 (protocol level 4), as in emqtt-bench's -V 3|4|5 where 3.1 is not offered.
-    aliases = {3: 3, 4: 3, "3": 3, "4": 3, "3.1.1": 3, 5: 5, "5": 5, "5.0": 5, 5.0: 5}
+    aliases = {3: 3, 4: 3, "3": 3, "4": 3, "3.1.1": 3, 5: 5, "5": 5, "5.0": 5}  # 5.0 == 5 as a key
     try:
-        return aliases[value]  # type: ignore[index]
+        return aliases[value]
     except (KeyError, TypeError):
         raise _problem(f'must be 3 (MQTT 3.1.1) or 5 (MQTT 5.0) (got {value!r})') from None
 

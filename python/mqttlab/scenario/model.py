@@ -4,7 +4,7 @@ Rules about one field live here; rules that relate several fields live in rules.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Final, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -31,13 +31,13 @@ class _Section(BaseModel):
 class MqttSettings(_Section):
     """Protocol settings shared by every client."""
 
-    version: MqttVersion = Field(3, description="3 = MQTT 3.1.1, 5 = MQTT 5.0")
+    version: MqttVersion = Field(default=3, description="3 = MQTT 3.1.1, 5 = MQTT 5.0")
     username: Optional[str] = None
     password: Optional[str] = None
-    keepalive: Duration = Field(60.0, le=65535, description="Whole seconds, 0 = no keep-alive")
+    keepalive: Duration = Field(default=60.0, le=65535, description="Whole seconds, 0 = no keep-alive")
     clean_start: bool = True
-    session_expiry: Duration = Field(0.0, le=4294967295, description="MQTT 5 only")
-    connect_timeout: Duration = Field(10.0, gt=0)
+    session_expiry: Duration = Field(default=0.0, le=4294967295, description="MQTT 5 only")
+    connect_timeout: Duration = Field(default=10.0, gt=0)
 
     @field_validator("keepalive", "session_expiry")
     @classmethod
@@ -54,8 +54,8 @@ class TlsSettings(_Section):
     ca: ExistingFile = None
     cert: ExistingFile = None
     key: ExistingFile = None
-    insecure: bool = Field(False, description="Skip certificate verification")
-    server_name: Optional[str] = Field(None, description="SNI and verification name, default the broker host")
+    insecure: bool = Field(default=False, description="Skip certificate verification")
+    server_name: Optional[str] = Field(default=None, description="SNI and verification name, default the broker host")
 
     def is_default(self) -> bool:
         return self == TlsSettings()
@@ -91,7 +91,7 @@ class ExponentialPayload(_Section):
 
 PAYLOAD_KINDS = ("fixed", "uniform", "normal", "exponential")
 
-DEFAULT_QOS = 1
+DEFAULT_QOS: Final = 1  # Final: mypy keeps it Literal[1], so it fits Literal[0, 1, 2]
 DEFAULT_DURATION = 10.0
 DEFAULT_WARMUP = 2.0
 
@@ -123,59 +123,59 @@ Payload = Annotated[
 
 
 class Publishers(_Section):
-    count: int = Field(10, ge=0, le=1_000_000)
-    client_id: ClientIdTemplate = Field("mqttlab-pub-%i", description="%i = publisher index")
-    topic: TopicTemplate = Field("bench/%i", description="%i = publisher index, %c = client id")
+    count: int = Field(default=10, ge=0, le=1_000_000)
+    client_id: ClientIdTemplate = Field(default="mqttlab-pub-%i", description="%i = publisher index")
+    topic: TopicTemplate = Field(default="bench/%i", description="%i = publisher index, %c = client id")
     qos: Literal[0, 1, 2] = DEFAULT_QOS
     retain: bool = False
-    rate: float = Field(100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed)")
+    rate: float = Field(default=100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed)")
     arrival: Literal["constant", "poisson", "closed"] = Field(
-        "constant",
+        default="constant",
         description="Open loop: constant or poisson schedule at `rate`. closed: the next message is sent when the previous one completed (complete_on) plus think_time",
     )
     complete_on: Literal["ack", "delivery"] = Field(
-        "ack",
+        default="ack",
         description="Closed loop: ack = PUBACK/PUBCOMP (QoS 1/2); delivery = also received by every subscriber owed it (the echo back in round-trip mode)",
     )
-    think_time: Duration = Field(0.0, ge=0, le=3600, description="Closed loop: pause between a message's completion and the next send")
+    think_time: Duration = Field(default=0.0, ge=0, le=3600, description="Closed loop: pause between a message's completion and the next send")
     measure: Literal["header", "topic-sequence"] = Field(
-        "header",
+        default="header",
         description="header: a 16-byte header in every payload (payload >= 16 B). topic-sequence: each publisher on its own topic, the payload carries the sequence number modulo 256^size (payload >= 1 B; one engine process)",
     )
-    messages: Optional[int] = Field(None, ge=1, description="Per publisher; null = run for load.duration")
+    messages: Optional[int] = Field(default=None, ge=1, description="Per publisher; null = run for load.duration")
     payload: Payload = Field(
         default_factory=lambda: FixedPayload(size=64),
         description='Bytes (64, "1KB") or a size distribution; with measure: header every payload starts with a 16-byte header',
         json_schema_extra=_payload_schema_with_shorthand,
     )
-    inflight: int = Field(100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
+    inflight: int = Field(default=100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
     reply_filter: Optional[FilterTemplate] = Field(
-        None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
+        default=None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
     )
 
 
 class Subscribers(_Section):
-    count: int = Field(10, ge=0, le=1_000_000)
-    client_id: ClientIdTemplate = Field("mqttlab-sub-%i", description="%i = subscriber index")
+    count: int = Field(default=10, ge=0, le=1_000_000)
+    client_id: ClientIdTemplate = Field(default="mqttlab-sub-%i", description="%i = subscriber index")
     filters: Optional[list[FilterTemplate]] = Field(
-        None, min_length=1, description="+, # and $share/GROUP/... allowed; absent = the publishers' topic template (each subscriber %i its publisher %i)"
+        default=None, min_length=1, description="+, # and $share/GROUP/... allowed; absent = the publishers' topic template (each subscriber %i its publisher %i)"
     )
-    qos: Optional[Literal[0, 1, 2]] = Field(None, description="absent = publishers.qos, so deliveries are not silently downgraded")
+    qos: Optional[Literal[0, 1, 2]] = Field(default=None, description="absent = publishers.qos, so deliveries are not silently downgraded")
     echo_topic: Optional[TopicTemplate] = Field(
-        None, description="Round-trip mode: each subscriber republishes what it receives to this topic (%i = subscriber index); needs publishers.reply_filter"
+        default=None, description="Round-trip mode: each subscriber republishes what it receives to this topic (%i = subscriber index); needs publishers.reply_filter"
     )
 
 
 class Load(_Section):
     duration: Optional[Duration] = Field(
-        None, gt=0, description="The whole load phase, warm-up included; absent = 10s, or with publishers.messages as long as sending them takes"
+        default=None, gt=0, description="The whole load phase, warm-up included; absent = 10s, or with publishers.messages as long as sending them takes"
     )
-    warmup: Optional[Duration] = Field(None, description="Excluded from the statistics; absent = 2s, or 0s with publishers.messages (every message measured)")
-    grace: Duration = Field(2.0, description="Wait for in-flight deliveries after the last send")
-    connect_rate: float = Field(0.0, ge=0, description="New connections per second, 0 = unlimited")
-    seed: int = Field(1, ge=0, le=2**64 - 1)
+    warmup: Optional[Duration] = Field(default=None, description="Excluded from the statistics; absent = 2s, or 0s with publishers.messages (every message measured)")
+    grace: Duration = Field(default=2.0, description="Wait for in-flight deliveries after the last send")
+    connect_rate: float = Field(default=0.0, ge=0, description="New connections per second, 0 = unlimited")
+    seed: int = Field(default=1, ge=0, le=2**64 - 1)
     deadline: Optional[Duration] = Field(
-        None, gt=0, description="A delivery later than this after its message's intended send time counts as late, and late counts as lost; needs grace >= deadline"
+        default=None, gt=0, description="A delivery later than this after its message's intended send time counts as late, and late counts as lost; needs grace >= deadline"
     )
 
 
@@ -183,20 +183,20 @@ class Options(_Section):
     record_latency: bool = True
     reconnect: bool = False
     timer_resolution: Duration = Field(
-        0.0, ge=0, le=1.0,
+        default=0.0, ge=0, le=1.0,
         description="Round intended send times up to this grid (0 = exact); coarser = burstier arrivals, less generator CPU",
     )
     threads: int = Field(
-        0, ge=0, le=1024,
+        default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
     )
     capture: bool = Field(
-        False,
+        default=False,
         description="Capture the run's MQTT traffic with tshark and report message bundling, as `mqttlab run --capture` "
                     "(a suite's runs too); where it cannot, the run goes on and its summary says why",
     )
     metrics: Optional[str] = Field(
-        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
+        default=None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
         description="Serve live Prometheus/OpenMetrics metrics at HOST:PORT during the run, as `mqttlab run --metrics` (docs/metrics.md); in a suite the suite serves them",
     )
 
@@ -211,31 +211,31 @@ class Transport(_Section):
     gateway (docs/mqtt-sn.md)."""
 
     kind: Literal["mqtt", "mqtt-sn"] = "mqtt"
-    topic_ids: Literal["normal", "short", "predefined"] = Field("normal", description="MQTT-SN: how publishers name their topic")
+    topic_ids: Literal["normal", "short", "predefined"] = Field(default="normal", description="MQTT-SN: how publishers name their topic")
     predefined: dict[Annotated[int, Field(ge=1, le=65534)], str] = Field(default_factory=dict, description="MQTT-SN: topic id -> topic name")
-    retry: Duration = Field(1.0, gt=0, description="MQTT-SN Tretry: resend an unacknowledged packet after this long")
-    retries: int = Field(5, ge=0, le=100, description="MQTT-SN Nretry")
-    qos_minus_one: bool = Field(False, description="MQTT-SN: publishers send at QoS -1 (publishers.qos must be 0)")
+    retry: Duration = Field(default=1.0, gt=0, description="MQTT-SN Tretry: resend an unacknowledged packet after this long")
+    retries: int = Field(default=5, ge=0, le=100, description="MQTT-SN Nretry")
+    qos_minus_one: bool = Field(default=False, description="MQTT-SN: publishers send at QoS -1 (publishers.qos must be 0)")
 
 
 class LaunchLimits(_Section):
     """A cgroup around a launched broker, as on a small host (seed 004: 1 vCPU, 1 GiB)."""
 
-    cpus: Optional[float] = Field(None, gt=0, le=1024, description="CPU quota in cores (CFS quota), e.g. 1 or 0.5")
-    cpuset: Optional[str] = Field(None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$", description="CPUs to pin the broker to, e.g. '0' or '0-1'")
-    memory: Optional[ByteAmount] = Field(None, gt=0, description="Memory limit, e.g. 1GiB")
+    cpus: Optional[float] = Field(default=None, gt=0, le=1024, description="CPU quota in cores (CFS quota), e.g. 1 or 0.5")
+    cpuset: Optional[str] = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$", description="CPUs to pin the broker to, e.g. '0' or '0-1'")
+    memory: Optional[ByteAmount] = Field(default=None, gt=0, description="Memory limit, e.g. 1GiB")
 
 
 class Launch(_Section):
     """How mqttlab configures a broker it launches (docs/brokers.md); not for broker URLs."""
 
     config: str = Field(
-        "tuned",
+        default="tuned",
         description="tuned (benchmark settings, each documented), as-shipped (the package's defaults, only the listeners ours), or the path of a config file merged with mqttlab's listeners",
     )
-    version: Optional[str] = Field(None, description="Pin a broker version where its registry offers several")
-    limits: Optional[LaunchLimits] = Field(None, description="Run the broker in a cgroup with these CPU and memory limits")
-    tls: bool = Field(False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
+    version: Optional[str] = Field(default=None, description="Pin a broker version where its registry offers several")
+    limits: Optional[LaunchLimits] = Field(default=None, description="Run the broker in a cgroup with these CPU and memory limits")
+    tls: bool = Field(default=False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
 
     def is_default(self) -> bool:
         return self == Launch()
@@ -244,9 +244,9 @@ class Launch(_Section):
 class Scenario(_Section):
     """One load test: who connects, what they publish and subscribe, for how long."""
 
-    name: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
+    name: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: Optional[str] = None
-    broker: Broker = Field(None, description="mqtt(s)://HOST:PORT, or a broker name to launch; absent = embedded rumqttd")
+    broker: Broker = Field(default=None, description="mqtt(s)://HOST:PORT, or a broker name to launch; absent = embedded rumqttd")
     launch: Launch = Field(default_factory=Launch, description="How a broker mqttlab launches is configured: tuned/as-shipped/file, version, CPU and memory limits")
     mqtt: MqttSettings = Field(default_factory=MqttSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
@@ -254,7 +254,7 @@ class Scenario(_Section):
     subscribers: Subscribers = Field(default_factory=Subscribers)
     load: Load = Field(default_factory=Load)
     options: Options = Field(default_factory=Options)
-    network: Optional[NetworkConditions] = Field(None, description="Link conditions between clients and broker (docs/network.md); absent = loopback")
+    network: Optional[NetworkConditions] = Field(default=None, description="Link conditions between clients and broker (docs/network.md); absent = loopback")
     transport: Annotated[Transport, BeforeValidator(_transport_shorthand)] = Field(
         default_factory=Transport, description="mqtt (default) or mqtt-sn (docs/mqtt-sn.md)"
     )

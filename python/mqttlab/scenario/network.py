@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
@@ -93,11 +93,11 @@ class LinkDirection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    delay: Optional[Duration] = Field(None, description="One-way delay added to every packet")
-    jitter: Optional[Duration] = Field(None, description="Each packet's delay varies by up to ± this (uniform)")
-    loss: Optional[Loss] = Field(None, description='Random packet loss: "2%" or 0.02')
-    rate: Optional[Rate] = Field(None, description='Bandwidth: "100kbit", "1mbit", "10KB/s"')
-    queue: Optional[Size] = Field(None, description="Bytes that may wait for the rate limit; default 200 ms worth, at least 3000")
+    delay: Optional[Duration] = Field(default=None, description="One-way delay added to every packet")
+    jitter: Optional[Duration] = Field(default=None, description="Each packet's delay varies by up to ± this (uniform)")
+    loss: Optional[Loss] = Field(default=None, description='Random packet loss: "2%" or 0.02')
+    rate: Optional[Rate] = Field(default=None, description='Bandwidth: "100kbit", "1mbit", "10KB/s"')
+    queue: Optional[Size] = Field(default=None, description="Bytes that may wait for the rate limit; default 200 ms worth, at least 3000")
 
 
 @dataclass(frozen=True)
@@ -142,19 +142,19 @@ class NetworkConditions(LinkDirection):
     """Conditions between the clients and the broker (the broker runs in its own namespace)."""
 
     profile: Optional[Literal["ethernet-100", "wifi", "wan-148ms"]] = Field(
-        None, description="A seed's link (docs/network.md): ethernet-100, wifi or wan-148ms; keys given beside it win"
+        default=None, description="A seed's link (docs/network.md): ethernet-100, wifi or wan-148ms; keys given beside it win"
     )
-    up: Optional[LinkDirection] = Field(None, description="Clients → broker overrides")
-    down: Optional[LinkDirection] = Field(None, description="Broker → clients overrides")
-    reorder: bool = Field(False, description="Let jitter reorder packets; off = a packet never overtakes an earlier one")
+    up: Optional[LinkDirection] = Field(default=None, description="Clients → broker overrides")
+    down: Optional[LinkDirection] = Field(default=None, description="Broker → clients overrides")
+    reorder: bool = Field(default=False, description="Let jitter reorder packets; off = a packet never overtakes an earlier one")
     method: Literal["auto", "netem", "tbf", "emulator"] = Field(
-        "auto", description="auto = tc netem when the kernel has it, else the user-space emulator; tbf when only rate is asked"
+        default="auto", description="auto = tc netem when the kernel has it, else the user-space emulator; tbf when only rate is asked"
     )
 
     def direction(self, name: Literal["up", "down"]) -> DirectionConditions:
         override = getattr(self, name) or LinkDirection()
 
-        def pick(key: str) -> object:
+        def pick(key: str) -> Any:  # the field's own type: a float, an int for queue, or None
             own = getattr(override, key)
             return own if own is not None else getattr(self, key)
 
@@ -162,8 +162,8 @@ class NetworkConditions(LinkDirection):
             delay=float(pick("delay") or 0.0),
             jitter=float(pick("jitter") or 0.0),
             loss=float(pick("loss") or 0.0),
-            rate=pick("rate"),  # type: ignore[arg-type]
-            queue=pick("queue"),  # type: ignore[arg-type]
+            rate=pick("rate"),
+            queue=pick("queue"),
         )
 
     @model_validator(mode="before")
@@ -184,7 +184,7 @@ class NetworkConditions(LinkDirection):
     def _consistent(self) -> "NetworkConditions":
         problems = []
         for name in ("up", "down"):
-            d = self.direction(name)  # type: ignore[arg-type]
+            d = self.direction(name)
             if d.jitter > d.delay:
                 problems.append(f"{name}: jitter ({d.jitter * 1000:g}ms) must not exceed delay ({d.delay * 1000:g}ms)")
             if d.queue is not None and d.rate is None:

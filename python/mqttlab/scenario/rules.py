@@ -117,6 +117,7 @@ def _timing_problems(s: Scenario) -> list[Problem]:
         problems.append(
             Problem("load.grace", f"must be at least load.deadline ({s.load.deadline:g}s), or deliveries still within their deadline are cut off (got {s.load.grace:g}s)", ("load.deadline",))
         )
+    assert s.load.warmup is not None  # Scenario's after-validator always fills it in
     if s.load.duration is not None and s.load.warmup >= s.load.duration:
         problems.append(
             Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s)", ("load.duration",))
@@ -132,6 +133,7 @@ def _timing_problems(s: Scenario) -> list[Problem]:
 def _measures_nothing_problems(s: Scenario) -> list[Problem]:
     """Settings that together silently cut the run short or leave nothing to measure."""
     pubs, load = s.publishers, s.load
+    assert load.warmup is not None  # Scenario's after-validator always fills it in
     problems = []
     if pubs.count and pubs.messages is not None and pubs.arrival == "constant" and pubs.rate > 0:
         sending = (pubs.messages - 1) / pubs.rate  # the last send's offset from the start
@@ -195,7 +197,8 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
 def _round_trip_problems(s: Scenario) -> list[Problem]:
     """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
     the publisher's own messages, or a subscription that caught the echoes, would feed itself."""
-    from mqttlab.distributed.pairs import expand, matches
+    from mqttlab._engine import expand_template as expand
+    from mqttlab._engine import topic_matches as matches
 
     reply, echo = s.publishers.reply_filter, s.subscribers.echo_topic
     if reply is None and echo is None:
@@ -212,6 +215,7 @@ def _round_trip_problems(s: Scenario) -> list[Problem]:
     if matches(reply_0, own_topic):
         problems.append(Problem("publishers.reply_filter", f"{reply_0!r} matches the publisher's own topic {own_topic!r}; replies must come back on another topic", ("publishers.topic",)))
     echo_0 = expand(echo, 0, expand(s.subscribers.client_id, 0, ""))
+    assert s.subscribers.filters is not None  # Scenario's after-validator always fills it in
     for k, template in enumerate(s.subscribers.filters):
         topic_filter = expand(template, 0, expand(s.subscribers.client_id, 0, ""))
         topic_filter = topic_filter.split("/", 2)[2] if topic_filter.startswith("$share/") else topic_filter

@@ -192,7 +192,9 @@ def explore(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    written, failures, messages, elapsed = [], Counter(), 0, 0.0
+    written: list[Path] = []
+    failures: Counter[str] = Counter()  # outcome -> count
+    messages, elapsed = 0, 0.0
     with BrokerSource(broker, out / "brokers", fresh=fresh_broker, config=broker_config) as source, \
             HostLoadSampler() as sampler:
         for index in range(first_case, first_case + cases):

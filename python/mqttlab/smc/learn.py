@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,7 +185,7 @@ def split_workloads(logs: list[ExploreLog], seed: int) -> tuple[pd.DataFrame, pd
     return rows.iloc[:cut], rows.iloc[cut:], "one workload only: its last 20 % of rows held out"
 
 
-FITTERS = {
+FITTERS: dict[str, Callable[[pd.DataFrame], LatencyModel]] = {
     "normal": lambda rows: fit_normal(remove_outliers(rows))[0],
     "lognormal": fit_lognormal,
     "gamma": fit_gamma,

@@ -110,6 +110,7 @@ def _read_meta(path: Path) -> CaseMeta:
         problems.append(f"'seed' must be an integer, got {seed!r}")
     if problems:
         raise LogFormatError(f"{side}: " + "; ".join(problems))
+    assert isinstance(clients, int) and isinstance(seed, int)  # checked above, or problems raised
     extra = {k: v for k, v in data.items() if k not in ("broker", "clients", "seed")}
     return CaseMeta(broker=data["broker"], clients=clients, seed=seed, extra=extra)
 

@@ -61,7 +61,7 @@ def frame_arrays(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 class LatencyModel(Protocol):
-    kind: str
+    kind: ClassVar[str]  # each model class names its kind once; as a class variable it matches them
 
     def noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray: ...
 
@@ -181,7 +181,8 @@ class EmpiricalModel:
         low = np.minimum(position.astype(np.int64), levels - 1)
         frac = position - low
         cell = (msg, active_bin, subs_bin)
-        return self._table[(*cell, low)] * (1.0 - frac) + self._table[(*cell, low + 1)] * frac
+        # cell + (...) rather than (*cell, ...): mypy reads a starred index as 3.11-only syntax.
+        return self._table[cell + (low,)] * (1.0 - frac) + self._table[cell + (low + 1,)] * frac
 
     def to_json(self):
         return {
@@ -193,7 +194,7 @@ class EmpiricalModel:
         }
 
 
-MODEL_KINDS: dict[str, type] = {m.kind: m for m in (NormalModel, LogNormalModel, GammaModel, EmpiricalModel)}
+MODEL_KINDS: dict[str, type[NormalModel | LogNormalModel | GammaModel | EmpiricalModel]] = {m.kind: m for m in (NormalModel, LogNormalModel, GammaModel, EmpiricalModel)}
 
 
 def save_model(model: LatencyModel, path: Path, about: dict[str, Any] | None = None) -> None:

@@ -340,7 +340,8 @@ def _explore_and_learn(broker: str, folder: Path, settings: PaperSettings, resul
 def _verify(broker: str, folder: Path, profile_name: str, profile: UsageProfile, by_model: dict[str, pd.DataFrame],
             chosen: str, settings: PaperSettings, result: PaperResult, say: Callable[[str], None]) -> list[dict]:
     paper = by_model[PAPER_MODEL].set_index(["clients", "threshold_ms"])
-    hypotheses, untestable = [], []
+    hypotheses: list[Hypothesis] = []
+    untestable: list[Hypothesis] = []
     for count in settings.verify_clients:
         for t in settings.thresholds_ms:
             p1 = float(paper.loc[(count, t), "p"])
@@ -419,9 +420,10 @@ def min_s(seconds: float) -> str:
     """The paper's [min:s]; below a minute with milliseconds, since ours are often fractions of a second."""
     if seconds != seconds:
         return "-"
-    if seconds < 60:
+    if round(seconds, 3) < 60:
         return f"0:{seconds:06.3f}"
-    return f"{int(seconds // 60)}:{round(seconds % 60):02d}"
+    whole = round(seconds)  # rounded before it is split, or 119.7 s would read 1:60
+    return f"{whole // 60}:{whole % 60:02d}"
 
 
 def table2_view(table2: pd.DataFrame) -> pd.DataFrame:
@@ -526,7 +528,7 @@ def write_summary(result: PaperResult) -> None:
         "skipped": result.skipped,
         "broker_config": result.broker_config,
         "steps": [step.to_dict() for step in result.steps],
-        "learn": {b: {"r_squared_ols": l.r_squared, "chosen": l.chosen, "holdout": l.holdout} for b, l in result.learned.items()},
+        "learn": {b: {"r_squared_ols": m.r_squared, "chosen": m.chosen, "holdout": m.holdout} for b, m in result.learned.items()},
         "growth": {b: g.to_dict() for b, g in result.growth.items()},
         "table2": result.table2.to_dict("records"),
         "sprt": result.sprt.to_dict("records"),

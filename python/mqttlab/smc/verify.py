@@ -282,7 +282,7 @@ def verify(
     The host's CPU load is sampled during each run: in the table's ``host_cpu_*`` columns, and
     handed to `on_load` so that a caller can add the runs up."""
     tests = {h: h.test(settings.alpha, settings.beta) for h in hypotheses}  # validates all first
-    rows = []
+    rows: list[dict[str, Any]] = []
     for broker in brokers:
         with BrokerSource(broker, Path(workdir) / "brokers", fresh=settings.fresh_broker,
                           config=settings.broker_config) as source:

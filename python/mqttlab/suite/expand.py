@@ -13,9 +13,6 @@ from mqttlab.scenario import Problem, ScenarioError, parse_assignment, validate_
 from mqttlab.scenario.loading import set_by_path
 from mqttlab.suite.model import CASE_KEYS, TRANSPORT_KEY, Suite, SuiteError
 
-# Stand-ins for the broker during validation: the real address is known only once it runs.
-PLACEHOLDER_URL = {"plain": "mqtt://127.0.0.1:1883", "tls": "mqtts://127.0.0.1:8883"}
-
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -138,24 +135,11 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 def _scenario_problems(name: str, data: dict[str, Any], transport: str) -> list[Problem]:
     """Every problem of one run's scenario keys, as `mqttlab run` will see them."""
     trial = copy.deepcopy(data)
-    if "network" in data:
-        # `mqttlab run` launches this broker itself, inside the emulated network (by name), over
-        # its TLS listener for a tls variant.
-        trial["broker"] = "mosquitto"
-        if transport == "tls":
-            set_by_path(trial, "launch.tls", True)
-    else:
-        # The suite launches this broker and hands the run its URL; `launch` is the suite's, and
-        # is checked alone. The CA exists only once the broker has started: a tls run is checked
-        # as if verified.
-        launch = trial.pop("launch", None)
-        trial["broker"] = PLACEHOLDER_URL[transport]
-        if transport == "tls":
-            set_by_path(trial, "tls.insecure", True)
-        if launch is not None:
-            problems = _problems_of(name, {"broker": "mosquitto", "launch": launch})
-            if problems:
-                return problems
+    # `mqttlab run` launches the run's broker itself (by name), over its TLS listener for a tls
+    # variant; any broker name checks the same scenario keys.
+    trial["broker"] = "mosquitto"
+    if transport == "tls":
+        set_by_path(trial, "launch.tls", True)
     return _problems_of(name, trial)
 
 

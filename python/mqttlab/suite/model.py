@@ -26,29 +26,29 @@ class SuiteError(ScenarioError):
 class QuickSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    repetitions: Optional[int] = Field(None, ge=1)
+    repetitions: Optional[int] = Field(default=None, ge=1)
     set: dict[str, Any] = Field(default_factory=dict)
     # A short version of a large suite needs fewer combinations, not only shorter runs.
-    scenarios: Optional[list[str]] = Field(None, min_length=1, description="the cases to run; default all")
+    scenarios: Optional[list[str]] = Field(default=None, min_length=1, description="the cases to run; default all")
     only: dict[str, Any] = Field(default_factory=dict, description="axis -> values, for cases whose own `only` leaves the axis open")
 
 
 class Suite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field("suite", pattern=f"^{NAME_PATTERN.pattern}$", max_length=60)
+    name: str = Field(default="suite", pattern=f"^{NAME_PATTERN.pattern}$", max_length=60)
     description: Optional[str] = None
     brokers: list[str] = Field(default_factory=lambda: ["rumqttd"], min_length=1)
-    repetitions: int = Field(1, ge=1)
+    repetitions: int = Field(default=1, ge=1)
     base: dict[str, Any] = Field(default_factory=dict)
     scenarios: dict[str, dict[str, Any]] = Field(min_length=1)
     variants: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     quick: QuickSettings = Field(default_factory=QuickSettings)
     metrics: Optional[str] = Field(
-        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
+        default=None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*):[0-9]{1,5}$",
         description="Serve live metrics of the suite and of the run under way at HOST:PORT (docs/metrics.md)",
     )
-    source: Optional[str] = Field(None, exclude=True)  # the file it came from, for messages
+    source: Optional[str] = Field(default=None, exclude=True)  # the file it came from, for messages
 
     def case_repetitions(self, case: str, quick: bool) -> int:
         if quick and self.quick.repetitions is not None:

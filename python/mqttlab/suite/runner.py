@@ -14,18 +14,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
-from urllib.parse import urlencode
 
 import yaml
 
-from mqttlab.results import MANIFEST, record_launched_broker
+from mqttlab.exits import Exit
+from mqttlab.results import MANIFEST
 from mqttlab.suite.expand import PlannedRun
 
 RUNS_FILE = "runs.json"
 SUITE_COPY = "suite.yaml"
 # Exit codes of `mqttlab run` (docs/results.md) that mean "the run finished and wrote results".
 FINISHED_CODES = (0, 1, 4)
-INTERRUPTED_CODE = 130
+INTERRUPTED_CODE = Exit.INTERRUPTED
 
 
 class SuiteConflict(Exception):
@@ -119,29 +119,12 @@ def _run_one(run: PlannedRun, directory: Path, python: str, dask: Optional[str] 
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     options = ["--dask", dask] if dask else []
-    if "network" in run.scenario:
-        # The broker must run inside the emulated network, which only `mqttlab run` builds: it
-        # gets the broker's name and launches a fresh one there (and stops it) itself.
-        scenario = dict(run.scenario, broker=run.broker)
-        if run.transport == "tls":
-            scenario["launch"] = dict(scenario.get("launch") or {}, tls=True)
-        code = _run_scenario(scenario, run, directory, python, options)
-    else:
-        from mqttlab.brokers import BrokerError, get_launcher
-
-        launch = run.scenario.get("launch") or {}
-        try:
-            launcher = get_launcher(run.broker).configure(
-                str(launch.get("config", "tuned")), launch.get("version"), _limits(launch.get("limits")))
-            broker = launcher.start(directory / "broker", tls=run.transport == "tls")
-        except BrokerError as error:
-            return RunRecord(run, "failed", time.monotonic() - started, f"broker did not start: {error}")
-        except KeyboardInterrupt:
-            raise SuiteInterrupted() from None
-        with broker:
-            code = _run_scenario(_scenario_for(run, broker), run, directory, python, options)
-            record_launched_broker(directory, broker.config,
-                                   broker.cgroup.outcome() if broker.cgroup is not None else None)
+    # `mqttlab run` launches a fresh broker for the run (inside its emulated network, if any), with
+    # the suite's launch settings, and stops it after: the same path as a single run.
+    scenario = dict(run.scenario, broker=run.broker)
+    if run.transport == "tls":
+        scenario["launch"] = dict(scenario.get("launch") or {}, tls=True)
+    code = _run_scenario(scenario, run, directory, python, options)
     seconds = time.monotonic() - started
     if code == INTERRUPTED_CODE:
         raise SuiteInterrupted()
@@ -161,39 +144,6 @@ def _run_scenario(scenario: dict[str, Any], run: PlannedRun, directory: Path, py
         scenario_file.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
         command = [python, "-m", "mqttlab", "run", str(scenario_file), "--out", str(directory), "--json", *options]
         return _run_child(command, directory, _time_limit(run))
-
-
-def _limits(limits: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    """`launch.limits` of a suite's scenario keys with its memory in bytes (it may say 1GiB)."""
-    if not limits:
-        return None
-    from mqttlab.scenario.model import LaunchLimits
-
-    return LaunchLimits.model_validate(limits).model_dump()
-
-
-def _scenario_for(run: PlannedRun, broker: Any) -> dict[str, Any]:
-    """The run's scenario keys pointed at the broker just started. The URL's query names the
-    broker and its PID, so the results manifest records it and its resources can be sampled;
-    `launch` is the suite's business (it started the broker) and is recorded afterwards."""
-    scenario = json.loads(json.dumps(run.scenario))
-    scenario.pop("launch", None)
-    mqtt = scenario.setdefault("mqtt", {})
-    if broker.credentials and mqtt.get("username") is None:
-        mqtt["username"], mqtt["password"] = broker.credentials  # a broker without anonymous login
-    port = broker.port
-    if run.transport == "tls":
-        port = broker.tls_port
-        scenario.setdefault("tls", {})["ca"] = str(broker.ca_file)
-    elif (scenario.get("mqtt") or {}).get("version") in (5, "5", "5.0") and broker.v5_port:
-        port = broker.v5_port  # brokers such as rumqttd serve MQTT 5 on a listener of its own
-    scheme = "mqtts" if run.transport == "tls" else "mqtt"
-    query = {"name": broker.name, "pid": broker.pid}
-    if broker.version:
-        # The external launcher prefixes the name itself.
-        query["version"] = str(broker.version).removeprefix(f"{broker.name} ")
-    scenario["broker"] = f"{scheme}://{broker.host}:{port}?{urlencode(query)}"
-    return scenario
 
 
 def _time_limit(run: PlannedRun) -> float:

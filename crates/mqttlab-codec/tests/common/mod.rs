@@ -29,12 +29,7 @@ pub fn round_trip(packet: &Packet, protocol: Protocol) -> Packet {
 
 /// Decodes everything decodable in `buf`, stopping at the first error or incomplete packet.
 /// Bounded: each decoded packet removes at least two bytes.
-pub fn drain(
-    buf: &mut BytesMut,
-    protocol: Protocol,
-    max: usize,
-    into: &mut Vec<Result<Packet, DecodeError>>,
-) -> bool {
+pub fn drain(buf: &mut BytesMut, protocol: Protocol, max: usize, into: &mut Vec<Result<Packet, DecodeError>>) -> bool {
     for _ in 0..=buf.len() {
         match decode(buf, protocol, max) {
             Ok(Some(packet)) => into.push(Ok(packet)),
@@ -57,13 +52,7 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
     let v5 = protocol == Protocol::V5;
     let props = |p: PropertyValues| if v5 { p.into() } else { Properties::default() };
     let reason = |r: u8| if v5 { r } else { 0 };
-    let reason_string = || {
-        props(PropertyValues {
-            reason_string: Some("why".into()),
-            user_properties: vec![user("k", "v")],
-            ..Default::default()
-        })
-    };
+    let reason_string = || props(PropertyValues { reason_string: Some("why".into()), user_properties: vec![user("k", "v")], ..Default::default() });
     let mut packets = vec![
         Packet::Connect(Box::new(Connect {
             protocol,
@@ -131,85 +120,30 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
             properties: Properties::default(),
             payload: Bytes::new(),
         }),
-        Packet::PubAck(Ack {
-            pkid: 1,
-            reason: reason(0x10),
-            properties: reason_string(),
-        }),
-        Packet::PubAck(Ack {
-            pkid: 2,
-            reason: 0,
-            properties: Properties::default(),
-        }),
-        Packet::PubRec(Ack {
-            pkid: 3,
-            reason: reason(0x80),
-            properties: Properties::default(),
-        }),
-        Packet::PubRel(Ack {
-            pkid: 4,
-            reason: reason(0x92),
-            properties: reason_string(),
-        }),
-        Packet::PubComp(Ack {
-            pkid: 5,
-            reason: 0,
-            properties: reason_string(),
-        }),
+        Packet::PubAck(Ack { pkid: 1, reason: reason(0x10), properties: reason_string() }),
+        Packet::PubAck(Ack { pkid: 2, reason: 0, properties: Properties::default() }),
+        Packet::PubRec(Ack { pkid: 3, reason: reason(0x80), properties: Properties::default() }),
+        Packet::PubRel(Ack { pkid: 4, reason: reason(0x92), properties: reason_string() }),
+        Packet::PubComp(Ack { pkid: 5, reason: 0, properties: reason_string() }),
         Packet::Subscribe(Subscribe {
             pkid: 6,
             filters: vec![
-                SubscribeFilter {
-                    path: "a/+/c".into(),
-                    qos: QoS::ExactlyOnce,
-                    no_local: v5,
-                    retain_as_published: v5,
-                    retain_handling: if v5 { 2 } else { 0 },
-                },
-                SubscribeFilter {
-                    path: "#".into(),
-                    qos: QoS::AtMostOnce,
-                    no_local: false,
-                    retain_as_published: false,
-                    retain_handling: 0,
-                },
+                SubscribeFilter { path: "a/+/c".into(), qos: QoS::ExactlyOnce, no_local: v5, retain_as_published: v5, retain_handling: if v5 { 2 } else { 0 } },
+                SubscribeFilter { path: "#".into(), qos: QoS::AtMostOnce, no_local: false, retain_as_published: false, retain_handling: 0 },
             ],
-            properties: props(PropertyValues {
-                subscription_identifiers: vec![42],
-                ..Default::default()
-            }),
+            properties: props(PropertyValues { subscription_identifiers: vec![42], ..Default::default() }),
         }),
-        Packet::SubAck(SubAck {
-            pkid: 6,
-            return_codes: vec![2, 0, 0x80],
-            properties: reason_string(),
-        }),
+        Packet::SubAck(SubAck { pkid: 6, return_codes: vec![2, 0, 0x80], properties: reason_string() }),
         Packet::Unsubscribe(Unsubscribe {
             pkid: 7,
             filters: vec!["a/+/c".into(), "x/#".into()],
-            properties: props(PropertyValues {
-                user_properties: vec![user("u", "")],
-                ..Default::default()
-            }),
+            properties: props(PropertyValues { user_properties: vec![user("u", "")], ..Default::default() }),
         }),
-        Packet::UnsubAck(UnsubAck {
-            pkid: 7,
-            reasons: if v5 { vec![0, 0x11] } else { vec![] },
-            properties: reason_string(),
-        }),
+        Packet::UnsubAck(UnsubAck { pkid: 7, reasons: if v5 { vec![0, 0x11] } else { vec![] }, properties: reason_string() }),
         Packet::PingReq,
         Packet::PingResp,
-        Packet::Disconnect(Disconnect {
-            reason: reason(0x8E),
-            properties: props(PropertyValues {
-                session_expiry_interval: Some(0),
-                ..Default::default()
-            }),
-        }),
-        Packet::Disconnect(Disconnect {
-            reason: 0,
-            properties: Properties::default(),
-        }),
+        Packet::Disconnect(Disconnect { reason: reason(0x8E), properties: props(PropertyValues { session_expiry_interval: Some(0), ..Default::default() }) }),
+        Packet::Disconnect(Disconnect { reason: 0, properties: Properties::default() }),
     ];
     if v5 {
         packets.push(Packet::Auth(Auth {
@@ -221,14 +155,8 @@ pub fn sample_packets(protocol: Protocol) -> Vec<Packet> {
             }
             .into(),
         }));
-        packets.push(Packet::Auth(Auth {
-            reason: 0,
-            properties: Properties::default(),
-        }));
-        packets.push(Packet::Disconnect(Disconnect {
-            reason: 0x04,
-            properties: Properties::default(),
-        }));
+        packets.push(Packet::Auth(Auth { reason: 0, properties: Properties::default() }));
+        packets.push(Packet::Disconnect(Disconnect { reason: 0x04, properties: Properties::default() }));
     }
     packets
 }
@@ -240,11 +168,7 @@ pub fn arb_protocol() -> impl Strategy<Value = Protocol> {
 }
 
 fn arb_qos() -> impl Strategy<Value = QoS> {
-    prop_oneof![
-        Just(QoS::AtMostOnce),
-        Just(QoS::AtLeastOnce),
-        Just(QoS::ExactlyOnce)
-    ]
+    prop_oneof![Just(QoS::AtMostOnce), Just(QoS::AtLeastOnce), Just(QoS::ExactlyOnce)]
 }
 
 /// Any MQTT string: any characters but U+0000.
@@ -259,16 +183,12 @@ fn arb_topic() -> impl Strategy<Value = String> {
 
 /// A valid topic filter: levels that are names, '+', or a final '#'.
 fn arb_filter() -> impl Strategy<Value = String> {
-    (
-        prop::collection::vec(prop_oneof!["[a-z0-9]{1,5}", Just("+".to_owned())], 1..4),
-        any::<bool>(),
-    )
-        .prop_map(|(mut levels, hash)| {
-            if hash {
-                levels.push("#".to_owned());
-            }
-            levels.join("/")
-        })
+    (prop::collection::vec(prop_oneof!["[a-z0-9]{1,5}", Just("+".to_owned())], 1..4), any::<bool>()).prop_map(|(mut levels, hash)| {
+        if hash {
+            levels.push("#".to_owned());
+        }
+        levels.join("/")
+    })
 }
 
 fn arb_bytes(max: usize) -> impl Strategy<Value = Bytes> {
@@ -279,10 +199,7 @@ fn arb_bytes(max: usize) -> impl Strategy<Value = Bytes> {
 pub mod allowed {
     pub const CONNECT: &[u8] = &[0x11, 0x15, 0x16, 0x17, 0x19, 0x21, 0x22, 0x26, 0x27];
     pub const WILL: &[u8] = &[0x01, 0x02, 0x03, 0x08, 0x09, 0x18, 0x26];
-    pub const CONNACK: &[u8] = &[
-        0x11, 0x12, 0x13, 0x15, 0x16, 0x1A, 0x1C, 0x1F, 0x21, 0x22, 0x24, 0x25, 0x26, 0x27, 0x28,
-        0x29, 0x2A,
-    ];
+    pub const CONNACK: &[u8] = &[0x11, 0x12, 0x13, 0x15, 0x16, 0x1A, 0x1C, 0x1F, 0x21, 0x22, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A];
     pub const PUBLISH: &[u8] = &[0x01, 0x02, 0x03, 0x08, 0x09, 0x0B, 0x23, 0x26];
     pub const ACK: &[u8] = &[0x1F, 0x26];
     pub const SUBSCRIBE: &[u8] = &[0x0B, 0x26];
@@ -296,13 +213,7 @@ pub fn arb_properties(protocol: Protocol, allowed: &'static [u8]) -> BoxedStrate
     if protocol == Protocol::V311 {
         return Just(Properties::default()).boxed();
     }
-    let entry = (
-        any::<prop::sample::Index>(),
-        any::<u32>(),
-        arb_text(),
-        arb_topic(),
-        arb_bytes(8),
-    );
+    let entry = (any::<prop::sample::Index>(), any::<u32>(), arb_text(), arb_topic(), arb_bytes(8));
     prop::collection::vec(entry, 0..6)
         .prop_map(move |entries| {
             let mut p = PropertyValues::default();
@@ -361,64 +272,19 @@ fn arb_reason(protocol: Protocol, codes: &'static [u8]) -> BoxedStrategy<u8> {
 }
 
 fn arb_connect(protocol: Protocol) -> impl Strategy<Value = Packet> {
-    let will = prop::option::of((
-        arb_topic(),
-        arb_bytes(16),
-        arb_qos(),
-        any::<bool>(),
-        arb_properties(protocol, allowed::WILL),
-    ))
-    .prop_map(|w| {
-        w.map(|(topic, payload, qos, retain, properties)| LastWill {
-            topic,
-            payload,
-            qos,
-            retain,
-            properties,
+    let will = prop::option::of((arb_topic(), arb_bytes(16), arb_qos(), any::<bool>(), arb_properties(protocol, allowed::WILL)))
+        .prop_map(|w| w.map(|(topic, payload, qos, retain, properties)| LastWill { topic, payload, qos, retain, properties }));
+    (arb_text(), any::<bool>(), any::<u16>(), prop::option::of(arb_text()), prop::option::of(arb_bytes(8)), will, arb_properties(protocol, allowed::CONNECT))
+        .prop_map(move |(client_id, clean_start, keep_alive, username, password, will, properties)| {
+            // 3.1.1 allows a password only with a user name.
+            let password = if protocol == Protocol::V311 && username.is_none() { None } else { password };
+            Packet::Connect(Box::new(Connect { protocol, client_id, clean_start, keep_alive, username, password, will, properties }))
         })
-    });
-    (
-        arb_text(),
-        any::<bool>(),
-        any::<u16>(),
-        prop::option::of(arb_text()),
-        prop::option::of(arb_bytes(8)),
-        will,
-        arb_properties(protocol, allowed::CONNECT),
-    )
-        .prop_map(
-            move |(client_id, clean_start, keep_alive, username, password, will, properties)| {
-                // 3.1.1 allows a password only with a user name.
-                let password = if protocol == Protocol::V311 && username.is_none() {
-                    None
-                } else {
-                    password
-                };
-                Packet::Connect(Box::new(Connect {
-                    protocol,
-                    client_id,
-                    clean_start,
-                    keep_alive,
-                    username,
-                    password,
-                    will,
-                    properties,
-                }))
-            },
-        )
 }
 
 fn arb_publish(protocol: Protocol) -> impl Strategy<Value = Packet> {
-    (
-        arb_qos(),
-        any::<bool>(),
-        any::<bool>(),
-        arb_topic(),
-        1..=u16::MAX,
-        arb_properties(protocol, allowed::PUBLISH),
-        arb_bytes(64),
-    )
-        .prop_map(|(qos, dup, retain, topic, pkid, properties, payload)| {
+    (arb_qos(), any::<bool>(), any::<bool>(), arb_topic(), 1..=u16::MAX, arb_properties(protocol, allowed::PUBLISH), arb_bytes(64)).prop_map(
+        |(qos, dup, retain, topic, pkid, properties, payload)| {
             let at_most_once = qos == QoS::AtMostOnce;
             Packet::Publish(Publish {
                 dup: dup && !at_most_once,
@@ -429,50 +295,25 @@ fn arb_publish(protocol: Protocol) -> impl Strategy<Value = Packet> {
                 properties,
                 payload,
             })
-        })
+        },
+    )
 }
 
 fn arb_ack(protocol: Protocol, codes: &'static [u8]) -> impl Strategy<Value = Ack> {
-    (
-        1..=u16::MAX,
-        arb_reason(protocol, codes),
-        arb_properties(protocol, allowed::ACK),
-    )
-        .prop_map(|(pkid, reason, properties)| Ack {
-            pkid,
-            reason,
-            properties,
-        })
+    (1..=u16::MAX, arb_reason(protocol, codes), arb_properties(protocol, allowed::ACK)).prop_map(|(pkid, reason, properties)| Ack { pkid, reason, properties })
 }
 
 fn arb_subscribe(protocol: Protocol) -> impl Strategy<Value = Packet> {
     let v5 = protocol == Protocol::V5;
-    let filter = (
-        arb_filter(),
-        arb_qos(),
-        any::<bool>(),
-        any::<bool>(),
-        0u8..3,
-    )
-        .prop_map(move |(path, qos, nl, rap, rh)| SubscribeFilter {
-            path,
-            qos,
-            no_local: nl && v5,
-            retain_as_published: rap && v5,
-            retain_handling: if v5 { rh } else { 0 },
-        });
-    (
-        1..=u16::MAX,
-        prop::collection::vec(filter, 1..4),
-        arb_properties(protocol, allowed::SUBSCRIBE),
-    )
-        .prop_map(|(pkid, filters, properties)| {
-            Packet::Subscribe(Subscribe {
-                pkid,
-                filters,
-                properties,
-            })
-        })
+    let filter = (arb_filter(), arb_qos(), any::<bool>(), any::<bool>(), 0u8..3).prop_map(move |(path, qos, nl, rap, rh)| SubscribeFilter {
+        path,
+        qos,
+        no_local: nl && v5,
+        retain_as_published: rap && v5,
+        retain_handling: if v5 { rh } else { 0 },
+    });
+    (1..=u16::MAX, prop::collection::vec(filter, 1..4), arb_properties(protocol, allowed::SUBSCRIBE))
+        .prop_map(|(pkid, filters, properties)| Packet::Subscribe(Subscribe { pkid, filters, properties }))
 }
 
 const PUBACK_CODES: &[u8] = &[0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99];
@@ -481,102 +322,40 @@ const PUBREL_CODES: &[u8] = &[0x00, 0x92];
 /// Any valid packet of `protocol`.
 pub fn arb_packet(protocol: Protocol) -> BoxedStrategy<Packet> {
     let v5 = protocol == Protocol::V5;
-    let suback_codes: &'static [u8] = if v5 {
-        &[
-            0x00, 0x01, 0x02, 0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2,
-        ]
-    } else {
-        &[0, 1, 2, 0x80]
-    };
-    let connack_codes: &'static [u8] = if v5 {
-        &[0x00, 0x80, 0x81, 0x87, 0x8A, 0x9F]
-    } else {
-        &[0, 1, 2, 3, 4, 5]
-    };
+    let suback_codes: &'static [u8] = if v5 { &[0x00, 0x01, 0x02, 0x80, 0x83, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2] } else { &[0, 1, 2, 0x80] };
+    let connack_codes: &'static [u8] = if v5 { &[0x00, 0x80, 0x81, 0x87, 0x8A, 0x9F] } else { &[0, 1, 2, 3, 4, 5] };
     let mut choices = vec![
         arb_connect(protocol).boxed(),
-        (
-            any::<bool>(),
-            prop::sample::select(connack_codes),
-            arb_properties(protocol, allowed::CONNACK),
-        )
-            .prop_map(|(session_present, code, properties)| {
-                Packet::ConnAck(ConnAck {
-                    session_present,
-                    code,
-                    properties,
-                })
-            })
+        (any::<bool>(), prop::sample::select(connack_codes), arb_properties(protocol, allowed::CONNACK))
+            .prop_map(|(session_present, code, properties)| Packet::ConnAck(ConnAck { session_present, code, properties }))
             .boxed(),
         arb_publish(protocol).boxed(),
-        arb_ack(protocol, PUBACK_CODES)
-            .prop_map(Packet::PubAck)
-            .boxed(),
-        arb_ack(protocol, PUBACK_CODES)
-            .prop_map(Packet::PubRec)
-            .boxed(),
-        arb_ack(protocol, PUBREL_CODES)
-            .prop_map(Packet::PubRel)
-            .boxed(),
-        arb_ack(protocol, PUBREL_CODES)
-            .prop_map(Packet::PubComp)
-            .boxed(),
+        arb_ack(protocol, PUBACK_CODES).prop_map(Packet::PubAck).boxed(),
+        arb_ack(protocol, PUBACK_CODES).prop_map(Packet::PubRec).boxed(),
+        arb_ack(protocol, PUBREL_CODES).prop_map(Packet::PubRel).boxed(),
+        arb_ack(protocol, PUBREL_CODES).prop_map(Packet::PubComp).boxed(),
         arb_subscribe(protocol).boxed(),
-        (
-            1..=u16::MAX,
-            prop::collection::vec(prop::sample::select(suback_codes), 1..4),
-            arb_properties(protocol, allowed::ACK),
-        )
-            .prop_map(|(pkid, return_codes, properties)| {
-                Packet::SubAck(SubAck {
-                    pkid,
-                    return_codes,
-                    properties,
-                })
-            })
+        (1..=u16::MAX, prop::collection::vec(prop::sample::select(suback_codes), 1..4), arb_properties(protocol, allowed::ACK))
+            .prop_map(|(pkid, return_codes, properties)| Packet::SubAck(SubAck { pkid, return_codes, properties }))
             .boxed(),
-        (
-            1..=u16::MAX,
-            prop::collection::vec(arb_filter(), 1..4),
-            arb_properties(protocol, allowed::UNSUBSCRIBE),
-        )
-            .prop_map(|(pkid, filters, properties)| {
-                Packet::Unsubscribe(Unsubscribe {
-                    pkid,
-                    filters,
-                    properties,
-                })
-            })
+        (1..=u16::MAX, prop::collection::vec(arb_filter(), 1..4), arb_properties(protocol, allowed::UNSUBSCRIBE))
+            .prop_map(|(pkid, filters, properties)| Packet::Unsubscribe(Unsubscribe { pkid, filters, properties }))
             .boxed(),
-        (
-            1..=u16::MAX,
-            prop::collection::vec(prop::sample::select(&[0x00u8, 0x11, 0x80, 0x8F][..]), 1..4),
-            arb_properties(protocol, allowed::ACK),
-        )
+        (1..=u16::MAX, prop::collection::vec(prop::sample::select(&[0x00u8, 0x11, 0x80, 0x8F][..]), 1..4), arb_properties(protocol, allowed::ACK))
             .prop_map(move |(pkid, reasons, properties)| {
                 let reasons = if v5 { reasons } else { Vec::new() };
-                Packet::UnsubAck(UnsubAck {
-                    pkid,
-                    reasons,
-                    properties,
-                })
+                Packet::UnsubAck(UnsubAck { pkid, reasons, properties })
             })
             .boxed(),
         Just(Packet::PingReq).boxed(),
         Just(Packet::PingResp).boxed(),
-        (
-            arb_reason(protocol, &[0x00, 0x04, 0x80, 0x8E, 0x9C]),
-            arb_properties(protocol, allowed::DISCONNECT),
-        )
+        (arb_reason(protocol, &[0x00, 0x04, 0x80, 0x8E, 0x9C]), arb_properties(protocol, allowed::DISCONNECT))
             .prop_map(|(reason, properties)| Packet::Disconnect(Disconnect { reason, properties }))
             .boxed(),
     ];
     if v5 {
         choices.push(
-            (
-                prop::sample::select(&[0x00u8, 0x18, 0x19][..]),
-                arb_properties(protocol, allowed::AUTH),
-            )
+            (prop::sample::select(&[0x00u8, 0x18, 0x19][..]), arb_properties(protocol, allowed::AUTH))
                 .prop_map(|(reason, properties)| Packet::Auth(Auth { reason, properties }))
                 .boxed(),
         );
@@ -588,32 +367,26 @@ pub fn arb_packet(protocol: Protocol) -> BoxedStrategy<Packet> {
 /// inserted, so the decoder's deeper checks get exercised, not only the fixed header.
 pub fn arb_mutated_stream() -> impl Strategy<Value = (Protocol, Vec<u8>)> {
     arb_protocol().prop_flat_map(|protocol| {
-        let edits =
-            prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..4);
-        (
-            Just(protocol),
-            prop::collection::vec(arb_packet(protocol), 1..4),
-            edits,
-        )
-            .prop_map(|(protocol, packets, edits)| {
-                let mut bytes = Vec::new();
-                for packet in &packets {
-                    bytes.extend_from_slice(&encoded(packet, protocol));
-                }
-                for (at, value, kind) in edits {
-                    let i = at.index(bytes.len());
-                    match kind {
-                        0 => bytes[i] = value,
-                        1 => {
-                            bytes.remove(i);
-                        }
-                        _ => bytes.insert(i, value),
+        let edits = prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..4);
+        (Just(protocol), prop::collection::vec(arb_packet(protocol), 1..4), edits).prop_map(|(protocol, packets, edits)| {
+            let mut bytes = Vec::new();
+            for packet in &packets {
+                bytes.extend_from_slice(&encoded(packet, protocol));
+            }
+            for (at, value, kind) in edits {
+                let i = at.index(bytes.len());
+                match kind {
+                    0 => bytes[i] = value,
+                    1 => {
+                        bytes.remove(i);
                     }
-                    if bytes.is_empty() {
-                        break;
-                    }
+                    _ => bytes.insert(i, value),
                 }
-                (protocol, bytes)
-            })
+                if bytes.is_empty() {
+                    break;
+                }
+            }
+            (protocol, bytes)
+        })
     })
 }

@@ -414,10 +414,10 @@ impl Client {
                     w.leave(self.id);
                 }
                 self.held = 0;
-                self.conn.as_mut().expect("guard: connected").send(&Packet::Disconnect(mqttlab_codec::Disconnect {
-                    reason: 0,
-                    properties: Properties::default(),
-                }));
+                self.conn
+                    .as_mut()
+                    .expect("guard: connected")
+                    .send(&Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0, properties: Properties::default() }));
                 let sent = self.world.borrow().rows[row].sent_ns;
                 // MQTT has no answer to DISCONNECT: the broker closing the connection is the response.
                 loop {
@@ -646,17 +646,9 @@ pub struct Outcome {
 
 pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) -> Result<Outcome, String> {
     let url = format!("mqtt://{}:{}", cfg.host, cfg.port);
-    let addrs: Vec<_> = tokio::net::lookup_host((cfg.host.as_str(), cfg.port))
-        .await
-        .map_err(|e| format!("cannot connect to {url}: unknown host ({e})"))?
-        .collect();
-    let target = Arc::new(Target {
-        url,
-        addrs,
-        tls: None,
-        protocol: Protocol::V311,
-        connect_timeout: Duration::from_millis(cfg.timeout_ms),
-    });
+    let addrs: Vec<_> =
+        tokio::net::lookup_host((cfg.host.as_str(), cfg.port)).await.map_err(|e| format!("cannot connect to {url}: unknown host ({e})"))?.collect();
+    let target = Arc::new(Target { url, addrs, tls: None, protocol: Protocol::V311, connect_timeout: Duration::from_millis(cfg.timeout_ms) });
     let start_ns = now_ns();
     let world = Rc::new(RefCell::new(World {
         cfg: cfg.clone(),

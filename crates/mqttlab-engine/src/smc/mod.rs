@@ -150,11 +150,15 @@ impl Config {
         }
         for (i, t) in cfg.sprt.iter().enumerate() {
             let ok = t.threshold_us > 0.0
-                && 0.0 < t.p0 && t.p0 < 1.0
-                && 0.0 <= t.p1 && t.p1 <= 1.0
+                && 0.0 < t.p0
+                && t.p0 < 1.0
+                && 0.0 <= t.p1
+                && t.p1 <= 1.0
                 && t.p0 != t.p1
-                && 0.0 < t.alpha && t.alpha < 0.5
-                && 0.0 < t.beta && t.beta < 0.5;
+                && 0.0 < t.alpha
+                && t.alpha < 0.5
+                && 0.0 < t.beta
+                && t.beta < 0.5;
             if !ok {
                 problems.push(format!("sprt[{i}]: needs threshold_us > 0, 0 < p0 < 1, 0 <= p1 <= 1, p0 != p1, alpha and beta in (0, 0.5)"));
             }

@@ -1,0 +1,248 @@
+//! The publisher's send path, one for MQTT and MQTT-SN: following the schedule through the run's
+//! phases, sending each message when it is due (or counting it dropped when the transport has no
+//! room), stamping its payload with the measurement, counting it, and accounting the
+//! acknowledgement that completes it. What differs by transport, how a PUBLISH is encoded and
+//! handed to the socket and whether there is room for one more, is behind `Outlet`.
+use crate::clock::now_ns;
+use crate::context::{Phase, WorkerCtx};
+use crate::pacer::Schedule;
+use crate::payload::{Header, SizeSampler, HEADER_LEN};
+use crate::stats::{WorkerShared, H};
+use crate::timer::LocalSignal;
+use rustc_hash::FxHashMap;
+use std::rc::Rc;
+
+/// A publisher's transport as the send path sees it.
+pub trait Outlet {
+    /// Whether one more message can go now (room in the write buffer and the in-flight window).
+    fn has_room(&self) -> bool;
+    /// Sends one PUBLISH carrying `payload`, intended at `due` and sent at `sent_at` (ns), and
+    /// keeps it in flight until acknowledged. Returns its packet id (0 at QoS 0).
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16;
+}
+
+/// A message sent at QoS 1 or 2 and not yet acknowledged, with what the transport needs to send
+/// it again (`resend`; MQTT over TCP needs nothing).
+pub struct InFlight<R = ()> {
+    pub intended_ns: u64,
+    /// PUBREC seen: the QoS 2 flow is past its first half.
+    pub released: bool,
+    pub resend: R,
+}
+
+pub type InFlightMap<R = ()> = FxHashMap<u16, InFlight<R>>;
+
+/// The next free packet id after `next` (1..=65535, skipping ids still in flight).
+pub fn next_packet_id<R>(next: &mut u16, inflight: &InFlightMap<R>) -> u16 {
+    loop {
+        *next = if *next == u16::MAX { 1 } else { *next + 1 };
+        if !inflight.contains_key(next) {
+            return *next;
+        }
+    }
+}
+
+/// One publisher's position in its schedule and what it has sent.
+pub struct Sender {
+    index: u32,
+    /// Its slot in the worker's pacer, and the signal the pacer wakes it with.
+    slot: usize,
+    pub wake: Rc<LocalSignal>,
+    pub phase_changed: Rc<LocalSignal>,
+    schedule: Option<Schedule>,
+    pub start_ns: u64,
+    /// The intended time of the next message; None once nothing more is to be sent.
+    pub next_due: Option<u64>,
+    done: bool,
+    /// The next message's sequence number.
+    pub seq: u32,
+    sizes: SizeSampler,
+    scratch: Vec<u8>,
+    /// Deliveries owed per message.
+    fanout: u64,
+    /// When it last wrote to the broker: a keep-alive ping goes only after a silence.
+    pub last_write_ns: u64,
+}
+
+impl Sender {
+    pub fn new(ctx: &WorkerCtx, index: u32, fanout: u64) -> Sender {
+        let p = &ctx.plan.publishers;
+        // The topic-sequence method needs no header, so payloads may be shorter than one.
+        let sizes = if ctx.sequence.is_some() { SizeSampler::with_min(&p.payload, 1) } else { SizeSampler::new(&p.payload) };
+        let (slot, wake) = ctx.pacer.register();
+        Sender {
+            index,
+            slot,
+            wake,
+            phase_changed: ctx.phase_changes(),
+            schedule: None,
+            start_ns: 0,
+            next_due: None,
+            done: false,
+            seq: 0,
+            scratch: vec![0u8; sizes.max()],
+            sizes,
+            fanout,
+            last_write_ns: now_ns(),
+        }
+    }
+
+    /// Follows a phase change; false on Close, when the publisher leaves. On Run the schedule
+    /// starts from the run's common start instant; a closed-loop publisher (`closed`) sends its
+    /// first message at once, every later one when the one before is complete.
+    pub fn on_phase_change(&mut self, ctx: &WorkerCtx, closed: bool) -> bool {
+        let c = ctx.ctl_now();
+        match c.phase {
+            Phase::Run if self.schedule.is_none() => {
+                self.start_ns = c.start_ns;
+                let p = &ctx.plan.publishers;
+                ctx.stats.borrow_mut().set_window(c.start_ns, ctx.plan.load.warmup_ms);
+                let end = (ctx.plan.load.duration_ms > 0).then_some(ctx.plan.load.duration_ms * 1_000_000);
+                let mut s = Schedule::new(p.arrival, p.rate, ctx.plan.load.seed, self.index, p.messages, end)
+                    .with_resolution(ctx.plan.options.timer_resolution_us * 1000);
+                let first = s.next().map(|o| c.start_ns + o);
+                self.schedule = Some(s);
+                self.next_due = if closed { Some(c.start_ns) } else { first };
+                self.follow_schedule(ctx);
+            }
+            Phase::Drain => {
+                self.next_due = None;
+                self.finish(ctx);
+            }
+            Phase::Close => return false,
+            _ => {}
+        }
+        true
+    }
+
+    /// Open loop: sends every message due by now, or counts it dropped when the outlet has no
+    /// room, then waits for the next one.
+    pub fn send_due(&mut self, ctx: &WorkerCtx, out: &mut impl Outlet) {
+        let now = now_ns();
+        while let Some(due) = self.next_due {
+            if due > now {
+                break;
+            }
+            if out.has_room() {
+                self.send(ctx, out, due, now_ns());
+            } else {
+                count_drop(ctx, now);
+            }
+            self.next_due = self.schedule.as_mut().expect("a due time comes from a schedule").next().map(|o| self.start_ns + o);
+        }
+        self.last_write_ns = now;
+        self.follow_schedule(ctx);
+    }
+
+    /// After a reconnect: the sends that fell due while disconnected were not made, and are
+    /// counted as dropped, not sent late.
+    pub fn skip_missed(&mut self, ctx: &WorkerCtx) {
+        let (Some(sched), Some(mut due)) = (self.schedule.as_mut(), self.next_due) else { return };
+        let now = now_ns();
+        let mut missed = 0;
+        while due <= now {
+            missed += 1;
+            match sched.next() {
+                Some(o) => due = self.start_ns + o,
+                None => break,
+            }
+        }
+        self.next_due = (due > now).then_some(due);
+        WorkerShared::add(&ctx.shared.dropped, missed);
+        ctx.stats.borrow_mut().counters.dropped += missed;
+        self.follow_schedule(ctx);
+    }
+
+    /// Sends one message intended at `due`: draws its size, stamps its payload, hands it to the
+    /// outlet and counts it. Returns its sequence number and packet id.
+    pub fn send(&mut self, ctx: &WorkerCtx, out: &mut impl Outlet, due: u64, sent_at: u64) -> (u32, u16) {
+        let seq = self.seq;
+        let size = self.sizes.sample(self.schedule.as_mut().expect("the run has started").rng());
+        let payload = &mut self.scratch[..size];
+        let lag_ns = sent_at.saturating_sub(due);
+        match ctx.sequence.as_deref() {
+            None => Header { publisher: self.index, seq, intended_us: due / 1000, lag_us: (lag_ns / 1000).min(65535) as u16 }.write(&mut payload[..HEADER_LEN]),
+            Some(table) => {
+                crate::sequence::write(seq, payload);
+                // Recorded before the bytes can reach the broker, so a receiver always finds it.
+                table.record_send(self.index, seq, due, lag_ns);
+            }
+        }
+        let id = out.publish(ctx, payload, due, sent_at);
+        self.seq = seq.wrapping_add(1);
+        WorkerShared::inc(&ctx.shared.sent);
+        WorkerShared::add(&ctx.shared.expected_deliveries, self.fanout);
+        let mut st = ctx.stats.borrow_mut();
+        st.counters.sent += 1;
+        if lag_ns > 1_000_000 {
+            st.counters.late_sends += 1;
+        }
+        if st.measured(due) {
+            st.record(H::ScheduleLag, lag_ns / 1000);
+        }
+        if let Some(row) = st.second(sent_at) {
+            row.sent += 1;
+            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
+        }
+        (seq, id)
+    }
+
+    /// A pacer wake-up at `at` (closed loop: its own times, not the schedule's).
+    pub fn wake_at(&self, ctx: &WorkerCtx, at: u64) {
+        ctx.pacer.schedule(self.slot, at);
+    }
+
+    /// Waits for the next due time, or reports this publisher done when there is none.
+    fn follow_schedule(&mut self, ctx: &WorkerCtx) {
+        match self.next_due {
+            Some(d) => ctx.pacer.schedule(self.slot, d),
+            None => self.finish(ctx),
+        }
+    }
+
+    /// Nothing more to send: counted once towards the coordinator's "all publishers done".
+    pub fn finish(&mut self, ctx: &WorkerCtx) {
+        if !self.done {
+            self.done = true;
+            WorkerShared::inc(&ctx.shared.publishers_done);
+        }
+    }
+
+    /// Records how many messages it sent, for the accounting of what is owed.
+    pub fn close(&mut self, ctx: &WorkerCtx) {
+        self.finish(ctx);
+        ctx.stats.borrow_mut().sent_per_publisher.insert(self.index, self.seq as u64);
+    }
+}
+
+/// A message due that the transport could not take: dropped, counted, never sent late.
+pub fn count_drop(ctx: &WorkerCtx, now: u64) {
+    WorkerShared::inc(&ctx.shared.dropped);
+    let mut st = ctx.stats.borrow_mut();
+    st.counters.dropped += 1;
+    if let Some(row) = st.second(now) {
+        row.dropped += 1;
+    }
+}
+
+/// Accounts the acknowledgement that ends a message's QoS 1 or 2 flow (`h`: PUBACK or PUBCOMP;
+/// `refused`: the broker's reason when it refused the message), already taken out of flight.
+pub fn completed<R>(ctx: &WorkerCtx, f: &InFlight<R>, id: u16, refused: Option<String>, now: u64, h: H) {
+    WorkerShared::sub(&ctx.shared.inflight, 1);
+    let mut st = ctx.stats.borrow_mut();
+    if let Some(why) = refused {
+        st.error("publish_refused", &why);
+        return;
+    }
+    if matches!(h, H::Pubcomp) && !f.released {
+        st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for packet id {id} before its PUBREC"));
+    }
+    WorkerShared::inc(&ctx.shared.acked);
+    st.counters.acked += 1;
+    if st.measured(f.intended_ns) {
+        st.record(h, now.saturating_sub(f.intended_ns) / 1000);
+    }
+    if let Some(row) = st.second(now) {
+        row.acked += 1;
+    }
+}

@@ -1,0 +1,41 @@
+"""mqttlab's exit codes, for every command (also in docs/results.md), and how a run's summary maps
+to one."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+
+class Exit(IntEnum):
+    OK = 0
+    FINDINGS = 1  # completed with violations, losses or failed connections (a suite: some runs failed)
+    BAD_INPUT = 2
+    UNREACHABLE = 3  # broker unreachable or not startable before any load
+    ABNORMAL = 4  # run ended abnormally (broker lost); partial results written
+    INTERRUPTED = 130  # Ctrl-C; partial results written
+
+
+def exit_code_for(summary: dict[str, Any]) -> Exit:
+    status = summary.get("status")
+    if status == "interrupted":
+        return Exit.INTERRUPTED
+    if status != "completed":
+        return Exit.ABNORMAL
+    messages = summary.get("messages") or {}
+    connections = summary.get("connections") or {}
+    failed_connections = sum((counts or {}).get("failed", 0) for counts in connections.values())
+    if summary.get("violations") or messages.get("lost") or failed_connections or nothing_owed(summary):
+        return Exit.FINDINGS
+    return Exit.OK
+
+
+def nothing_owed(summary: dict[str, Any]) -> bool:
+    """A run with publishers and subscribers in which no subscriber was owed any message."""
+    routing = summary.get("routing") or {}
+    return bool(
+        routing.get("publishers")
+        and routing.get("subscribers")
+        and not routing.get("unknown")
+        and routing.get("unmatched_publishers") == routing.get("publishers")
+    )

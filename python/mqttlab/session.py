@@ -1,0 +1,455 @@
+"""One run of a scenario, start to finish: the emulated network, the broker, the MQTT-SN gateway,
+the engine (here or across a Dask cluster), traffic capture and resource sampling, then the
+results directory. The one code path behind `mqttlab run` (and so every suite run, each a
+`mqttlab run`) and behind `mqttlab.run()` for notebooks and scripts:
+
+    import mqttlab
+    result = mqttlab.run("scenarios/default.yaml", broker="mosquitto", set={"load.duration": "5s"})
+    result.summary["latency"]["e2e"]["p99_us"], result.series().tail(), result.latency()
+
+Failures that leave nothing to measure raise `RunFailed` with the exit code they mean; a run that
+started always comes back as a `RunResult` (its summary says how it ended), with its directory
+written, also when it was interrupted or lost its broker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+import sys
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Union
+
+from mqttlab import __version__, engine, results
+from mqttlab.exits import Exit, exit_code_for
+from mqttlab.live_state import RunState
+from mqttlab.routing import RoutingCheck, check_routing
+from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
+from mqttlab.scenario.fields import is_url, split_url
+from mqttlab.summary_view import plan_line
+
+EMBEDDED_BROKER = "rumqttd"
+
+Progress = Callable[[dict[str, Any]], None]
+# Given the run's header line and live state once the broker is up and the plan is known, a
+# context (around the load) whose value receives every progress snapshot: the CLI's live display.
+Display = Callable[[str, RunState], AbstractContextManager[Progress]]
+
+
+class RunFailed(Exception):
+    """A run that could not be made, or whose results could not be kept: a one-line reason and
+    the exit code it means."""
+
+    def __init__(self, message: str, code: Exit) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunResult:
+    """A finished run: its results directory and what it holds, with pandas views of it."""
+
+    directory: Path
+    plan: dict[str, Any]
+    result: dict[str, Any]  # the engine's raw result (result.json)
+    summary: dict[str, Any]  # summary.json
+    exit_code: Exit  # what `mqttlab run` exits with for it
+    outcome: Any  # the engine.RunOutcome (a distributed one knows its missing shards)
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status"))
+
+    def histogram(self, name: str = "e2e") -> Any:
+        """One latency histogram (µs) as an `hdrh.histogram.HdrHistogram`: e2e,
+        e2e_uncorrected, puback, pubcomp, connect, tls, connack, suback, schedule_lag, rtt."""
+        from hdrh.histogram import HdrHistogram
+
+        encoded = (self.result.get("histograms") or {}).get(name)
+        if not encoded:
+            raise KeyError(f"no {name} histogram in this run (it has: {', '.join(sorted(self.result.get('histograms') or {}))})")
+        return HdrHistogram.decode(encoded)
+
+    def latency(self) -> Any:
+        """Statistics of every latency histogram the run recorded, one row each (µs)."""
+        import pandas as pd
+
+        rows = []
+        for name, encoded in sorted((self.result.get("histograms") or {}).items()):
+            stats = engine.histogram_stats(encoded) if encoded else None
+            if stats and stats.get("count"):
+                rows.append({"histogram": name, **stats})
+        return pd.DataFrame(rows).set_index("histogram") if rows else pd.DataFrame()
+
+    def series(self) -> Any:
+        """The per-second series (series.csv): sent, acked, received, dropped, errors, e2e
+        percentiles; `t_s` is seconds from the measured window's start."""
+        import pandas as pd
+
+        return pd.read_csv(self.directory / "series.csv")
+
+    def resources(self) -> Any:
+        """Broker and generator CPU and memory per second (resources.csv), when sampled."""
+        import pandas as pd
+
+        path = self.directory / "resources.csv"
+        return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def run(
+    scenario: Union[Scenario, str, Path, None] = None,
+    *,
+    broker: Optional[str] = None,
+    set: Optional[Mapping[str, Any]] = None,  # noqa: A002 — the CLI's --set, by its name
+    out: Optional[Union[str, Path]] = None,
+    progress: Optional[Progress] = None,
+) -> RunResult:
+    """Runs a scenario (a Scenario, a YAML path, or None for the built-in default) against
+    `broker` (a name mqttlab launches, such as "mosquitto", or an mqtt(s):// URL; default: the
+    scenario's, else the embedded rumqttd), with field overrides as `--set` takes them, into `out`
+    (default results/<time>-<name>/). `progress` receives every live snapshot.
+    Raises ScenarioError for a bad scenario and RunFailed when the run cannot be made."""
+    overrides = dict(set or {})
+    if broker is not None:
+        overrides["broker"] = broker
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(Path(scenario) if scenario is not None else None, overrides=overrides)
+    elif overrides:
+        raise ValueError("broker= and set= apply to a scenario file or the default; change a Scenario object with model_copy")
+    directory = Path(out) if out is not None else results.default_results_dir(scenario.name)
+    prepare(directory)
+    display: Optional[Display] = None
+    if progress is not None:
+        display = lambda header, state: nullcontext(progress)  # noqa: E731
+    return execute(scenario, directory, display=display, routing=routing_of(scenario))
+
+
+def prepare(directory: Path) -> None:
+    """Checks, before anything starts, that the results can be written and the engine loads."""
+    try:
+        results.check_writable(directory)
+        engine.load_engine()
+    except (results.ResultsError, engine.EngineUnavailable) as error:
+        raise RunFailed(f"error: {error}", Exit.BAD_INPUT) from None
+
+
+def routing_of(scenario: Scenario) -> RoutingCheck:
+    """How the scenario's publishers and subscribers meet. The plan's topics do not depend on
+    where the broker is, so any address will do here."""
+    plan = engine.compile_plan(scenario, "mqtt://127.0.0.1:1883")
+    return check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
+
+
+def execute(
+    scenario: Scenario,
+    directory: Path,
+    *,
+    display: Optional[Display] = None,
+    dask: Optional[str] = None,
+    allow_missing_shards: bool = False,
+    source_addresses: Optional[dict[str, list[str]]] = None,
+    capture: bool = False,
+    capture_problem: Optional[str] = None,
+    routing: Optional[RoutingCheck] = None,
+    states: Optional[list[RunState]] = None,
+    command_line: Optional[str] = None,
+) -> RunResult:
+    """Runs `scenario` and writes its results directory. `display` shows the run while it goes;
+    `states` collects its live state (for a metrics endpoint); the rest are `mqttlab run`'s options."""
+    started_at = dt.datetime.now(dt.timezone.utc)
+    with ExitStack() as stack:
+        network = _open_network(scenario, directory, stack)
+        broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
+        url = _engine_url(scenario, broker)
+        gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None)
+        if gateway is not None:
+            url = f"mqtt://{gateway.host}:{gateway.port}"  # the engine's MQTT-SN clients send here (UDP)
+        if network is not None:
+            from mqttlab.netem import session as network_session
+
+            url = network_session.broker_url(url, network)
+            network_info = network_session.measure_before(network)
+        if scenario.launch.tls:
+            scenario = _trusting_launched_ca(scenario, broker)
+        scenario = _with_broker_login(scenario, broker)
+        plan = engine.compile_plan(scenario, url)
+        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
+        sampler = _resource_sampler(getattr(broker, "pid", None))
+        state = RunState(plan, run=directory.name, scenario=scenario.name, broker=str(broker.name), shard="all" if dask is None else "dask",
+                         directory=directory, resources=sampler,
+                         owed_per_message=routing.owed_per_message if routing is not None and not routing.unknown else None)
+        if states is not None:
+            states.append(state)
+        capturing = _open_capture(url, directory, network) if capture else None
+        try:
+            with sampler, (display or _no_display)(header, state) as show:
+                outcome = _execute(plan, _observed(state, show), url, dask, source_addresses)
+        except engine.BrokerUnreachable as error:
+            raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
+        except engine.PlanRejected as error:
+            raise RunFailed(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
+        finally:
+            if capturing is not None:
+                capturing.stop()
+        cgroup = getattr(broker, "cgroup", None)
+        broker_info = results.BrokerInfo(name=broker.name, version=broker.version, url=url, pid=broker.pid,
+                                         config=getattr(broker, "config", None),
+                                         limits=cgroup.outcome() if cgroup is not None else None)
+        if capturing is not None:
+            outcome.summary["capture"] = _analyse_capture(capturing)
+        elif capture_problem is not None:
+            outcome.summary["capture"] = {"error": f"options.capture: {capture_problem}"}
+        if network is not None:
+            outcome.summary["network"] = network_session.measure_after(network, network_info, plan, outcome.result)
+
+    resources = _add_context(outcome, scenario, sampler, routing)
+    manifest = results.build_manifest(
+        scenario_name=scenario.name,
+        seed=scenario.load.seed,
+        broker=broker_info,
+        started_at=started_at,
+        command_line=command_line or shlex.join(["mqttlab", *sys.argv[1:]]),
+        status=outcome.status,
+        mqttlab_version=__version__,
+        engine_version=engine.engine_version(),
+    )
+    for key in ("measurement", "network"):
+        if key in outcome.summary:
+            manifest[key] = outcome.summary[key]
+    if dask is not None:
+        from mqttlab.distributed import DistributedOutcome
+
+        assert isinstance(outcome, DistributedOutcome)  # what run_on_dask returns
+        manifest["distributed"] = outcome.manifest_section()
+    if "capture" in outcome.summary:
+        manifest["capture"] = {k: v for k, v in outcome.summary["capture"].items() if k not in ("directions", "by_type")}
+    if gateway is not None:
+        manifest["gateway"] = gateway.to_dict()
+    try:
+        results.write_results(
+            directory,
+            manifest=manifest,
+            scenario_yaml=scenario_to_yaml(scenario),
+            plan=plan,
+            result=outcome.result,
+            summary=outcome.summary,
+            stats=engine.histogram_stats,
+            resources=resources,
+        )
+        if "capture" in outcome.summary and outcome.summary["capture"].get("by_type") is not None:
+            from mqttlab.netem.capture import write_csv
+
+            write_csv(outcome.summary["capture"], directory / "capture" / "bundling.csv")
+    except results.ResultsError as error:
+        raise RunFailed(f"error: {error}", Exit.ABNORMAL) from None
+    state.finish(outcome.summary)
+    return RunResult(directory, plan, outcome.result, outcome.summary, _exit_code(outcome, allow_missing_shards), outcome)
+
+
+def _add_context(outcome: Any, scenario: Scenario, sampler: Any, routing: Optional[RoutingCheck]) -> Optional[dict[str, Any]]:
+    """What the run adds to the engine's summary, each under a key of its own (docs/results.md):
+    the broker's and generator's resources, the routing check, the defaults the scenario followed.
+    With the network and capture sections above, the only additions to summary.json after the
+    engine wrote it. Returns the per-second resource rows (None before the measured window)."""
+    series = None
+    start = outcome.result.get("start_mono_ns")
+    if start:
+        series = sampler.series(int(start))
+        outcome.summary["resources"] = results.summarize_resources(series, outcome.summary.get("measured_s"))
+    if routing is not None:
+        outcome.summary["routing"] = routing.to_dict()
+    if scenario.defaults_followed:
+        outcome.summary["defaults_followed"] = scenario.defaults_followed
+    return series
+
+
+def _no_display(header: str, state: RunState) -> AbstractContextManager[Optional[Progress]]:
+    return nullcontext(None)
+
+
+def _observed(state: RunState, show: Optional[Progress]) -> Progress:
+    """The progress callback: the live state (file and metrics) first, then the display."""
+
+    def observe(snapshot: dict[str, Any]) -> None:
+        try:
+            state.update(snapshot)
+        except Exception:  # noqa: BLE001 — an exception here would stop the engine's run
+            pass
+        if show is not None:
+            show(snapshot)
+
+    return observe
+
+
+def _execute(
+    plan: engine.Plan, progress: Progress, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
+) -> engine.RunOutcome:
+    """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
+    if dask is None:
+        return engine.run(plan, progress=progress, broker_url=url)
+    from mqttlab import distributed
+
+    try:
+        return distributed.run_on_dask(plan, dask, progress=progress, broker_url=url, source_addresses=source_addresses)
+    except distributed.SchedulerUnreachable as error:
+        raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
+    except distributed.ClusterRefused as error:
+        raise RunFailed(f"error: the Dask cluster cannot run this plan: {error}", Exit.BAD_INPUT) from None
+    except distributed.NoShardReturned as error:
+        raise RunFailed(f"error: {error}; no results were written", Exit.ABNORMAL) from None
+
+
+def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
+    """Shards lost with their worker fail the run unless the user accepted that beforehand."""
+    missing = getattr(outcome, "missing", None)
+    if not missing:
+        return exit_code_for(outcome.summary)
+    if not allow_missing_shards:
+        return Exit.ABNORMAL
+    from mqttlab.distributed import judged_without_missing
+
+    return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
+
+
+def _resource_sampler(broker_pid: Optional[int]) -> Any:
+    """Samples the broker's (when its PID is known) and this process's CPU and memory every
+    second on the engine's clock; a broker PID that is gone only drops the broker's figures."""
+    from mqttlab.resources import RunResources
+
+    try:
+        return RunResources(broker_pid)
+    except ValueError:
+        return RunResources(None)
+
+
+def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placement: Any = None) -> Any:
+    """The RunningBroker to measure: described from a URL, or launched (and stopped on exit).
+    `placement` (from a network section) runs a launched broker inside the emulated network."""
+    from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
+    from mqttlab.brokers.external import ExternalLauncher
+
+    target = scenario.broker or EMBEDDED_BROKER
+    try:
+        launcher = get_launcher(target)
+    except UnknownBroker as error:
+        raise RunFailed(f"error: broker: {error}", Exit.BAD_INPUT) from None
+    if placement is not None:
+        if is_url(target):
+            raise RunFailed("error: network: needs a broker that mqttlab launches (a name such as mosquitto), not a URL", Exit.BAD_INPUT)
+        launcher.placement = placement
+    try:
+        if isinstance(launcher, ExternalLauncher):
+            return launcher.describe()  # the engine's own connect reports an unreachable broker
+        launch = scenario.launch
+        launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
+        return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
+    except BrokerError as error:
+        raise RunFailed(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
+
+
+def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any = None) -> Any:
+    """For `transport: mqtt-sn`, mqttlab's MQTT-SN gateway in front of the broker (stopped on
+    exit), placed beside a broker that runs in an emulated network; else None."""
+    if scenario.transport.kind != "mqtt-sn":
+        return None
+    from mqttlab.brokers import BrokerError
+    from mqttlab.brokers.gateway import GatewayLauncher
+
+    launcher = GatewayLauncher()
+    if placement is not None:
+        launcher.placement = placement
+    t = scenario.transport
+    try:
+        return stack.enter_context(
+            launcher.start(directory / "gateway", broker_url, predefined=dict(t.predefined), retry_ms=max(1, int(t.retry * 1000)))
+        )
+    except BrokerError as error:
+        raise RunFailed(f"error: MQTT-SN gateway: {error}", Exit.UNREACHABLE) from None
+
+
+def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
+    """The emulated network of a `network:` section (torn down on exit), or None."""
+    if scenario.network is None:
+        return None
+    from mqttlab.netem import EmulatedNetwork, NetemError
+
+    try:
+        return stack.enter_context(EmulatedNetwork(scenario.network, directory / "network", seed=scenario.load.seed))
+    except NetemError as error:
+        raise RunFailed(f"error: network: {error}", Exit.UNREACHABLE) from None
+
+
+def _with_broker_login(scenario: Scenario, broker: Any) -> Scenario:
+    """A launched broker that admits no anonymous client (ejabberd) names the login its clients
+    use; the scenario's own user name, if any, wins."""
+    credentials = getattr(broker, "credentials", None)
+    if not credentials or scenario.mqtt.username is not None:
+        return scenario
+    mqtt = scenario.mqtt.model_copy(update={"username": credentials[0], "password": credentials[1]})
+    return scenario.model_copy(update={"mqtt": mqtt})
+
+
+def _trusting_launched_ca(scenario: Scenario, broker: Any) -> Scenario:
+    """The scenario with the launched broker's throwaway CA trusted; its certificate names the
+    address the broker is reached at (loopback, or the emulated network's), so it is verified."""
+    from mqttlab.scenario.model import TlsSettings
+
+    tls = TlsSettings.model_construct(ca=str(broker.ca_file), cert=None, key=None, insecure=False, server_name=None)
+    return scenario.model_copy(update={"tls": tls})
+
+
+def _engine_url(scenario: Scenario, broker: Any) -> str:
+    if is_url(scenario.broker):
+        scheme, host, port = split_url(scenario.broker or "")
+        return f"{scheme}://{host}:{port}"
+    if scenario.launch.tls:
+        return str(broker.url(tls=True))
+    # Some brokers (rumqttd) serve MQTT 5 on a listener of its own.
+    if scenario.mqtt.version == 5 and getattr(broker, "v5_port", None):
+        return f"mqtt://{broker.host}:{broker.v5_port}"
+    return str(broker.url())
+
+
+def capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
+    """Why the run's MQTT traffic cannot be captured and decoded here, or None."""
+    from mqttlab.netem.capture import tshark_path
+
+    if tshark_path() is None:
+        return "tshark is not installed (Debian: apt-get install tshark; scripts/install-test-tools.sh does it)"
+    if dask is not None:
+        return "not with --dask (the clients run on other hosts)"
+    if scenario.transport.kind != "mqtt":
+        return "MQTT over TCP only: an MQTT-SN datagram is one packet, there is nothing to bundle"
+    if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
+        return "not over TLS (tshark cannot read the MQTT packets inside)"
+    return None
+
+
+def _open_capture(url: str, directory: Path, network: Any) -> Any:
+    """tshark on the device the clients' segments cross: the host end of the emulated link, `lo`
+    for a broker on this host, else every device (`any`)."""
+    from mqttlab.netem.capture import Capture, CaptureError
+
+    _, host, port = split_url(url)
+    if network is not None:
+        device = network.host_tun if network.method == "emulator" else network.host_veth
+    elif host in ("localhost", "::1") or host.startswith("127."):
+        device = "lo"
+    else:
+        device = "any"
+    capture = Capture(device, int(port), directory / "capture")
+    try:
+        capture.start()
+    except CaptureError as error:
+        raise RunFailed(f"error: --capture: {error}", Exit.BAD_INPUT) from None
+    return capture
+
+
+def _analyse_capture(capture: Any) -> dict[str, Any]:
+    from mqttlab.netem.capture import CaptureError
+
+    try:
+        return capture.analyse()
+    except CaptureError as error:  # the run itself is fine: keep its results, say why there is no table
+        return {"device": capture.device, "port": capture.port, "error": str(error)}

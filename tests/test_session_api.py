@@ -1,0 +1,68 @@
+"""mqttlab.run() as a notebook user calls it: a scenario against a real broker, then the figures
+read back as Python objects and pandas frames, and the failures that leave nothing to measure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import mqttlab
+from mqttlab.exits import Exit
+
+SHORT = {
+    "publishers.count": 2,
+    "subscribers.count": 2,
+    "publishers.rate": 200,
+    "load.duration": "2s",
+    "load.warmup": "500ms",
+}
+
+
+def test_a_scenario_runs_from_python_and_its_figures_read_back(tmp_path):
+    result = mqttlab.run(None, broker="mosquitto", set=SHORT, out=tmp_path / "run")
+
+    assert isinstance(result, mqttlab.RunResult)
+    assert result.status == "completed" and result.exit_code == Exit.OK
+    messages = result.summary["messages"]
+    assert messages["sent"] == 2 * 200 * 2 and messages["lost"] == 0 and messages["delivered"] == messages["expected"]
+    # The same summary is on disk, as `mqttlab report` reads it, in the shape the engine's schema gives.
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == result.summary
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "schema" / "summary.schema.json").read_text())
+    jsonschema.validate(result.summary, schema)
+
+    latency = result.latency()
+    assert latency.loc["e2e", "count"] == result.summary["latency"]["e2e"]["count"] > 0
+    assert latency.loc["e2e", "p50_us"] <= latency.loc["e2e", "p99_us"] <= latency.loc["e2e", "max_us"]
+    histogram = result.histogram("e2e")
+    assert histogram.get_total_count() == latency.loc["e2e", "count"]
+
+    series = result.series()
+    # Per second from the start of the warm-up: every message sent is in some second.
+    assert series["sent"].sum() == messages["sent"]
+    assert set(result.resources()["process"]) >= {"broker", "generator"}
+
+
+def test_progress_snapshots_reach_the_callback(tmp_path):
+    seen: list[dict] = []
+    mqttlab.run(None, broker="mosquitto", set=SHORT, out=tmp_path / "run", progress=seen.append)
+    assert seen and seen[-1]["total"]["sent"] > 0
+
+
+def test_an_unreachable_broker_raises_with_its_exit_code(tmp_path):
+    with pytest.raises(mqttlab.RunFailed) as failure:
+        mqttlab.run(None, broker="mqtt://127.0.0.1:9", set=SHORT, out=tmp_path / "run")
+    assert failure.value.code == Exit.UNREACHABLE
+    assert "127.0.0.1:9" in str(failure.value)
+    assert not (tmp_path / "run" / "manifest.json").exists()
+
+
+def test_a_bad_scenario_names_its_fields_at_once(tmp_path):
+    from mqttlab.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError) as failure:
+        mqttlab.run(None, set={"publishers.qos": 7, "publishers.rate": -1}, out=tmp_path / "run")
+    listing = failure.value.listing()
+    assert "publishers.qos" in listing and "publishers.rate" in listing
