@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+import jsonschema
 import psutil
 import pytest
 import yaml
@@ -169,6 +171,10 @@ def test_killed_worker_leaves_its_shard_missing_and_the_run_failed(mosquitto, tm
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     section = summary["distributed"]
     assert summary["status"] == "incomplete" and "1 of 2 shards missing" in summary["error"]
+    # The engine wrote that status (the runner marked the merged result before summarising), so
+    # the summary is one the engine's schema allows.
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "schema" / "summary.schema.json").read_text())
+    jsonschema.validate(summary, schema)
     assert section["missing_shards"] == [1]
     assert [s["state"] for s in section["shards"]] == ["completed", "missing"]
     # Shard 0 (publishers 0, 1 → subscribers 0, 1) kept its load (2 × 50/s × 4 s when unhurried).

@@ -45,3 +45,64 @@ def test_the_schema_rejects_what_the_engine_rejects():
     plan["publishers"]["no_such_field"] = 1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(plan, schema("run-plan"))
+
+
+# --- the summary's Python types against the engine's schema ------------------------------------
+
+_SCALARS = {"integer": int, "number": float, "string": str, "boolean": bool}
+
+
+def _python_type(node: dict, definitions: dict) -> object:
+    """The Python type a schema node stands for, written the way summary_types writes it."""
+    from typing import Optional
+
+    from mqttlab import summary_types
+
+    if "$ref" in node:
+        return getattr(summary_types, node["$ref"].rsplit("/", 1)[1])
+    for key in ("anyOf", "allOf"):
+        if key in node:
+            parts = [p for p in node[key] if p.get("type") != "null"]
+            inner = _python_type(parts[0], definitions)
+            return Optional[inner] if len(parts) < len(node[key]) else inner
+    kind = node["type"]
+    if isinstance(kind, list):
+        (base,) = [k for k in kind if k != "null"]
+        return Optional[_SCALARS[base]]
+    if kind == "array":
+        return list[_python_type(node["items"], definitions)]
+    if kind == "object":
+        return dict[str, _python_type(node["additionalProperties"], definitions)]
+    return _SCALARS[kind]
+
+
+def test_the_summary_typeddicts_mirror_the_engine_schema_field_for_field():
+    from typing import get_args, get_type_hints
+
+    from mqttlab import summary_types
+
+    summary = schema("summary")
+    definitions = summary["definitions"]
+    checked = [("EngineSummary", summary)] + [(n, d) for n, d in definitions.items() if d.get("type") == "object"]
+    for name, node in checked:
+        typed = getattr(summary_types, name)
+        hints = get_type_hints(typed)
+        assert set(hints) == set(node["properties"]), name
+        assert set(node.get("required", [])) <= typed.__required_keys__, name
+        for field, spec in node["properties"].items():
+            assert hints[field] == _python_type(spec, definitions), f"{name}.{field}"
+    # The statuses: the engine's, in the engine's order (best to worst).
+    assert summary_types.STATUS_ORDER == tuple(definitions["Status"]["enum"])
+    assert set(get_args(summary_types.SectionName)) == summary_types.RUN_SECTIONS
+    assert not summary_types.RUN_SECTIONS & set(summary["properties"])
+
+
+def test_a_run_section_cannot_overwrite_what_the_engine_wrote():
+    from mqttlab.summary_types import add_section
+
+    summary = {"status": "completed", "messages": {"lost": 0}}
+    add_section(summary, "routing", {"publishers": 1})
+    assert summary["routing"] == {"publishers": 1}
+    with pytest.raises(ValueError, match="not a section the run adds"):
+        add_section(summary, "status", "incomplete")  # type: ignore[arg-type]
+    assert summary["status"] == "completed"

@@ -32,3 +32,41 @@ def test_a_module_importing_back_is_a_cycle(tmp_path):
     (tmp_path / "topic.rs").write_text("// a leaf\n")
     checker = _checker()
     assert checker.cycles(checker.dependencies(tmp_path)) == [["client", "context", "plan"]]
+
+
+# --- the command's start ------------------------------------------------------------------------
+
+# What a command that only prints (its version, its help) must not import: the run path, the
+# analysis stack and TLS. Each of these costs tens to hundreds of ms at every start. (Pydantic is
+# not in the list: typer itself imports it to read a command's parameters.)
+HEAVY = ("numpy", "pandas", "scipy", "cryptography", "psutil", "yaml", "mqttlab._engine", "mqttlab.scenario",
+         "mqttlab.engine", "mqttlab.session", "mqttlab.suite", "mqttlab.brokers", "mqttlab.results")
+
+
+def _imported_by(*arguments: str) -> set[str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqttlab", *arguments], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:") and "|" in line}
+
+
+def test_version_and_help_import_nothing_of_the_run_path():
+    for arguments in (["--version"], ["--help"], ["run", "--help"], ["suite", "--help"], ["brokers", "--help"]):
+        imported = _imported_by(*arguments)
+        assert "typer" in imported  # the parse of importtime's output found the modules
+        heavy = sorted(m for m in imported if m.split(".")[0] in HEAVY or any(m == h or m.startswith(h + ".") for h in HEAVY))
+        assert heavy == [], f"mqttlab {' '.join(arguments)} imports {heavy}"
+
+
+def test_the_version_is_the_same_in_python_pyproject_and_cargo():
+    import re
+    import tomllib
+
+    from mqttlab import __version__
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    cargo = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
+    assert cargo is not None
+    assert __version__ == pyproject == cargo[1]

@@ -4,13 +4,9 @@ From Python (a notebook, a script): `mqttlab.run(scenario, broker=..., set={...}
 scenario as `mqttlab run` does and returns a `RunResult` (summary, histograms, pandas views);
 see docs/python.md."""
 
-from importlib.metadata import PackageNotFoundError, version as _version
 from typing import Any
 
-try:
-    __version__ = _version("mqttlab")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+unknown"
+from mqttlab._version import VERSION as __version__
 
 __all__ = ["RunFailed", "RunResult", "__version__", "run"]
 

@@ -226,9 +226,9 @@ def summarize(plan: Plan, result_json: str) -> RunOutcome:
     return RunOutcome(plan=plan, result=json.loads(result_json), summary=json.loads(summary_json))
 
 
-def merge(plan: Plan, shard_results_json: list[str]) -> RunOutcome:
-    """One outcome from the raw results of several shards of `plan` (counters and histograms add)."""
-    return summarize(plan, load_engine().merge_results(shard_results_json))
+def merge_results(shard_results_json: list[str]) -> str:
+    """One raw result from those of several shards of a plan (counters and histograms add)."""
+    return str(load_engine().merge_results(shard_results_json))
 
 
 def histogram_stats(encoded: str) -> dict[str, Any]:

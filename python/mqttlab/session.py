@@ -28,6 +28,7 @@ from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
 from mqttlab.scenario.fields import is_url, split_url
 from mqttlab.summary_view import plan_line
+from mqttlab.summary_types import Summary, add_section, typed
 
 EMBEDDED_BROKER = "rumqttd"
 
@@ -53,7 +54,7 @@ class RunResult:
     directory: Path
     plan: dict[str, Any]
     result: dict[str, Any]  # the engine's raw result (result.json)
-    summary: dict[str, Any]  # summary.json
+    summary: Summary  # summary.json (mqttlab.summary_types)
     exit_code: Exit  # what `mqttlab run` exits with for it
     outcome: Any  # the engine.RunOutcome (a distributed one knows its missing shards)
 
@@ -197,11 +198,11 @@ def execute(
                                          config=getattr(broker, "config", None),
                                          limits=cgroup.outcome() if cgroup is not None else None)
         if capturing is not None:
-            outcome.summary["capture"] = _analyse_capture(capturing)
+            add_section(outcome.summary, "capture", _analyse_capture(capturing))
         elif capture_problem is not None:
-            outcome.summary["capture"] = {"error": f"options.capture: {capture_problem}"}
+            add_section(outcome.summary, "capture", {"error": f"options.capture: {capture_problem}"})
         if network is not None:
-            outcome.summary["network"] = network_session.measure_after(network, network_info, plan, outcome.result)
+            add_section(outcome.summary, "network", network_session.measure_after(network, network_info, plan, outcome.result))
 
     resources = _add_context(outcome, scenario, sampler, routing)
     manifest = results.build_manifest(
@@ -244,23 +245,21 @@ def execute(
     except results.ResultsError as error:
         raise RunFailed(f"error: {error}", Exit.ABNORMAL) from None
     state.finish(outcome.summary)
-    return RunResult(directory, plan, outcome.result, outcome.summary, _exit_code(outcome, allow_missing_shards), outcome)
+    return RunResult(directory, plan, outcome.result, typed(outcome.summary), _exit_code(outcome, allow_missing_shards), outcome)
 
 
 def _add_context(outcome: Any, scenario: Scenario, sampler: Any, routing: Optional[RoutingCheck]) -> Optional[dict[str, Any]]:
-    """What the run adds to the engine's summary, each under a key of its own (docs/results.md):
-    the broker's and generator's resources, the routing check, the defaults the scenario followed.
-    With the network and capture sections above, the only additions to summary.json after the
-    engine wrote it. Returns the per-second resource rows (None before the measured window)."""
+    """What the run adds to the engine's summary, each a section of its own (summary_types.add_section):
+    the broker's and generator's resources, the routing check, the defaults the scenario followed. Returns the per-second resource rows (None before the measured window)."""
     series = None
     start = outcome.result.get("start_mono_ns")
     if start:
         series = sampler.series(int(start))
-        outcome.summary["resources"] = results.summarize_resources(series, outcome.summary.get("measured_s"))
+        add_section(outcome.summary, "resources", results.summarize_resources(series, outcome.summary.get("measured_s")))
     if routing is not None:
-        outcome.summary["routing"] = routing.to_dict()
+        add_section(outcome.summary, "routing", routing.to_dict())
     if scenario.defaults_followed:
-        outcome.summary["defaults_followed"] = scenario.defaults_followed
+        add_section(outcome.summary, "defaults_followed", scenario.defaults_followed)
     return series
 
 

@@ -11,6 +11,7 @@ use crate::payload::Header;
 use crate::plan::Arrival;
 use crate::sending::{completed, count_drop, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
+use bytes::Bytes;
 use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
@@ -88,10 +89,14 @@ fn phase(ctx: &WorkerCtx) -> Phase {
     ctx.ctl_now().phase
 }
 
+/// A publisher's QoS 1/2 messages in flight, with their payload when the session outlives the
+/// connection (`mqtt.clean_start: false`): after a reconnect into that session they are sent again.
+type PublishInFlight = InFlightMap<Option<Bytes>>;
+
 /// The MQTT outlet: PUBLISH packets into the connection's write buffer, QoS 1/2 flows in flight.
 struct MqttOutlet<'a> {
     conn: &'a mut Conn,
-    inflight: &'a mut InFlightMap,
+    inflight: &'a mut PublishInFlight,
     next_pkid: &'a mut u16,
     topic: &'a [u8],
     qos: QoS,
@@ -109,7 +114,8 @@ impl Outlet for MqttOutlet<'_> {
             .expect("publish within MQTT limits");
         self.conn.bytes_out += n as u64;
         if self.qos != QoS::AtMostOnce {
-            self.inflight.insert(pkid, InFlight { intended_ns: due, released: false, resend: () });
+            let resend = (!ctx.plan.mqtt.clean_start).then(|| Bytes::copy_from_slice(payload));
+            self.inflight.insert(pkid, InFlight { intended_ns: due, released: false, resend });
             WorkerShared::add(&ctx.shared.inflight, 1);
         }
         pkid
@@ -140,7 +146,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     // end early do not pile up stale wake-ups in the pacer's queue.
     let mut armed_ns = 0u64;
     let mut sender = Sender::new(&ctx, index, fanout);
-    let mut inflight: InFlightMap = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
+    let mut inflight: PublishInFlight = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
     let mut next_pkid: u16 = 0;
     let keepalive = ctx.keepalive_ticks();
     let mut lost = false;
@@ -164,11 +170,15 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true)).await else { lost = true; break };
+                        let Some((new_conn, session_present)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true)).await else { lost = true; break };
                         conn = new_conn;
-                        // Unacknowledged messages died with the session.
-                        WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
-                        inflight.clear();
+                        if session_present && !plan.mqtt.clean_start {
+                            resend_inflight(&ctx, &mut conn, &topic, qos, &inflight);
+                        } else {
+                            // Unacknowledged messages died with the session.
+                            WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
+                            inflight.clear();
+                        }
                         if let Some(r) = replies.as_mut() {
                             conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
                             r.awaiting_release.clear();
@@ -273,8 +283,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
 }
 
 /// With `options.reconnect`, a lost connection is opened again (with backoff) until the load
-/// is over; None when reconnecting is not asked for or the run is past its load phase.
-async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Option<std::net::IpAddr>) -> Option<Conn> {
+/// is over, with whether the broker kept the session; None when reconnecting is not asked for or
+/// the run is past its load phase.
+async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Option<std::net::IpAddr>) -> Option<(Conn, bool)> {
     if !ctx.plan.options.reconnect || phase(ctx) >= Phase::Drain {
         return None;
     }
@@ -291,12 +302,32 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
         let connect = connect_packet(ctx, client_id.to_string());
-        if let Ok((conn, _, _)) = Conn::open_from(&ctx.target, connect, source).await {
+        if let Ok((conn, connack, _)) = Conn::open_from(&ctx.target, connect, source).await {
             ctx.stats.borrow_mut().counters.reconnects += 1;
-            return Some(conn);
+            return Some((conn, connack.session_present));
         }
     }
     None
+}
+
+/// After a reconnect into the session the broker kept (MQTT 3.1.1 and 5, §4.4): every message
+/// still unacknowledged goes out again in its original order, PUBLISH with DUP set, or PUBREL for
+/// a QoS 2 flow past its PUBREC. Each counts as retransmitted; its latency stays measured from
+/// its first intended send.
+fn resend_inflight(ctx: &WorkerCtx, conn: &mut Conn, topic: &[u8], qos: QoS, inflight: &PublishInFlight) {
+    let mut order: Vec<(u64, u16)> = inflight.iter().map(|(id, f)| (f.intended_ns, *id)).collect();
+    order.sort_unstable();
+    for (_, id) in &order {
+        let f = &inflight[id];
+        if f.released {
+            conn.send(&Packet::PubRel(Ack { pkid: *id, reason: 0, properties: Properties::default() }));
+        } else if let Some(payload) = &f.resend {
+            let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, ctx.plan.publishers.retain, true, topic, *id, None, payload)
+                .expect("publish within MQTT limits");
+            conn.bytes_out += n as u64;
+        }
+    }
+    ctx.stats.borrow_mut().counters.retransmitted += order.len() as u64;
 }
 
 /// Counts the connection's traffic; a connection the broker ended before the run was over is
@@ -321,7 +352,7 @@ async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: b
 }
 
 /// Closed loop: whether the message waited on is complete (module `closed`).
-fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &InFlightMap, fanout: u64) -> bool {
+fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &PublishInFlight, fanout: u64) -> bool {
     let acked = a.pkid.is_none_or(|pkid| !inflight.contains_key(&pkid));
     let delivered = ctx.tracker.as_deref().is_none_or(|t| t.count(index, a.seq) >= fanout);
     acked && delivered
@@ -380,7 +411,7 @@ impl Replies {
 
 /// Handles what a publisher receives: the acknowledgements of its QoS flows, and in round-trip
 /// mode the echoes of its messages.
-fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut InFlightMap, replies: &mut Option<Replies>, now: u64) -> Result<(), String> {
+fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInFlight, replies: &mut Option<Replies>, now: u64) -> Result<(), String> {
     loop {
         let packet = match conn.next_packet() {
             Ok(Some(p)) => p,
@@ -428,7 +459,7 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut InFlightMa
     }
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut InFlightMap, a: &Ack, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: H, what: &str) {
     let Some(f) = inflight.remove(&a.pkid) else {
         ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
         return;
@@ -564,7 +595,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some(new_conn) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false)).await else { lost = true; break };
+                        let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false)).await else { lost = true; break };
                         conn = new_conn;
                         conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
                         sub.awaiting_release.clear();

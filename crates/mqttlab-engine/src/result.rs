@@ -6,8 +6,13 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+/// How a run ended. Merging shards keeps the worst (the order below).
 pub enum Status {
     Completed,
+    // A distributed run some of whose shards never came back: the others' results, merged (set
+    // by the cluster runner on the merged result before it is summarised). A plain comment, not
+    // a doc comment, so that the schema keeps the statuses as one enum in this order.
+    Incomplete,
     Interrupted,
     BrokerLost,
     Failed,
@@ -36,9 +41,11 @@ pub struct Counters {
     pub replies: u64,
     #[serde(default)]
     pub reply_duplicates: u64,
-    /// MQTT-SN: packets a client sent again after Tretry went unanswered (PUBLISH, PUBREL and the
-    /// CONNECT/SUBSCRIBE/REGISTER handshakes). Over UDP this is the protocol at work, not an error,
-    /// but it costs latency and bytes, so it is counted. Absent in results written before it.
+    /// Packets a client sent again. MQTT-SN: after Tretry went unanswered (PUBLISH, PUBREL and the
+    /// CONNECT/SUBSCRIBE/REGISTER handshakes); over UDP this is the protocol at work, not an error,
+    /// but it costs latency and bytes, so it is counted. MQTT: the PUBLISH (DUP) and PUBREL packets
+    /// of messages unacknowledged when a connection broke, resent into the session the broker
+    /// kept (`mqtt.clean_start: false`). Absent in results written before it.
     #[serde(default)]
     pub retransmitted: u64,
     /// Closed loop: messages given up after load.grace_ms without completing.

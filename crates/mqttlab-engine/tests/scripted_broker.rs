@@ -1,6 +1,7 @@
 //! The publisher's QoS flows against a scripted broker: the sequences real brokers rarely produce
 //! (acknowledgements out of order, a repeated PUBREC, PUBCOMP without PUBREC, a connection dropped
-//! in the middle of a QoS 2 flow), each checked against the exact accounting they must give.
+//! in the middle of a QoS 2 flow, a reconnect into a session the broker kept or lost), each
+//! checked against the exact accounting they must give.
 //! The broker is a thread on loopback speaking MQTT 3.1.1 through the project's own codec; the
 //! script decides what it answers to each packet after CONNECT.
 use bytes::BytesMut;
@@ -23,11 +24,19 @@ fn ack(pkid: u16) -> Ack {
 }
 
 /// Starts a broker on 127.0.0.1 that accepts connections one after another, answers CONNECT
-/// and PINGREQ itself and everything else as `script` says. Returns its port.
-fn scripted_broker(mut script: impl FnMut(&Packet) -> Vec<Reply> + Send + 'static) -> u16 {
+/// and PINGREQ itself and everything else as `script` says. Returns its port. It keeps no
+/// sessions: every CONNACK says none was present.
+fn scripted_broker(script: impl FnMut(&Packet) -> Vec<Reply> + Send + 'static) -> u16 {
+    scripted_broker_keeping_sessions(false, script)
+}
+
+/// The same, and with `keeps_sessions` a client that connects again without clean session is told
+/// that its session was kept (what the script then does with the resent packets is up to it).
+fn scripted_broker_keeping_sessions(keeps_sessions: bool, mut script: impl FnMut(&Packet) -> Vec<Reply> + Send + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
+        let mut known: HashSet<String> = HashSet::new();
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { return };
             s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -41,8 +50,9 @@ fn scripted_broker(mut script: impl FnMut(&Packet) -> Vec<Reply> + Send + 'stati
                 buf.extend_from_slice(&chunk[..n]);
                 while let Some(p) = decode(&mut buf, Protocol::V311, 1 << 20).expect("the engine sends valid MQTT") {
                     let replies = match &p {
-                        Packet::Connect(_) => {
-                            vec![Reply::Send(Packet::ConnAck(ConnAck { session_present: false, code: 0, properties: Properties::default() }))]
+                        Packet::Connect(c) => {
+                            let session_present = keeps_sessions && !c.clean_start && !known.insert(c.client_id.clone());
+                            vec![Reply::Send(Packet::ConnAck(ConnAck { session_present, code: 0, properties: Properties::default() }))]
                         }
                         Packet::PingReq => vec![Reply::Send(Packet::PingResp)],
                         Packet::Disconnect(_) => break 'connection,
@@ -69,9 +79,13 @@ fn scripted_broker(mut script: impl FnMut(&Packet) -> Vec<Reply> + Send + 'stati
 
 /// One publisher, no subscribers: `messages` at `rate` msg/s and `qos`, up to `inflight` unacknowledged.
 fn plan(port: u16, qos: u8, messages: u64, rate: f64, inflight: u32, reconnect: bool) -> RunPlan {
+    plan_with_session(port, qos, messages, rate, inflight, reconnect, true)
+}
+
+fn plan_with_session(port: u16, qos: u8, messages: u64, rate: f64, inflight: u32, reconnect: bool, clean_start: bool) -> RunPlan {
     let json = serde_json::json!({
         "broker": {"host": "127.0.0.1", "port": port},
-        "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": true, "connect_timeout_ms": 2000},
+        "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": clean_start, "connect_timeout_ms": 2000},
         "publishers": {"count": 1, "client_id": "p%i", "topic": "s/%i", "qos": qos, "rate": rate, "messages": messages,
                        "arrival": "constant", "payload": {"dist": "fixed", "size": 16}, "inflight": inflight},
         "subscribers": {"count": 0, "client_id": "s%i", "filters": [], "qos": qos},
@@ -190,4 +204,87 @@ fn after_a_drop_mid_qos2_a_reconnecting_publisher_carries_on_and_counts_what_it_
     assert!(r.counters.dropped >= 1, "the 100 ms reconnect backoff spans a 10 ms schedule");
     assert_eq!(r.counters.acked, r.counters.sent - 1);
     assert_eq!(violations(&r), vec![]);
+}
+
+/// Each PUBLISH the broker saw, as (packet id, DUP).
+type PublishLog = Arc<Mutex<Vec<(u16, bool)>>>;
+
+/// The first connection takes three QoS 1 messages without acknowledging any, then dies; every
+/// later one acknowledges everything.
+fn broker_dropping_after_three_unacked(keeps_sessions: bool) -> (u16, PublishLog) {
+    let seen: PublishLog = Arc::default();
+    let log = seen.clone();
+    let mut first_connection = 0;
+    let port = scripted_broker_keeping_sessions(keeps_sessions, move |p| match p {
+        Packet::Publish(m) => {
+            log.lock().unwrap().push((m.pkid, m.dup));
+            if first_connection < 3 {
+                first_connection += 1;
+                return if first_connection == 3 { vec![Reply::Close] } else { vec![] };
+            }
+            vec![Reply::Send(Packet::PubAck(ack(m.pkid)))]
+        }
+        _ => vec![],
+    });
+    (port, seen)
+}
+
+#[test]
+fn into_a_kept_session_the_unacknowledged_messages_are_sent_again_with_dup() {
+    let (port, seen) = broker_dropping_after_three_unacked(true);
+    let r = run(plan_with_session(port, 1, 40, 100.0, 10, true, false), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?} {:?}", r.status, r.error);
+    assert_eq!((r.counters.connections_lost, r.counters.reconnects), (1, 1));
+    // Nothing is lost: the three in flight went out again and were acknowledged, once each.
+    assert_eq!(r.counters.retransmitted, 3);
+    assert_eq!(r.counters.acked, r.counters.sent);
+    assert_eq!(r.counters.sent + r.counters.dropped, 40);
+    assert_eq!(violations(&r), vec![]);
+    let seen = seen.lock().unwrap();
+    let first: Vec<u16> = seen[..3].iter().map(|(id, _)| *id).collect();
+    assert!(seen[..3].iter().all(|(_, dup)| !dup));
+    assert_eq!(seen[3..6].to_vec(), first.iter().map(|id| (*id, true)).collect::<Vec<_>>(), "the same ids, in order, with DUP");
+    assert!(seen[6..].iter().all(|(_, dup)| !dup));
+}
+
+#[test]
+fn without_a_kept_session_the_unacknowledged_messages_are_not_sent_again() {
+    // The client asks for its session (clean session off) but the broker kept none.
+    let (port, seen) = broker_dropping_after_three_unacked(false);
+    let r = run(plan_with_session(port, 1, 40, 100.0, 10, true, false), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?} {:?}", r.status, r.error);
+    assert_eq!(r.counters.retransmitted, 0);
+    assert_eq!(r.counters.acked, r.counters.sent - 3, "the three in flight died with the connection");
+    assert!(seen.lock().unwrap().iter().all(|(_, dup)| !dup));
+}
+
+#[test]
+fn into_a_kept_session_a_qos2_flow_past_pubrec_resumes_with_pubrel() {
+    // The first PUBREL kills the connection; into the kept session the PUBREL comes again (not the
+    // PUBLISH: the broker has the message) and completes the flow.
+    let rels: Arc<Mutex<Vec<u16>>> = Arc::default();
+    let log = rels.clone();
+    let mut dropped_once = false;
+    let port = scripted_broker_keeping_sessions(true, move |p| match p {
+        Packet::Publish(m) => {
+            assert!(!m.dup, "a message past PUBREC is not published again");
+            vec![Reply::Send(Packet::PubRec(ack(m.pkid)))]
+        }
+        Packet::PubRel(a) => {
+            log.lock().unwrap().push(a.pkid);
+            if !dropped_once {
+                dropped_once = true;
+                return vec![Reply::Close];
+            }
+            vec![Reply::Send(Packet::PubComp(ack(a.pkid)))]
+        }
+        _ => vec![],
+    });
+    let r = run(plan_with_session(port, 2, 30, 100.0, 1, true, false), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?} {:?}", r.status, r.error);
+    assert_eq!(r.counters.retransmitted, 1);
+    assert_eq!(r.counters.acked, r.counters.sent, "the interrupted flow completed too");
+    assert_eq!(violations(&r), vec![]);
+    let rels = rels.lock().unwrap();
+    assert_eq!(rels[0], rels[1], "the same PUBREL again after the reconnect");
 }

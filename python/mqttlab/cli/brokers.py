@@ -10,16 +10,17 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import psutil
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from mqttlab.exits import Exit
-from mqttlab.brokers import BrokerError, RunningBroker, UnknownBroker, get_launcher, launcher_names
-from mqttlab.brokers.process import terminate_pid
+
+# The launchers (and through them TLS and process handling) are imported by the commands that use
+# them: `mqttlab --help` needs none of it.
+if TYPE_CHECKING:
+    from mqttlab.brokers import RunningBroker
 
 BAD_INPUT = Exit.BAD_INPUT
 CANNOT_START = Exit.UNREACHABLE
@@ -42,6 +43,8 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def _launcher(name: str) -> Any:
+    from mqttlab.brokers import UnknownBroker, get_launcher
+
     try:
         return get_launcher(name)
     except UnknownBroker as error:
@@ -65,6 +68,10 @@ def list_command(
 ) -> None:
     """Which brokers are available here and why not, versions, install routes and their cost,
     MQTT versions, TLS, and whether the test command tests each one."""
+    from rich.table import Table
+
+    from mqttlab.brokers import get_launcher, launcher_names
+
     rows: list[dict[str, Any]] = []  # JSON rows for --json, the table's cells otherwise
     for name in launcher_names():
         launcher = get_launcher(name)
@@ -113,6 +120,8 @@ def install_command(
     ],
 ) -> None:
     """Install brokers from their registries (idempotent)."""
+    from mqttlab.brokers import BrokerError
+
     launchers = [_launcher(name) for name in names]
     failed = False
     for launcher in launchers:
@@ -132,6 +141,8 @@ def _record(broker: RunningBroker, workdir: Path) -> Path:
     state = state_dir()
     state.mkdir(parents=True, exist_ok=True)
     path = state / f"{broker.name}.json"
+    import psutil
+
     created = psutil.Process(broker.pid).create_time() if broker.pid else None
     path.write_text(json.dumps({
         "name": broker.name,
@@ -155,6 +166,8 @@ def _recorded_pid_alive(record: dict[str, Any]) -> bool:
     pid = record.get("pid")
     if not isinstance(pid, int):
         return False
+    import psutil
+
     try:
         process = psutil.Process(pid)
     except psutil.NoSuchProcess:
@@ -173,6 +186,8 @@ def start_command(
     workdir: Annotated[Optional[Path], typer.Option(help="Where config, certificates and log go.")] = None,
 ) -> None:
     """Start a broker on free loopback ports: in the foreground until Ctrl-C, or detached."""
+    from mqttlab.brokers import BrokerError
+
     launcher = _launcher(name)
     if launcher.name == "external":
         raise _fail("an external broker is started by you; mqttlab only connects to it", BAD_INPUT)
@@ -214,6 +229,8 @@ def stop_command(
     ] = None,
 ) -> None:
     """Stop brokers started with `mqttlab brokers start --detach`."""
+    from mqttlab.brokers.process import terminate_pid
+
     state = state_dir()
     if name is not None:
         paths = [state / f"{_launcher(name).name}.json"]

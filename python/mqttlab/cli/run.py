@@ -4,22 +4,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
-from mqttlab import engine, results, session
 from mqttlab.cli.app import app
 from mqttlab.exits import Exit, exit_code_for
-from mqttlab.live_state import RunState
-from mqttlab.live_view import LiveProgress
-from mqttlab.routing import RoutingCheck
-from mqttlab.scenario import Scenario, ScenarioError, load_scenario, scenario_json_schema
-from mqttlab.scenario.units import parse_duration
-from mqttlab.summary_view import broker_line, print_summary, routing_panel
+
+# The run path (scenario, engine, session: pydantic, numpy, the compiled engine) is imported by
+# the commands that use it, so that `mqttlab --version` and `--help` start at once.
+if TYPE_CHECKING:
+    from mqttlab.live_state import RunState
+    from mqttlab.live_view import LiveProgress
+    from mqttlab.routing import RoutingCheck
+    from mqttlab.scenario import Scenario
 
 __all__ = ["Exit", "exit_code_for", "flag_overrides"]
 
@@ -115,6 +117,9 @@ def run_command(
     metrics_linger: Annotated[str, typer.Option("--metrics-linger", help="Keep serving the final figures this long after the run: one scrape interval.")] = "15s",
 ) -> None:
     """Run a load test against a broker and write a results directory."""
+    from mqttlab import engine, results, session
+    from mqttlab.scenario import ScenarioError, load_scenario
+
     overrides = flag_overrides(
         broker=broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
@@ -178,6 +183,9 @@ def run_command(
 def _check_routing(scenario: Scenario, strict: bool) -> RoutingCheck:
     """Before anything starts: say loudly when the topics and filters leave something
     unmeasured, and refuse such a run with --strict."""
+    from mqttlab import session
+    from mqttlab.summary_view import routing_panel
+
     routing = session.routing_of(scenario)
     if routing.warnings:
         Console(stderr=True).print(routing_panel(routing.to_dict(), before=True))
@@ -191,6 +199,7 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
     if not address:
         return nullcontext()
     from mqttlab.metrics import MetricsError, MetricsServer
+    from mqttlab.scenario.units import parse_duration
 
     try:
         seconds = parse_duration(linger)
@@ -207,6 +216,9 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
 def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **options: Any) -> Exit:
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
+    from mqttlab import session
+    from mqttlab.live_view import LiveProgress
+
     err = Console(stderr=True)
 
     def display(header: str, state: RunState) -> LiveProgress:
@@ -230,14 +242,18 @@ def _show_capture(section: dict[str, Any]) -> None:
 
 
 def _manifest_broker(directory: Path) -> dict[str, Any]:
+    from mqttlab import results
+
     try:
         return json.loads((directory / results.MANIFEST).read_text(encoding="utf-8")).get("broker") or {}
     except (OSError, ValueError):
         return {}
 
 
-def _show(summary: dict[str, Any], directory: Path, as_json: bool) -> None:
+def _show(summary: Mapping[str, Any], directory: Path, as_json: bool) -> None:
     """The summary as `run` prints it at the end and `report` prints it again from disk."""
+    from mqttlab.summary_view import broker_line, print_summary
+
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -266,6 +282,7 @@ def report_command(
     """Print the summary of a finished run from its results directory, or follow one under way."""
     if watch:
         raise typer.Exit(int(_watch(results_dir, as_json, interval)))
+    from mqttlab import results
     try:
         loaded = results.load_results(results_dir)
     except results.ResultsError as error:
@@ -278,6 +295,7 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
     (or every run of the suite) is there, one line per update, then prints the summary."""
     import time
 
+    from mqttlab import results
     from mqttlab.live_state import read_live, suite_state
     from mqttlab.live_view import snapshot_line
 
@@ -333,6 +351,8 @@ def _suite_line(state: dict[str, Any]) -> str:
 @scenario_app.command("schema")
 def scenario_schema_command() -> None:
     """Print the JSON Schema of scenario files."""
+    from mqttlab.scenario import scenario_json_schema
+
     typer.echo(scenario_json_schema())
 
 
@@ -341,6 +361,8 @@ def scenario_validate_command(
     files: Annotated[list[Path], typer.Argument(help="Scenario YAML files.", show_default=False)],
 ) -> None:
     """Check scenario files and list every problem; exit code 2 when any file has one."""
+    from mqttlab.scenario import ScenarioError, load_scenario
+
     broken = 0
     for path in files:
         try:

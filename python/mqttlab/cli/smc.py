@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,9 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-# results is light (no pandas): the smc commands import their heavy parts inside.
+# The smc commands import their parts (numpy, pandas, the engine) inside.
 from mqttlab.exits import Exit
-from mqttlab.results import record_invocation
 
 app = typer.Typer(
     help="Statistical model checking: learn latency models from explore logs, predict by simulation.",
@@ -588,6 +587,8 @@ def paper(
             raise ValueError("; ".join(problems))
     except ValueError as error:
         raise _fail(str(error)) from None
+
+    from mqttlab.results import record_invocation
 
     _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}")
     try:

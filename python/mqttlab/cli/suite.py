@@ -4,27 +4,18 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from mqttlab.exits import Exit
-from mqttlab.suite import (
-    PlannedRun,
-    RunRecord,
-    SuiteConflict,
-    SuiteError,
-    SuiteInterrupted,
-    builtin_suites,
-    expand_suite,
-    load_suite,
-    prepare_directory,
-    run_suite,
-)
-from mqttlab.suite.model import Suite, resolve_suite_path
-from mqttlab.results import record_invocation
+
+# Suites (and through them scenarios and pydantic) are imported by the commands that use them:
+# `mqttlab --help` needs none of it.
+if TYPE_CHECKING:
+    from mqttlab.suite import PlannedRun, RunRecord
+    from mqttlab.suite.model import Suite
 
 app = typer.Typer(
     help="Suites: scenarios × variants × brokers × repetitions, run and compared.",
@@ -47,6 +38,8 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Optional[list[str]], repetitions: Optional[int]) -> tuple[Suite, list[PlannedRun]]:
+    from mqttlab.suite import SuiteError, expand_suite, load_suite
+
     broker_list = None
     if brokers is not None:
         broker_list = [name.strip() for name in brokers.split(",") if name.strip()]
@@ -67,7 +60,7 @@ def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Opt
 
 
 def _with_brokers(suite: Suite, brokers: list[str]) -> Suite:
-    from mqttlab.suite import validate_suite
+    from mqttlab.suite import SuiteError, validate_suite
 
     data = suite.model_dump()
     data["brokers"] = brokers
@@ -82,6 +75,10 @@ def _with_brokers(suite: Suite, brokers: list[str]) -> Suite:
 @app.command("list")
 def list_command() -> None:
     """List the built-in suites."""
+    from rich.table import Table
+
+    from mqttlab.suite import SuiteError, builtin_suites, expand_suite, load_suite
+
     table = Table(show_header=True, header_style="bold")
     table.add_column("suite")
     table.add_column("runs (quick)", justify="right")
@@ -106,6 +103,10 @@ def show_command(
     repetitions: RepetitionsOption = None,
 ) -> None:
     """Validate a suite and list the runs it would make, in running order."""
+    from rich.table import Table
+
+    from mqttlab.suite.model import resolve_suite_path
+
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
     console = Console()
     console.print(f"[bold]{suite.name}[/bold] ({resolve_suite_path(suite_name)}): {len(runs)} runs")
@@ -143,6 +144,10 @@ def run_command(
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a suite with a run whose topics and filters leave something unmeasured.")] = False,
 ) -> None:
     """Run every combination of a suite (fresh broker per run); running it again resumes."""
+    from mqttlab.results import record_invocation
+    from mqttlab.suite import SuiteConflict, SuiteInterrupted, prepare_directory, run_suite
+    from mqttlab.suite.model import resolve_suite_path
+
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
     _check_routing(runs, strict)
     if dask is not None:

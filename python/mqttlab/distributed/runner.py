@@ -32,6 +32,7 @@ from mqttlab.distributed.planner import (
 )
 from mqttlab.distributed.progress import ProgressCombiner
 from mqttlab.engine import Plan, ProgressCallback, RunOutcome
+from mqttlab.summary_types import STATUS_ORDER, add_section
 
 POLL_S = 0.2
 LIVENESS_EVERY_S = 0.5
@@ -197,10 +198,9 @@ def run_plan(
             url = broker_url or engine._plan_url(plan)
             raise engine.BrokerUnreachable(url, engine._reason(unreachable[0].reason or "", url))
         raise NoShardReturned("no shard came back: " + "; ".join(f"shard {o.shard.index}: {o.reason}" for o in outcomes))
-    merged = engine.merge(plan, [o.raw for o in done if o.raw])
-    summary = annotate(merged.summary, merged.result, plan, outcomes, clock_basis(shards, receivers), receivers)
+    merged = merge_shards(plan, outcomes, clock_basis(shards, receivers), receivers)
     return DistributedOutcome(
-        plan=plan, result=merged.result, summary=summary, scheduler=scheduler, workers=workers, shards=outcomes
+        plan=plan, result=merged.result, summary=merged.summary, scheduler=scheduler, workers=workers, shards=outcomes
     )
 
 
@@ -301,16 +301,16 @@ def _collect(shard: Shard, future: Any) -> ShardOutcome:
     return ShardOutcome(shard, "missing", reason=answer.get("refused", "no result"))
 
 
-def annotate(
-    summary: dict[str, Any],
-    result: dict[str, Any],
+def merge_shards(
     plan: Plan,
     outcomes: list[ShardOutcome],
     latency_clock: dict[str, Any],
     receivers: Optional[Receivers],
-) -> dict[str, Any]:
-    """The merged summary, with what the cluster adds: shards, missing parts, clock basis."""
-    summary = dict(summary)
+) -> RunOutcome:
+    """One outcome from the shards that came back. With shards missing, the merged raw result is
+    marked `incomplete` with the reason before the engine summarises it, so the summary's status
+    and error are the engine's own; the cluster's account goes in the `distributed` section."""
+    result = json.loads(engine.merge_results([o.raw for o in outcomes if o.state == "completed" and o.raw]))
     missing = [o for o in outcomes if o.state != "completed"]
     section: dict[str, Any] = {
         "shards": [o.as_dict() for o in outcomes],
@@ -321,8 +321,8 @@ def annotate(
     if missing:
         section["owed_to_missing_subscribers"] = _owed_to_missing(result, receivers, missing)
         section["received_from_missing_publishers"] = _received_from_missing(result, missing)
-        summary["status"] = "incomplete"
-        summary["error"] = (
+        result["status"] = "incomplete"
+        result["error"] = (
             f"{len(missing)} of {len(outcomes)} shards missing: "
             + "; ".join(
                 f"shard {o.shard.index} (publishers {o.shard.publishers}, subscribers {o.shard.subscribers}) {o.reason}"
@@ -331,8 +331,9 @@ def annotate(
             + f"; the other shards' results are merged. {section['owed_to_missing_subscribers']} of the lost "
             "messages were owed to subscribers of missing shards, and deliveries from their publishers count as unexpected"
         )
-    summary["distributed"] = section
-    return summary
+    merged = engine.summarize(plan, json.dumps(result))
+    add_section(merged.summary, "distributed", section)
+    return merged
 
 
 def _in_missing(index: int, role: str, missing: list[ShardOutcome]) -> bool:
@@ -359,7 +360,9 @@ def judged_without_missing(outcome: DistributedOutcome) -> dict[str, Any]:
     """The summary as the shards that came back see it: their own status, and losses less those
     owed to subscribers that were never there. For exit codes when missing shards are accepted."""
     summary = dict(outcome.summary)
-    summary["status"] = outcome.result.get("status", "completed")
+    # The worst status among the shards that came back (the engine's order of statuses).
+    returned = [s["status"] for s in (summary.get("distributed") or {}).get("shards", []) if s.get("state") == "completed"]
+    summary["status"] = max(returned, key=STATUS_ORDER.index, default="completed")
     owed = (summary.get("distributed") or {}).get("owed_to_missing_subscribers") or 0
     messages = dict(summary.get("messages") or {})
     messages["lost"] = max(0, int(messages.get("lost", 0)) - owed)

@@ -1,0 +1,163 @@
+"""summary.json as Python sees it.
+
+The engine writes the summary (`crates/mqttlab-engine/src/summary.rs`); its JSON Schema is
+docs/schema/summary.schema.json. The TypedDicts below mirror that schema field for field and type
+for type (tests/test_schemas.py fails when they drift apart), so mypy checks the keys code reads
+and a notebook gets completion on `mqttlab.run(...).summary`.
+
+After the engine has written its part, the run adds sections of its own (the network it measured,
+the capture, resources, routing, the defaults the scenario followed, the cluster). `add_section`
+is the only way they get in: it refuses any name that is not one of them, so nothing the engine
+computed is overwritten by Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, TypedDict, cast, get_args
+
+
+class Stats(TypedDict):
+    count: int
+    min_us: int
+    max_us: int
+    mean_us: float
+    stdev_us: float
+    p50_us: int
+    p90_us: int
+    p99_us: int
+    p999_us: int
+    p9999_us: int
+
+
+class OkFailed(TypedDict):
+    ok: int
+    failed: int
+
+
+class ConnectionCounts(TypedDict):
+    publishers: OkFailed
+    subscribers: OkFailed
+    lost: int
+
+
+class Messages(TypedDict):
+    sent: int
+    acked: int
+    dropped: int
+    received: int
+    expected: int
+    delivered: int
+    lost: int
+    duplicated: int
+    out_of_order: int
+    unexpected: int
+    retained: int
+    retransmitted: int
+    late: int
+    unmeasured: int
+    completion_timeouts: int
+
+
+class Measurement(TypedDict):
+    method: str
+    pacing: str
+    latency_from: str
+    complete_on: Optional[str]
+    think_s: Optional[float]
+    deadline_s: Optional[float]
+
+
+class Rates(TypedDict):
+    sent_per_s: float
+    acked_per_s: float
+    received_per_s: float
+
+
+class Violation(TypedDict):
+    kind: str
+    count: int
+    detail: str
+
+
+class ErrorKind(TypedDict):
+    kind: str
+    count: int
+    example: str
+
+
+class GeneratorSummary(TypedDict):
+    cpu_user_s: float
+    cpu_sys_s: float
+    cpu_per_msg_us: float
+    threads: int
+    max_thread_cpu_share: float
+    schedule_lag_p99_us: Optional[int]
+    schedule_lag_max_us: Optional[int]
+    late_sends: int
+
+
+class Bytes(TypedDict):
+    mqtt_out: int
+    mqtt_in: int
+
+
+class RoundTrip(TypedDict):
+    sent: int
+    replies: int
+    lost: int
+    duplicated: int
+
+
+Status = Literal["completed", "incomplete", "interrupted", "broker_lost", "failed"]
+# Best to worst, as the engine orders them when it merges shards.
+STATUS_ORDER: tuple[str, ...] = get_args(Status)
+
+
+class EngineSummary(TypedDict):
+    """What the engine writes: every key of docs/schema/summary.schema.json."""
+
+    status: Status
+    error: Optional[str]
+    generator_limited: bool
+    generator_limited_reasons: list[str]
+    warmup_s: float
+    measured_s: float
+    connections: ConnectionCounts
+    messages: Messages
+    measurement: Measurement
+    rates: Rates
+    latency: dict[str, Optional[Stats]]
+    violations: list[Violation]
+    errors: list[ErrorKind]
+    generator: GeneratorSummary
+    bytes: Bytes
+    round_trip: Optional[RoundTrip]
+
+
+class Summary(EngineSummary, total=False):
+    """summary.json: the engine's part and the sections the run adds (docs/results.md), each only
+    when the run had it."""
+
+    network: dict[str, Any]  # mqttlab.netem.session: the emulated link, probed before and after
+    capture: dict[str, Any]  # the packet capture's analysis, or why there is none
+    resources: dict[str, Any]  # broker and generator CPU and memory (results.summarize_resources)
+    routing: dict[str, Any]  # which publishers reach which subscribers (routing.RoutingCheck)
+    defaults_followed: dict[str, str]  # scenario fields left to their defaults, and what they became
+    distributed: dict[str, Any]  # shards, hosts, missing shards, latency clock (mqttlab.distributed)
+
+
+SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed"]
+RUN_SECTIONS: frozenset[str] = frozenset(get_args(SectionName))
+
+
+def add_section(summary: dict[str, Any], name: SectionName, value: Any) -> None:
+    """Adds one of the run's own sections to an engine summary. Any other name is a bug: the
+    engine's figures are the engine's."""
+    if name not in RUN_SECTIONS:
+        raise ValueError(f"{name!r} is not a section the run adds to summary.json (one of {', '.join(sorted(RUN_SECTIONS))})")
+    summary[name] = value
+
+
+def typed(summary: dict[str, Any]) -> Summary:
+    """The summary the engine and the run wrote, seen through its types (no copy, no check)."""
+    return cast(Summary, summary)
