@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from mqttlab import __version__, engine, results
 from mqttlab.exits import Exit, exit_code_for
+from mqttlab.faults import FaultDriver, fault_section
 from mqttlab.live_state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
@@ -183,9 +184,10 @@ def execute(
         if states is not None:
             states.append(state)
         capturing = _open_capture(url, directory, network) if capture else None
+        faults = _fault_driver(scenario, broker, dask)
         try:
-            with sampler, (display or _no_display)(header, state) as show:
-                outcome = _execute(plan, _observed(state, show), url, dask, source_addresses)
+            with sampler, faults, (display or _no_display)(header, state) as show:
+                outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
         except engine.BrokerUnreachable as error:
             raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
@@ -203,6 +205,8 @@ def execute(
             add_section(outcome.summary, "capture", {"error": f"options.capture: {capture_problem}"})
         if network is not None:
             add_section(outcome.summary, "network", network_session.measure_after(network, network_info, plan, outcome.result))
+        if isinstance(faults, FaultDriver):
+            add_section(outcome.summary, "faults", fault_section(faults.applied, outcome.result, results.series_rows(outcome.result, engine.histogram_stats)))
 
     resources = _add_context(outcome, scenario, sampler, routing)
     manifest = results.build_manifest(
@@ -267,11 +271,14 @@ def _no_display(header: str, state: RunState) -> AbstractContextManager[Optional
     return nullcontext(None)
 
 
-def _observed(state: RunState, show: Optional[Progress]) -> Progress:
-    """The progress callback: the live state (file and metrics) first, then the display."""
+def _observed(state: RunState, show: Optional[Progress], faults: Any = None) -> Progress:
+    """The progress callback: the fault timeline and the live state (file and metrics) first,
+    then the display."""
 
     def observe(snapshot: dict[str, Any]) -> None:
         try:
+            if isinstance(faults, FaultDriver):
+                faults.observe(snapshot)
             state.update(snapshot)
         except Exception:  # noqa: BLE001 — an exception here would stop the engine's run
             pass
@@ -309,6 +316,18 @@ def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
     from mqttlab.distributed import judged_without_missing
 
     return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
+
+
+def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str]) -> AbstractContextManager[Any]:
+    """The scenario's faults bound to the launched broker's process, or nothing without faults."""
+    if not scenario.faults:
+        return nullcontext()
+    if dask is not None:
+        raise RunFailed("error: faults: not with --dask (the fault timeline follows this process's engine)", Exit.BAD_INPUT)
+    pid = getattr(broker, "pid", None)
+    if pid is None:
+        raise RunFailed(f"error: faults: {broker.name} runs without a process of its own here; faults need one", Exit.BAD_INPUT)
+    return FaultDriver(scenario.faults, pid)
 
 
 def _resource_sampler(broker_pid: Optional[int]) -> Any:

@@ -35,6 +35,9 @@ impl std::fmt::Display for RunError {
 pub struct Progress {
     pub t_s: f64,
     pub phase: &'static str,
+    /// CLOCK_MONOTONIC (ns) of the load phase's start instant once it is set, else 0: what runs
+    /// beside the engine on the same host (faults, samplers) keeps its timeline by it.
+    pub load_start_mono_ns: u64,
     pub connected: ConnectedNow,
     pub total: Totals,
     pub interval: Interval,
@@ -164,6 +167,7 @@ impl Coordinator {
         let p = Progress {
             t_s: (now - self.t0) as f64 / 1e9,
             phase: self.phase_name(),
+            load_start_mono_ns: self.ctl.borrow().start_ns,
             connected: ConnectedNow { publishers: self.sum(|s| &s.publishers_connected), subscribers: self.sum(|s| &s.subscribers_ready) },
             interval: Interval {
                 sent: total.sent - self.last_totals.sent,

@@ -267,6 +267,23 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool) -> None:
         Console().print(render_network(summary["network"]))
     if "capture" in summary:
         _show_capture(summary["capture"])
+    for fault in summary.get("faults") or []:
+        Console().print(_fault_line(fault), highlight=False)
+
+
+def _fault_line(fault: Mapping[str, Any]) -> str:
+    """One line per fault of summary.json's `faults` (docs/faults.md)."""
+    head = f"fault {fault['kind']} at {fault['asked_at_s']:g} s for {fault['duration_s']:g} s"
+    if not fault.get("applied"):
+        return f"{head}: not applied ({fault.get('problem')})"
+    worst = fault.get("e2e_max_us_around")
+    recovered = fault.get("recovered_after_s")
+    return (
+        f"{head}: {fault['lasted_s']:.2f} s from {fault['start_s']:.2f} s; {fault['received_during']} received inside"
+        + (f", worst latency around it {worst / 1000:.0f} ms" if worst is not None else "")
+        + (f"; back within the pre-fault band ({fault['band_us'] / 1000:.1f} ms) {recovered:g} s after" if recovered is not None
+           else f"; {fault.get('recovery_note')}")
+    )
 
 
 # --- report --------------------------------------------------------------------------------

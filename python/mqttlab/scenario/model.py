@@ -241,6 +241,14 @@ class Launch(_Section):
         return self == Launch()
 
 
+class Fault(_Section):
+    """Something that breaks on purpose during the load (docs/faults.md)."""
+
+    kind: Literal["broker-stall"] = Field(description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT)")
+    at: Duration = Field(description="When it starts, from the start of the load phase (warm-up included)")
+    duration: Duration = Field(gt=0, description="How long it lasts")
+
+
 class Scenario(_Section):
     """One load test: who connects, what they publish and subscribe, for how long."""
 
@@ -258,6 +266,7 @@ class Scenario(_Section):
     transport: Annotated[Transport, BeforeValidator(_transport_shorthand)] = Field(
         default_factory=Transport, description="mqtt (default) or mqtt-sn (docs/mqtt-sn.md)"
     )
+    faults: list[Fault] = Field(default_factory=list, description="Faults applied on the run's timeline, with their recovery measured (docs/faults.md)")
 
     # Which absent fields took their value from another field (field path -> what it followed),
     # for the run's header and summary: a default that follows the user is said, not hidden.

@@ -21,6 +21,26 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _mqtt_sn_problems(scenario)
     problems += _round_trip_problems(scenario)
     problems += _launch_problems(scenario)
+    problems += _fault_problems(scenario)
+    return problems
+
+
+def _fault_problems(s: Scenario) -> list[Problem]:
+    """Faults act on a broker process mqttlab launched, inside the load phase, one at a time."""
+    problems = []
+    if s.faults and (s.broker is None or is_url(s.broker)):
+        problems.append(Problem("faults", "act on a broker mqttlab launches as a process (a name such as mosquitto), "
+                                "not on a broker URL or the embedded one", ("broker",)))
+    end = None
+    for index, fault in sorted(enumerate(s.faults), key=lambda item: item[1].at):
+        if s.load.duration is not None and fault.at + fault.duration > s.load.duration:
+            problems.append(Problem(f"faults[{index}].duration", f"the fault would end at {fault.at + fault.duration:g} s, "
+                                    f"after the load phase ({s.load.duration:g} s); recovery is measured inside it",
+                                    (f"faults[{index}].at", "load.duration")))
+        if end is not None and fault.at < end:
+            problems.append(Problem(f"faults[{index}].at", f"starts at {fault.at:g} s, before the previous fault ends ({end:g} s); "
+                                    "faults run one at a time so that each recovery is its own"))
+        end = fault.at + fault.duration
     return problems
 
 

@@ -1,0 +1,155 @@
+"""Faults as part of a run (docs/faults.md): applied to the launched broker on the run's timeline,
+then measured from the run's own figures.
+
+The driver learns the load phase's start instant from the engine's progress snapshots
+(`load_start_mono_ns`, on CLOCK_MONOTONIC, the engine's clock, which is set before the load
+begins), so faults start on time unless asked for before the first snapshot that carries it
+(about a second). What counts is the time a fault was applied, recorded on the same clock and set
+against the measured window afterwards. A stalled broker is always continued, also when the run
+ends or is interrupted during the stall.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+
+@dataclass
+class AppliedFault:
+    kind: str
+    asked_at_s: float  # from the start of the load phase, as the scenario says
+    duration_s: float
+    started_mono_ns: Optional[int] = None
+    ended_mono_ns: Optional[int] = None
+    problem: Optional[str] = None
+
+
+@dataclass
+class FaultDriver:
+    """Applies `faults` (scenario.faults) to the process group of `broker_pid` once the load runs.
+    Feed it every progress snapshot (`observe`); use it as a context manager around the run."""
+
+    faults: Sequence[Any]
+    broker_pid: int
+    applied: list[AppliedFault] = field(default_factory=list)
+    _load_start_ns: Optional[int] = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: Optional[threading.Thread] = None
+    _stalled: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration)) for f in sorted(self.faults, key=lambda f: f.at)]
+
+    def observe(self, snapshot: Mapping[str, Any]) -> None:
+        """The first snapshot that knows the load's start instant starts the timeline."""
+        start = int(snapshot.get("load_start_mono_ns") or 0)
+        if self._load_start_ns is not None or not start:
+            return
+        self._load_start_ns = start
+        self._thread = threading.Thread(target=self._apply_all, name="mqttlab-faults", daemon=True)
+        self._thread.start()
+
+    def _apply_all(self) -> None:
+        assert self._load_start_ns is not None
+        for fault in self.applied:
+            due_ns = self._load_start_ns + int(fault.asked_at_s * 1e9)
+            if self._stop.wait(max(0.0, (due_ns - time.monotonic_ns()) / 1e9)):
+                return
+            self._stall(fault)
+
+    def _stall(self, fault: AppliedFault) -> None:
+        try:
+            with self._lock:
+                _signal_group(self.broker_pid, signal.SIGSTOP)
+                self._stalled = True
+                fault.started_mono_ns = time.monotonic_ns()
+            self._stop.wait(fault.duration_s)
+        except OSError as error:
+            fault.problem = f"cannot stop the broker's processes: {error}"
+        finally:
+            self._continue(fault)
+
+    def _continue(self, fault: Optional[AppliedFault] = None) -> None:
+        with self._lock:
+            if not self._stalled:
+                return
+            try:
+                _signal_group(self.broker_pid, signal.SIGCONT)
+            finally:
+                self._stalled = False
+                if fault is not None:
+                    fault.ended_mono_ns = time.monotonic_ns()
+
+    def __enter__(self) -> "FaultDriver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._continue()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    # Launched brokers lead their own process group: a JVM's or a script's helpers stop with them.
+    try:
+        os.killpg(pid, signum)
+    except PermissionError:
+        os.kill(pid, signum)
+
+
+def fault_section(applied: Sequence[AppliedFault], result: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """summary.json's `faults`: per fault, when it happened on the measured window's clock and how
+    the run came back from it (docs/faults.md)."""
+    start = result.get("start_mono_ns")
+    warmup_s = float(result.get("warmup_ms") or 0) / 1000
+    section = []
+    for fault in applied:
+        entry: dict[str, Any] = {"kind": fault.kind, "asked_at_s": fault.asked_at_s, "duration_s": fault.duration_s}
+        if fault.problem is not None or fault.started_mono_ns is None or fault.ended_mono_ns is None or not start:
+            entry["applied"] = False
+            entry["problem"] = fault.problem or "not applied: the load phase ended or was interrupted first"
+            section.append(entry)
+            continue
+        begin_s = (fault.started_mono_ns - int(start)) / 1e9
+        end_s = (fault.ended_mono_ns - int(start)) / 1e9
+        entry.update(applied=True, start_s=round(begin_s, 3), end_s=round(end_s, 3), lasted_s=round(end_s - begin_s, 3),
+                     late_s=round(max(0.0, begin_s + warmup_s - fault.asked_at_s), 3))
+        entry.update(_recovery(series, begin_s, end_s))
+        section.append(entry)
+    return section
+
+
+def _recovery(series: Sequence[Mapping[str, Any]], begin_s: float, end_s: float) -> dict[str, Any]:
+    """The pre-fault band, and the seconds from the fault's end until a second's e2e p99 is back
+    in it. The band is the worst end-to-end latency of the measured seconds before the fault:
+    what the run saw in normal operation, with no factor to choose. Seconds are the series'
+    (t_s = 0 is the first measured second), so recovery is known to the second."""
+    before = [row for row in series if row.get("e2e_max_us") is not None and int(row["t_s"]) >= 0 and int(row["t_s"]) + 1 <= begin_s]
+    during = [row for row in series if begin_s - 1 < int(row["t_s"]) < end_s]
+    worst_during = max((int(row["e2e_max_us"]) for row in during if row.get("e2e_max_us") is not None), default=None)
+    out: dict[str, Any] = {
+        "received_during": sum(int(row.get("received") or 0) for row in series if begin_s <= int(row["t_s"]) and int(row["t_s"]) + 1 <= end_s),
+        "e2e_max_us_around": worst_during,
+    }
+    if not before:
+        out.update(band_us=None, recovered_after_s=None, recovery_note="no measured second before the fault to set the band")
+        return out
+    band = max(int(row["e2e_max_us"]) for row in before)
+    out["band_us"] = band
+    for row in series:
+        t = int(row["t_s"])
+        if t < end_s or row.get("e2e_p99_us") is None:
+            continue
+        if int(row["e2e_p99_us"]) <= band:
+            # The first whole second after the fault that is back in the band ends at t + 1.
+            out["recovered_after_s"] = round(max(0.0, t + 1 - end_s), 3)
+            return out
+    out.update(recovered_after_s=None, recovery_note="the per-second p99 did not come back within the band before the run ended")
+    return out

@@ -1,0 +1,87 @@
+"""Faults as part of a scenario (docs/faults.md): validated with the rest of the scenario, applied
+to a real launched broker on the run's timeline, and measured with exact accounting."""
+
+from __future__ import annotations
+
+import pytest
+
+import mqttlab
+from mqttlab.scenario import ScenarioError, load_scenario
+
+STALLED = {
+    "broker": "mosquitto",
+    "publishers.count": 1,
+    "subscribers.count": 1,
+    "publishers.qos": 1,
+    "publishers.rate": 100,
+    # Room for every message of the stall in flight: with the default 100 the sends of its
+    # second second find the window full and are dropped (counted, not sent late).
+    "publishers.inflight": 1000,
+    "load.duration": "10s",
+    "load.warmup": "1s",
+    "load.grace": "3s",
+    # Frozen from 4 s to 6 s of the load, after three measured seconds that set the band: the
+    # measured second [4, 5) lies wholly inside.
+    "faults": [{"kind": "broker-stall", "at": "4s", "duration": "2s"}],
+}
+
+
+def test_a_stalled_broker_delays_every_message_and_loses_none(tmp_path):
+    result = mqttlab.run(None, set=STALLED, out=tmp_path / "run")
+    assert result.status == "completed", result.summary.get("error")
+    messages = result.summary["messages"]
+    # The publisher kept its schedule; QoS 1 over a connection that never broke loses nothing.
+    assert messages["sent"] == 1000 and messages["dropped"] == 0
+    assert messages["delivered"] == messages["expected"] == 1000
+    assert messages["lost"] == messages["duplicated"] == 0
+
+    (fault,) = result.summary["faults"]
+    assert fault["kind"] == "broker-stall" and fault["applied"] is True
+    # The start instant is known before the load begins, so the stall starts on time, on the
+    # measured window's clock (1 s of warm-up): [3, 5) s.
+    assert fault["late_s"] < 0.1
+    assert 2.95 <= fault["start_s"] <= 3.1 and 1.95 <= fault["lasted_s"] <= 2.2
+    # Nothing arrives while the broker is frozen; what was sent at the freeze waited it out.
+    assert fault["received_during"] == 0
+    assert fault["e2e_max_us_around"] >= 1_900_000
+    # After SIGCONT Mosquitto flushes the 200 queued messages at once: the second of the catch-up
+    # is out of the band (its p99 is the backlog's); one of the four seconds after it is back in
+    # it (on loopback the band is a few ms, so a busy host can spoil a second or two).
+    assert 0 < fault["band_us"] < 1_000_000
+    assert fault["recovered_after_s"] is not None and 1 <= fault["recovered_after_s"] <= 5
+    # The per-second series shows the hole and the catch-up.
+    series = result.series().set_index("t_s")
+    assert series.loc[4, "received"] == 0 and series.loc[4, "sent"] == 100
+    assert series.loc[5, "received"] >= 200
+    assert series["received"].sum() == 1000
+
+
+def test_faults_are_validated_with_the_rest_of_the_scenario():
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(None, overrides={
+            "broker": "mqtt://127.0.0.1:1883",
+            "load.duration": "5s",
+            "faults": [
+                {"kind": "broker-stall", "at": "1s", "duration": "2s"},
+                {"kind": "broker-stall", "at": "2s", "duration": "4s"},
+            ],
+        })  # fmt: skip
+    listing = error.value.listing()
+    # Every problem at once, each naming its field.
+    assert "3 problems" in listing
+    assert "faults: act on a broker mqttlab launches" in listing
+    assert "faults[1].duration: the fault would end at 6 s, after the load phase (5 s)" in listing
+    assert "faults[1].at: starts at 2 s, before the previous fault ends (3 s)" in listing
+
+
+def test_an_unknown_fault_or_a_missing_field_is_named():
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(None, overrides={"broker": "mosquitto", "faults": [{"kind": "broker-crash", "at": "1s", "duration": "1s"}, {"kind": "broker-stall", "at": "1s"}]})
+    listing = error.value.listing()
+    assert "faults[0].kind: must be 'broker-stall' (got 'broker-crash')" in listing
+    assert "faults[1].duration: is required" in listing
+
+
+def test_the_embedded_broker_cannot_be_stalled():
+    with pytest.raises(ScenarioError, match="faults: act on a broker mqttlab launches"):
+        load_scenario(None, overrides={"faults": [{"kind": "broker-stall", "at": "1s", "duration": "1s"}]})
