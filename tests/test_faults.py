@@ -78,10 +78,68 @@ def test_an_unknown_fault_or_a_missing_field_is_named():
     with pytest.raises(ScenarioError) as error:
         load_scenario(None, overrides={"broker": "mosquitto", "faults": [{"kind": "broker-crash", "at": "1s", "duration": "1s"}, {"kind": "broker-stall", "at": "1s"}]})
     listing = error.value.listing()
-    assert "faults[0].kind: must be 'broker-stall' (got 'broker-crash')" in listing
+    assert "faults[0].kind: must be 'broker-stall' or 'broker-restart' (got 'broker-crash')" in listing
     assert "faults[1].duration: is required" in listing
 
 
 def test_the_embedded_broker_cannot_be_stalled():
     with pytest.raises(ScenarioError, match="faults: act on a broker mqttlab launches"):
         load_scenario(None, overrides={"faults": [{"kind": "broker-stall", "at": "1s", "duration": "1s"}]})
+
+
+RESTARTED = {
+    "broker": "mosquitto",
+    "mqtt.clean_start": False,  # both clients ask the broker to keep their session
+    "options.reconnect": True,
+    "publishers.count": 1,
+    "subscribers.count": 1,
+    "publishers.qos": 1,
+    "publishers.rate": 100,
+    "load.duration": "10s",
+    "load.warmup": "1s",
+    "load.grace": "3s",
+}
+
+
+def _restart_run(tmp_path, signal: str, config: str):
+    scenario = dict(RESTARTED, **{"launch.config": config, "faults": [{"kind": "broker-restart", "at": "4s", "duration": "1s", "signal": signal}]})
+    return mqttlab.run(None, set=scenario, out=tmp_path / f"{signal}-{config}")
+
+
+def test_a_broker_killed_without_persistence_loses_the_sessions_and_the_run_says_so(tmp_path):
+    result = _restart_run(tmp_path, "kill", "tuned")
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    assert fault["applied"] is True and fault["signal"] == "kill" and fault["stopping_s"] < 0.5
+    # Down for the asked second, then serving again: the fault ends when MQTT is answered.
+    assert 1.0 <= fault["lasted_s"] < 3.0
+    messages = summary["messages"]
+    # Both connections broke once and came back once.
+    assert summary["connections"]["lost"] == 2
+    # Every scheduled message was sent or, while the publisher was away, dropped; every one owed
+    # was delivered or counted lost. Without persistence the sessions died with the broker, so
+    # nothing was resent into them.
+    assert messages["sent"] + messages["dropped"] == 1000 and messages["dropped"] >= 50
+    assert messages["delivered"] + messages["lost"] == messages["expected"] == messages["sent"]
+    assert messages["retransmitted"] == 0
+    # The sends missed while away are in the series in the seconds they were due: the fault's.
+    series = result.series().set_index("t_s")
+    assert series["dropped"].sum() == messages["dropped"]
+    assert series.loc[3:4, "dropped"].sum() == messages["dropped"]
+    # The restarted broker is the one sampled, and mqttlab's own figures do not include it.
+    assert result.resources()["process"].eq("broker").sum() >= 9
+
+
+def test_a_broker_stopped_cleanly_with_persistence_keeps_the_sessions_and_loses_nothing(tmp_path):
+    # As shipped, Mosquitto persists its state and writes it when stopped with SIGTERM: the
+    # subscriber's session and the messages queued for it survive the restart.
+    result = _restart_run(tmp_path, "term", "as-shipped")
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    assert fault["applied"] is True and fault["signal"] == "term"
+    messages = summary["messages"]
+    assert summary["connections"]["lost"] == 2
+    assert messages["sent"] + messages["dropped"] == 1000 and messages["dropped"] >= 50
+    assert messages["lost"] == 0 and messages["delivered"] == messages["expected"] == messages["sent"]

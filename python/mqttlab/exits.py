@@ -24,7 +24,8 @@ def exit_code_for(summary: dict[str, Any]) -> Exit:
         return Exit.ABNORMAL
     messages = summary.get("messages") or {}
     connections = summary.get("connections") or {}
-    failed_connections = sum((counts or {}).get("failed", 0) for counts in connections.values())
+    # `connections` also holds `lost` (a count): only the two roles have failed connects.
+    failed_connections = sum((connections.get(role) or {}).get("failed", 0) for role in ("publishers", "subscribers"))
     if summary.get("violations") or messages.get("lost") or failed_connections or nothing_owed(summary):
         return Exit.FINDINGS
     return Exit.OK

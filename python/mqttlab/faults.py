@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 @dataclass
@@ -24,18 +24,22 @@ class AppliedFault:
     kind: str
     asked_at_s: float  # from the start of the load phase, as the scenario says
     duration_s: float
+    signal: Optional[str] = None  # broker-restart: "kill" (default) or "term"
     started_mono_ns: Optional[int] = None
-    ended_mono_ns: Optional[int] = None
+    down_mono_ns: Optional[int] = None  # broker-restart: when its processes had ended
+    ended_mono_ns: Optional[int] = None  # stall: continued; restart: serving MQTT again
     problem: Optional[str] = None
 
 
 @dataclass
 class FaultDriver:
-    """Applies `faults` (scenario.faults) to the process group of `broker_pid` once the load runs.
-    Feed it every progress snapshot (`observe`); use it as a context manager around the run."""
+    """Applies `faults` (scenario.faults) to `broker` (a RunningBroker mqttlab launched) once the
+    load runs; `restarted(pid)` is told the new PID after a restart (the resource samplers). Feed
+    it every progress snapshot (`observe`); use it as a context manager around the run."""
 
     faults: Sequence[Any]
-    broker_pid: int
+    broker: Any
+    restarted: Optional[Callable[[int], None]] = None
     applied: list[AppliedFault] = field(default_factory=list)
     _load_start_ns: Optional[int] = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -44,7 +48,7 @@ class FaultDriver:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration)) for f in sorted(self.faults, key=lambda f: f.at)]
+        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration), f.signal) for f in sorted(self.faults, key=lambda f: f.at)]
 
     def observe(self, snapshot: Mapping[str, Any]) -> None:
         """The first snapshot that knows the load's start instant starts the timeline."""
@@ -61,12 +65,32 @@ class FaultDriver:
             due_ns = self._load_start_ns + int(fault.asked_at_s * 1e9)
             if self._stop.wait(max(0.0, (due_ns - time.monotonic_ns()) / 1e9)):
                 return
-            self._stall(fault)
+            if fault.kind == "broker-stall":
+                self._stall(fault)
+            else:
+                self._restart(fault)
+
+    def _restart(self, fault: AppliedFault) -> None:
+        """Ends the broker with the fault's signal, waits out the downtime, starts it again; the
+        fault ends when the broker serves MQTT again."""
+        signum = signal.SIGTERM if fault.signal == "term" else signal.SIGKILL
+        try:
+            fault.started_mono_ns = time.monotonic_ns()
+            self.broker.end_process(signum)
+            fault.down_mono_ns = time.monotonic_ns()
+            # Down for the fault's duration from the signal, however long the broker took to go.
+            self._stop.wait(max(0.0, fault.duration_s - (time.monotonic_ns() - fault.started_mono_ns) / 1e9))
+            self.broker.start_process()
+            fault.ended_mono_ns = time.monotonic_ns()
+            if self.restarted is not None:
+                self.restarted(self.broker.pid)
+        except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
+            fault.problem = f"restart failed: {error}"
 
     def _stall(self, fault: AppliedFault) -> None:
         try:
             with self._lock:
-                _signal_group(self.broker_pid, signal.SIGSTOP)
+                _signal_group(self.broker.pid, signal.SIGSTOP)
                 self._stalled = True
                 fault.started_mono_ns = time.monotonic_ns()
             self._stop.wait(fault.duration_s)
@@ -80,7 +104,7 @@ class FaultDriver:
             if not self._stalled:
                 return
             try:
-                _signal_group(self.broker_pid, signal.SIGCONT)
+                _signal_group(self.broker.pid, signal.SIGCONT)
             finally:
                 self._stalled = False
                 if fault is not None:
@@ -112,6 +136,8 @@ def fault_section(applied: Sequence[AppliedFault], result: Mapping[str, Any], se
     section = []
     for fault in applied:
         entry: dict[str, Any] = {"kind": fault.kind, "asked_at_s": fault.asked_at_s, "duration_s": fault.duration_s}
+        if fault.kind == "broker-restart":
+            entry["signal"] = fault.signal or "kill"
         if fault.problem is not None or fault.started_mono_ns is None or fault.ended_mono_ns is None or not start:
             entry["applied"] = False
             entry["problem"] = fault.problem or "not applied: the load phase ended or was interrupted first"
@@ -121,6 +147,9 @@ def fault_section(applied: Sequence[AppliedFault], result: Mapping[str, Any], se
         end_s = (fault.ended_mono_ns - int(start)) / 1e9
         entry.update(applied=True, start_s=round(begin_s, 3), end_s=round(end_s, 3), lasted_s=round(end_s - begin_s, 3),
                      late_s=round(max(0.0, begin_s + warmup_s - fault.asked_at_s), 3))
+        if fault.down_mono_ns is not None:
+            # How long the broker took to go after the signal (a clean stop writes its state first).
+            entry["stopping_s"] = round((fault.down_mono_ns - fault.started_mono_ns) / 1e9, 3)
         entry.update(_recovery(series, begin_s, end_s))
         section.append(entry)
     return section

@@ -171,7 +171,7 @@ def final_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "e2e_us": {k: e2e.get(k) for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")} if e2e else {},
         "measured_s": summary.get("measured_s"),
         "rates": summary.get("rates") or {},
-        "connections_failed": sum((c or {}).get("failed", 0) for c in connections.values()),
+        "connections_failed": sum((connections.get(role) or {}).get("failed", 0) for role in ("publishers", "subscribers")),
         "generator_limited": bool(summary.get("generator_limited")),
         "schedule_lag_p99_us": generator.get("schedule_lag_p99_us"),
     }

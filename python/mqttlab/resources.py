@@ -140,6 +140,20 @@ class ResourceSampler:
                 return
             ticks += 1
 
+    def follow(self, pid: int) -> None:
+        """Samples `pid` from now on, in place of the process that ended (a restarted broker):
+        its CPU time adds to what the earlier one used."""
+        self._root = psutil.Process(pid)
+        self.ended = False
+        if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+            # The thread ends with the process it watched; a new one takes over.
+            self._thread = None
+            self.start()
+
+    def exclude(self, pid: int) -> None:
+        """Leaves `pid` (and its subtree) out from now on."""
+        self.exclude_pids = self.exclude_pids | {pid}
+
     def start(self) -> ResourceSampler:
         if self._thread is not None:
             raise RuntimeError("sampler already started")
@@ -205,6 +219,12 @@ class RunResources:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def broker_restarted(self, pid: int) -> None:
+        """The broker runs as `pid` now: sampled as the broker, no longer as part of mqttlab."""
+        self.samplers["generator"].exclude(pid)
+        if "broker" in self.samplers:
+            self.samplers["broker"].follow(pid)
 
     def series(self, start_mono_ns: int) -> dict[str, list[dict[str, float | int]]]:
         """Per-second rows for "broker" and "generator" (see `samples_to_series`)."""

@@ -184,7 +184,7 @@ def execute(
         if states is not None:
             states.append(state)
         capturing = _open_capture(url, directory, network) if capture else None
-        faults = _fault_driver(scenario, broker, dask)
+        faults = _fault_driver(scenario, broker, dask, sampler)
         try:
             with sampler, faults, (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
@@ -318,16 +318,15 @@ def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
     return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
 
 
-def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str]) -> AbstractContextManager[Any]:
+def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler: Any) -> AbstractContextManager[Any]:
     """The scenario's faults bound to the launched broker's process, or nothing without faults."""
     if not scenario.faults:
         return nullcontext()
     if dask is not None:
         raise RunFailed("error: faults: not with --dask (the fault timeline follows this process's engine)", Exit.BAD_INPUT)
-    pid = getattr(broker, "pid", None)
-    if pid is None:
-        raise RunFailed(f"error: faults: {broker.name} runs without a process of its own here; faults need one", Exit.BAD_INPUT)
-    return FaultDriver(scenario.faults, pid)
+    if getattr(broker, "pid", None) is None or not broker.can_restart():
+        raise RunFailed(f"error: faults: {broker.name} runs without a process mqttlab started here; faults need one", Exit.BAD_INPUT)
+    return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted)
 
 
 def _resource_sampler(broker_pid: Optional[int]) -> Any:

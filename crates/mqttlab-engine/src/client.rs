@@ -170,7 +170,15 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some((new_conn, session_present)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true)).await else { lost = true; break };
+                        let until = schedule_end_ns(&ctx);
+                        let Some((new_conn, session_present)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true), until).await else {
+                            // Gave up: what fell due meanwhile was never sent.
+                            if !closed {
+                                sender.skip_missed(&ctx);
+                            }
+                            lost = true;
+                            break;
+                        };
                         conn = new_conn;
                         if session_present && !plan.mqtt.clean_start {
                             resend_inflight(&ctx, &mut conn, &topic, qos, &inflight);
@@ -282,28 +290,44 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
+/// When the publishers' schedule ends (CLOCK_MONOTONIC ns), where the plan fixes it: a
+/// publisher stops trying to reconnect there. The load phase ends only when every publisher is
+/// done, so one waiting for a broker that never comes back would otherwise hold the run forever.
+fn schedule_end_ns(ctx: &WorkerCtx) -> Option<u64> {
+    let start = ctx.ctl_now().start_ns;
+    let (p, load) = (&ctx.plan.publishers, &ctx.plan.load);
+    if start == 0 {
+        None
+    } else if load.duration_ms > 0 {
+        Some(start + load.duration_ms * 1_000_000)
+    } else if p.arrival != Arrival::Closed && p.rate > 0.0 {
+        p.messages.map(|m| start + (m as f64 / p.rate * 1e9) as u64)
+    } else {
+        None
+    }
+}
+
 /// With `options.reconnect`, a lost connection is opened again (with backoff) until the load
-/// is over, with whether the broker kept the session; None when reconnecting is not asked for or
-/// the run is past its load phase.
-async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Option<std::net::IpAddr>) -> Option<(Conn, bool)> {
+/// is over (or `until`), with whether the broker kept the session; None when reconnecting is not
+/// asked for, the run is past its load phase, or no attempt succeeded in time. The loss is
+/// counted here when the connection came back, else by `finish_connection` (once either way).
+async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Option<std::net::IpAddr>, until: Option<u64>) -> Option<(Conn, bool)> {
     if !ctx.plan.options.reconnect || phase(ctx) >= Phase::Drain {
         return None;
     }
-    {
-        let mut st = ctx.stats.borrow_mut();
-        st.counters.connections_lost += 1;
-        st.error("connection_lost", &format!("{client_id}: the broker closed the connection (reconnecting)"));
-        // The old connection's traffic still counts.
-        st.counters.mqtt_bytes_out += std::mem::take(&mut old.bytes_out);
-        st.counters.mqtt_bytes_in += std::mem::take(&mut old.bytes_in);
-    }
     let mut backoff = Duration::from_millis(100);
-    while phase(ctx) < Phase::Drain {
+    while phase(ctx) < Phase::Drain && until.is_none_or(|u| now_ns() < u) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
         let connect = connect_packet(ctx, client_id.to_string());
         if let Ok((conn, connack, _)) = Conn::open_from(&ctx.target, connect, source).await {
-            ctx.stats.borrow_mut().counters.reconnects += 1;
+            let mut st = ctx.stats.borrow_mut();
+            st.counters.connections_lost += 1;
+            st.counters.reconnects += 1;
+            st.error("connection_lost", &format!("{client_id}: the broker closed the connection (reconnected)"));
+            // The old connection's traffic still counts.
+            st.counters.mqtt_bytes_out += std::mem::take(&mut old.bytes_out);
+            st.counters.mqtt_bytes_in += std::mem::take(&mut old.bytes_in);
             return Some((conn, connack.session_present));
         }
     }
@@ -595,7 +619,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             ev = conn.io() => {
                 match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false)).await else { lost = true; break };
+                        let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false), None).await else { lost = true; break };
                         conn = new_conn;
                         conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
                         sub.awaiting_release.clear();

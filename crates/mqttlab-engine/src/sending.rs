@@ -140,16 +140,22 @@ impl Sender {
         let (Some(sched), Some(mut due)) = (self.schedule.as_mut(), self.next_due) else { return };
         let now = now_ns();
         let mut missed = 0;
+        let mut st = ctx.stats.borrow_mut();
         while due <= now {
             missed += 1;
+            // In the second it was due, so the series shows the hole where it was.
+            if let Some(row) = st.second(due) {
+                row.dropped += 1;
+            }
             match sched.next() {
                 Some(o) => due = self.start_ns + o,
                 None => break,
             }
         }
+        st.counters.dropped += missed;
+        drop(st);
         self.next_due = (due > now).then_some(due);
         WorkerShared::add(&ctx.shared.dropped, missed);
-        ctx.stats.borrow_mut().counters.dropped += missed;
         self.follow_schedule(ctx);
     }
 

@@ -288,3 +288,47 @@ fn into_a_kept_session_a_qos2_flow_past_pubrec_resumes_with_pubrel() {
     let rels = rels.lock().unwrap();
     assert_eq!(rels[0], rels[1], "the same PUBREL again after the reconnect");
 }
+
+#[test]
+fn a_publisher_whose_broker_never_comes_back_gives_up_when_its_schedule_ends() {
+    // One connection, closed at the fifth PUBLISH; then the port refuses every reconnect.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        let mut publishes = 0;
+        while publishes < 5 {
+            let n = s.read(&mut chunk).unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+            while let Some(p) = decode(&mut buf, Protocol::V311, 1 << 20).unwrap() {
+                let reply = match p {
+                    Packet::Connect(_) => Some(Packet::ConnAck(ConnAck { session_present: false, code: 0, properties: Properties::default() })),
+                    Packet::Publish(m) => {
+                        publishes += 1;
+                        Some(Packet::PubAck(ack(m.pkid)))
+                    }
+                    _ => None,
+                };
+                if let Some(r) = reply {
+                    let mut out = BytesMut::new();
+                    encode(&r, Protocol::V311, &mut out).unwrap();
+                    s.write_all(&out).unwrap();
+                }
+            }
+        }
+        // Listener and connection dropped here: the broker is gone for good.
+    });
+    let mut plan = plan(port, 1, 0, 50.0, 10, true);
+    plan.publishers.messages = None;
+    plan.load.duration_ms = 1500;
+    let started = std::time::Instant::now();
+    let r = run(plan, |_| {}).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "the run ended by itself");
+    assert_eq!(r.counters.connections_lost, 1);
+    assert_eq!(r.counters.reconnects, 0);
+    // Every message of the 1.5 s schedule was sent or, while there was no broker, dropped.
+    assert_eq!(r.counters.sent + r.counters.dropped, 75);
+    assert!(r.counters.sent >= 5);
+}

@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqttlab.brokers import process
@@ -200,6 +200,9 @@ class RunningBroker:
     #: the cgroup holding the broker when it runs with CPU/memory limits
     cgroup: BrokerCgroup | None = field(default=None, repr=False)
     _process: subprocess.Popen | None = field(default=None, repr=False)
+    #: starts the same command again (same config, ports, cgroup and log) and waits until it
+    #: serves MQTT: what a restart fault needs; None for brokers we did not start as a process
+    _respawn: Callable[[], subprocess.Popen] | None = field(default=None, repr=False)
 
     def url(self, tls: bool = False) -> str:
         """The broker's URL; for a TLS-only broker always its mqtts:// one."""
@@ -235,6 +238,25 @@ class RunningBroker:
         import psutil
 
         return psutil.pid_exists(self.pid)
+
+    def can_restart(self) -> bool:
+        return self.managed and self._process is not None and self._respawn is not None
+
+    def end_process(self, signum: int) -> None:
+        """Ends the broker's processes with `signum` (SIGKILL: a crash; SIGTERM: a clean stop),
+        leaving its cgroup, files and ports for `start_process`."""
+        if not self.can_restart():
+            raise BrokerError(f"{self.name} was not started by mqttlab as a process; it cannot be restarted")
+        assert self._process is not None
+        process.end(self._process, signum)
+
+    def start_process(self) -> None:
+        """Starts the broker again as it was started (same command, ports and files) and returns
+        once it serves MQTT; `pid` is then the new process."""
+        if self._respawn is None:
+            raise BrokerError(f"{self.name} cannot be started again")
+        self._process = self._respawn()
+        self.pid = self._process.pid
 
     def stop(self) -> None:
         if self.managed and self._process is not None:
@@ -501,6 +523,16 @@ class Launcher:
             if cgroup is not None:
                 cgroup.remove()
             raise
+        def respawn() -> subprocess.Popen:
+            again = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
+            try:
+                wait_until_serving(host, ports.plain, child=again, timeout=self.start_timeout,
+                                   log_file=log_file, name=self.name, credentials=self.credentials)
+            except BaseException:
+                process.terminate(again)
+                raise
+            return again
+
         return RunningBroker(
             name=self.name,
             version=version,
@@ -516,6 +548,7 @@ class Launcher:
             credentials=self.credentials,
             max_qos=self.max_qos,
             _process=child,
+            _respawn=respawn,
         )
 
     def v5_port(self, ports: Ports) -> int | None:

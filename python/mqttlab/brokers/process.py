@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 
@@ -32,8 +33,22 @@ _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec. The death signal fires when the *thread* that
-    # forked exits, so brokers should be started from a thread that lives as long as the run.
+    # forked exits, so `spawn` forks from the main thread or from one that lives as long as
+    # the process (`_forker`).
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+_forker_pool: ThreadPoolExecutor | None = None
+
+
+def _forker() -> ThreadPoolExecutor:
+    """One thread, kept for the life of the process, that starts children for other threads (a
+    broker restarted by a fault, from a thread that ends before the broker should)."""
+    global _forker_pool
+    with _lock:
+        if _forker_pool is None:
+            _forker_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqttlab-forker")
+        return _forker_pool
 
 
 def _stop_all_live() -> None:
@@ -71,6 +86,12 @@ def spawn(
 
     A detached child (for `mqttlab brokers start --detach`) is meant to outlive this process: it
     gets no death signal and is not stopped at exit."""
+    if not detach and threading.current_thread() is not threading.main_thread():
+        return _forker().submit(_spawn, command, log_file=log_file, cwd=cwd, env=env).result()
+    return _spawn(command, log_file=log_file, cwd=cwd, env=env, detach=detach)
+
+
+def _spawn(command: Sequence[str], *, log_file: Path, cwd: Path, env: Mapping[str, str] | None = None, detach: bool = False) -> subprocess.Popen:
     _install_handlers()
     child_env = dict(os.environ if env is None else env)
     with open(log_file, "ab") as log:
@@ -103,9 +124,15 @@ def _signal_group(pid: int, signum: int) -> None:
 
 def terminate(child: subprocess.Popen, grace_seconds: float = 10.0) -> int | None:
     """SIGTERM, wait up to `grace_seconds`, then SIGKILL. Returns the exit code."""
+    return end(child, signal.SIGTERM, grace_seconds)
+
+
+def end(child: subprocess.Popen, signum: int, grace_seconds: float = 10.0) -> int | None:
+    """`signum` to the child's process group, wait up to `grace_seconds`, then SIGKILL. Returns
+    the exit code."""
     try:
         if child.poll() is None:
-            _signal_group(child.pid, signal.SIGTERM)
+            _signal_group(child.pid, signum)
             try:
                 child.wait(timeout=grace_seconds)
             except subprocess.TimeoutExpired:

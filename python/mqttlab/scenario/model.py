@@ -244,9 +244,15 @@ class Launch(_Section):
 class Fault(_Section):
     """Something that breaks on purpose during the load (docs/faults.md)."""
 
-    kind: Literal["broker-stall"] = Field(description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT)")
+    kind: Literal["broker-stall", "broker-restart"] = Field(
+        description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT); "
+        "broker-restart: they are ended with `signal`, then the broker is started again as it was"
+    )
     at: Duration = Field(description="When it starts, from the start of the load phase (warm-up included)")
-    duration: Duration = Field(gt=0, description="How long it lasts")
+    duration: Duration = Field(gt=0, description="How long it lasts: frozen, or down before the restart")
+    signal: Optional[Literal["kill", "term"]] = Field(
+        default=None, description="broker-restart: kill (SIGKILL, a crash; the default) or term (SIGTERM, a clean stop)"
+    )
 
 
 class Scenario(_Section):

@@ -31,6 +31,12 @@ def _fault_problems(s: Scenario) -> list[Problem]:
     if s.faults and (s.broker is None or is_url(s.broker)):
         problems.append(Problem("faults", "act on a broker mqttlab launches as a process (a name such as mosquitto), "
                                 "not on a broker URL or the embedded one", ("broker",)))
+    for index, fault in enumerate(s.faults):
+        if fault.kind != "broker-restart" and fault.signal is not None:
+            problems.append(Problem(f"faults[{index}].signal", f"applies to broker-restart only, not to {fault.kind}", (f"faults[{index}].kind",)))
+        if fault.kind == "broker-restart" and not s.options.reconnect:
+            problems.append(Problem(f"faults[{index}].kind", "broker-restart needs options.reconnect: true (without it the "
+                                    "first connection the restart breaks ends the run)", ("options.reconnect",)))
     end = None
     for index, fault in sorted(enumerate(s.faults), key=lambda item: item[1].at):
         if s.load.duration is not None and fault.at + fault.duration > s.load.duration:
