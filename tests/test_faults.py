@@ -143,3 +143,27 @@ def test_a_broker_stopped_cleanly_with_persistence_keeps_the_sessions_and_loses_
     assert summary["connections"]["lost"] == 2
     assert messages["sent"] + messages["dropped"] == 1000 and messages["dropped"] >= 50
     assert messages["lost"] == 0 and messages["delivered"] == messages["expected"] == messages["sent"]
+
+
+def test_the_fault_suite_compares_how_brokers_come_back(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "faults"
+    done = subprocess.run(
+        [sys.executable, "-m", "mqttlab", "suite", "run", "faults", "--quick", "--brokers", "mosquitto", "--out", str(out), "--no-report"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = subprocess.run([sys.executable, "-m", "mqttlab", "compare", str(out)], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "stall faults: mean" in shown.stdout and "recovery s" in shown.stdout
+    compared = json.loads(subprocess.run([sys.executable, "-m", "mqttlab", "compare", str(out), "--json"],
+                                         capture_output=True, text=True, timeout=120, check=True).stdout)
+    figures = {(row["scenario"], row["metric"]): row for row in compared["rows"]}
+    for scenario in ("stall", "crash", "clean-restart"):
+        assert figures[(scenario, "fault_outage")]["n"] == 1 and figures[(scenario, "fault_outage")]["mean"] > 0.9
+    # A stall drops nothing; a restart makes the publishers drop what fell due while they were away.
+    assert figures[("stall", "dropped")]["mean"] == 0
+    assert figures[("crash", "dropped")]["mean"] > 5 and figures[("clean-restart", "dropped")]["mean"] > 5

@@ -168,8 +168,25 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                 if !sender.on_phase_change(&ctx, closed) { break; }
             }
             ev = conn.io() => {
-                match ev {
-                    Ok(IoEvent::Read(0)) | Err(_) => {
+                let broken = match ev {
+                    Ok(IoEvent::Read(0)) | Err(_) => true,
+                    Ok(IoEvent::Read(_)) => {
+                        let now = now_ns();
+                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now) {
+                            ctx.stats.borrow_mut().error("protocol", &format!("{client_id}: {msg}"));
+                            lost = true;
+                            break;
+                        }
+                        if closed && awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
+                            awaiting = None;
+                            sender.next_due = Some(now + p.think_us * 1000);
+                            arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
+                        }
+                        broker_disconnected(&ctx, &client_id, &mut conn)
+                    }
+                    Ok(IoEvent::Wrote) => false,
+                };
+                if broken {
                         let until = schedule_end_ns(&ctx);
                         let Some((new_conn, session_present)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true), until).await else {
                             // Gave up: what fell due meanwhile was never sent.
@@ -198,21 +215,6 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                             sender.next_due = Some(now_ns());
                             arm(&ctx, &sender, &mut armed_ns, now_ns());
                         }
-                    }
-                    Ok(IoEvent::Read(_)) => {
-                        let now = now_ns();
-                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now) {
-                            ctx.stats.borrow_mut().error("protocol", &format!("{client_id}: {msg}"));
-                            lost = true;
-                            break;
-                        }
-                        if closed && awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
-                            awaiting = None;
-                            sender.next_due = Some(now + p.think_us * 1000);
-                            arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
-                        }
-                    }
-                    Ok(IoEvent::Wrote) => {}
                 }
             }
             _ = async { tracker.as_deref().expect("closed loop on delivery").changed(index).await }, if tracker.is_some() && awaiting.is_some() => {
@@ -290,6 +292,14 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
+/// Whether the broker ended the connection with DISCONNECT (recorded as an error with its
+/// reason): the connection is then lost, and reopened like a closed socket.
+fn broker_disconnected(ctx: &WorkerCtx, client_id: &str, conn: &mut Conn) -> bool {
+    let Some(reason) = conn.broker_disconnect.take() else { return false };
+    ctx.stats.borrow_mut().error("broker_disconnect", &format!("{client_id}: broker sent DISCONNECT (reason {reason:#04x})"));
+    true
+}
+
 /// When the publishers' schedule ends (CLOCK_MONOTONIC ns), where the plan fixes it: a
 /// publisher stops trying to reconnect there. The load phase ends only when every publisher is
 /// done, so one waiting for a broker that never comes back would otherwise hold the run forever.
@@ -315,6 +325,7 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
     if !ctx.plan.options.reconnect || phase(ctx) >= Phase::Drain {
         return None;
     }
+    old.abandon().await;
     let mut backoff = Duration::from_millis(100);
     while phase(ctx) < Phase::Drain && until.is_none_or(|u| now_ns() < u) {
         tokio::time::sleep(backoff).await;
@@ -457,7 +468,10 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
                 conn.send(&Packet::PubRel(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
             }
             Packet::PingResp => {}
-            Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
+            Packet::Disconnect(d) => {
+                conn.broker_disconnect = Some(d.reason);
+                return Ok(());
+            }
             Packet::Publish(pb) => match replies.as_mut() {
                 Some(r) => {
                     if acknowledge(conn, &pb, &mut r.awaiting_release) {
@@ -617,15 +631,19 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                 if ctx.ctl_now().phase == Phase::Close { break; }
             }
             ev = conn.io() => {
-                match ev {
-                    Ok(IoEvent::Read(0)) | Err(_) => {
-                        let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false), None).await else { lost = true; break };
-                        conn = new_conn;
-                        conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
-                        sub.awaiting_release.clear();
+                let broken = match ev {
+                    Ok(IoEvent::Read(0)) | Err(_) => true,
+                    Ok(IoEvent::Read(_)) => {
+                        pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
+                        pending.is_none() && broker_disconnected(&ctx, &client_id, &mut conn)
                     }
-                    Ok(IoEvent::Read(_)) => pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err(),
-                    Ok(IoEvent::Wrote) => {}
+                    Ok(IoEvent::Wrote) => false,
+                };
+                if broken {
+                    let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false), None).await else { lost = true; break };
+                    conn = new_conn;
+                    conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+                    sub.awaiting_release.clear();
                 }
             }
             _ = keepalive.notified() => {
@@ -675,7 +693,10 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
             }
             Packet::PubRec(a) if sub.echo.is_some() => conn.send(&Packet::PubRel(ack(a.pkid))),
             Packet::PingResp => {}
-            Packet::Disconnect(d) => return Err(format!("broker sent DISCONNECT (reason {:#04x})", d.reason)),
+            Packet::Disconnect(d) => {
+                conn.broker_disconnect = Some(d.reason);
+                return Ok(());
+            }
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
     }

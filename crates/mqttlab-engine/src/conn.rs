@@ -127,6 +127,9 @@ pub struct Conn {
     /// Largest packet the broker accepts (5.0 CONNACK), for our own sends.
     pub broker_max_packet: Option<u32>,
     pub broker_receive_max: Option<u16>,
+    /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
+    /// shuts down cleanly sends. The connection is then as lost as a closed socket.
+    pub broker_disconnect: Option<u8>,
 }
 
 pub fn connack_reason(protocol: Protocol, code: u8) -> &'static str {
@@ -223,6 +226,7 @@ impl Conn {
             bytes_out: 0,
             broker_max_packet: None,
             broker_receive_max: None,
+            broker_disconnect: None,
         };
         conn.send(&Packet::Connect(Box::new(connect)));
         let io_err = |e: io::Error| ConnectError::new("io", format!("cannot connect to {url}: {e}"));
@@ -317,6 +321,13 @@ impl Conn {
     }
 
     /// Polite goodbye: DISCONNECT, flush, close; bounded so a dead broker cannot hold us.
+    /// Ends our side of a connection the broker gave up on (after its DISCONNECT the network
+    /// connection is to be closed), without a word: nothing more is sent on it.
+    pub async fn abandon(&mut self) {
+        self.wbuf.clear();
+        let _ = tokio::time::timeout(Duration::from_millis(500), self.stream.shutdown()).await;
+    }
+
     pub async fn close(mut self) {
         let disconnect = Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0, properties: Properties::default() });
         self.send(&disconnect);

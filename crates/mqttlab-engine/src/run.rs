@@ -273,9 +273,10 @@ impl Coordinator {
         self.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone())
     }
 
-    /// A connection lost that the plan does not reconnect.
+    /// A connection lost and not reopened: without `options.reconnect`, or when reconnecting
+    /// gave up (those that came back are counted by the clients alone, not here).
     fn lost_connection(&self) -> bool {
-        self.sum(|s| &s.connections_lost) > 0 && !self.plan.options.reconnect
+        self.sum(|s| &s.connections_lost) > 0
     }
 
     /// Connect step: waits until every client of the shard is connected (and subscribed).

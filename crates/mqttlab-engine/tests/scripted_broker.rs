@@ -332,3 +332,37 @@ fn a_publisher_whose_broker_never_comes_back_gives_up_when_its_schedule_ends() {
     assert_eq!(r.counters.sent + r.counters.dropped, 75);
     assert!(r.counters.sent >= 5);
 }
+
+#[test]
+fn a_broker_that_sends_disconnect_is_a_lost_connection_and_is_reconnected() {
+    // What a broker shutting down cleanly does (MQTT 5 reason 0x8B; some 3.1.1 brokers too): the
+    // first connection gets DISCONNECT at the third PUBLISH, the next one is served normally.
+    let mut publishes = 0;
+    let port = scripted_broker(move |p| match p {
+        Packet::Publish(m) => {
+            publishes += 1;
+            if publishes == 3 {
+                return vec![Reply::Send(Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0x8B, properties: Properties::default() }))];
+            }
+            vec![Reply::Send(Packet::PubAck(ack(m.pkid)))]
+        }
+        _ => vec![],
+    });
+    let r = run(plan(port, 1, 40, 100.0, 10, true), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?} {:?}", r.status, r.error);
+    assert_eq!((r.counters.connections_lost, r.counters.reconnects), (1, 1));
+    assert_eq!(r.counters.sent + r.counters.dropped, 40);
+    assert_eq!(r.counters.acked, r.counters.sent - 1, "the message DISCONNECT answered died with the session");
+    assert!(r.errors.contains_key("broker_disconnect"), "{:?}", r.errors.keys().collect::<Vec<_>>());
+}
+
+#[test]
+fn without_reconnecting_a_broker_disconnect_ends_the_run_as_broker_lost() {
+    let port = scripted_broker(|p| match p {
+        Packet::Publish(_) => vec![Reply::Send(Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0, properties: Properties::default() }))],
+        _ => vec![],
+    });
+    let r = run(plan(port, 1, 40, 100.0, 10, false), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::BrokerLost), "{:?}", r.status);
+    assert_eq!(r.counters.connections_lost, 1);
+}

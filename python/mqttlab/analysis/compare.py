@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from mqttlab.analysis.configuration import configuration, configuration_key, describe, differing_fields
-from mqttlab.analysis.runs import METRICS, ComparisonError, RunFigures, read_runs
+from mqttlab.analysis.runs import METRICS, ComparisonError, Metric, RunFigures, metrics_for, read_runs
 from mqttlab.analysis.stats import Difference, Estimate, mean_interval, welch_difference
 
 
@@ -53,6 +53,7 @@ class Comparison:
     excluded: list[tuple[Path, str]] = field(default_factory=list)  # runs left out, and why
     notes: list[str] = field(default_factory=list)  # e.g. brokers a suite could not run here, and why
     paper: Optional[Any] = None  # the paper vs this run (paper_figures.PaperSection), when a seed's paper applies
+    metrics: tuple[Metric, ...] = METRICS  # the figures compared: the headline ones, and the faults' when runs had faults
 
     @property
     def run_count(self) -> int:
@@ -63,7 +64,7 @@ class Comparison:
         rows = []
         for scenario in self.scenarios:
             for broker, group in scenario.groups.items():
-                for metric in METRICS:
+                for metric in self.metrics:
                     estimate = group.estimates[metric.key]
                     difference = scenario.differences.get(broker, {}).get(metric.key)
                     rows.append({
@@ -116,15 +117,16 @@ def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, conf
     if chosen not in brokers:
         raise ComparisonError(f"--baseline: no runs of broker {chosen!r} (brokers in these results: {', '.join(brokers)})")
     labels = scenario_labels(usable)
+    metrics = metrics_for(usable)
     scenarios = []
     for scenario in dict.fromkeys(labels[id(run)] for run in usable):
         groups = {}
         for broker in brokers:
             members = [run for run in usable if labels[id(run)] == scenario and run.broker == broker]
             if members:
-                groups[broker] = _group(scenario, broker, members, confidence)
-        scenarios.append(_scenario_comparison(scenario, groups, chosen, confidence))
-    return Comparison(scenarios, brokers, chosen, confidence, excluded)
+                groups[broker] = _group(scenario, broker, members, confidence, metrics)
+        scenarios.append(_scenario_comparison(scenario, groups, chosen, confidence, metrics))
+    return Comparison(scenarios, brokers, chosen, confidence, excluded, metrics=metrics)
 
 
 def scenario_labels(runs: list[RunFigures]) -> dict[int, str]:
@@ -166,10 +168,10 @@ def skipped_broker_notes(paths: Iterable[Path]) -> list[str]:
     return notes
 
 
-def _group(scenario: str, broker: str, runs: list[RunFigures], confidence: float) -> BrokerGroup:
+def _group(scenario: str, broker: str, runs: list[RunFigures], confidence: float, metrics: tuple[Metric, ...] = METRICS) -> BrokerGroup:
     estimates = {
         metric.key: mean_interval([run.figures.get(metric.key) for run in runs], confidence, metric.higher_is_better)
-        for metric in METRICS
+        for metric in metrics
     }
     measures = Counter(run.latency_measure for run in runs if run.latency_measure)
     measure = measures.most_common(1)[0][0] if measures else None
@@ -178,7 +180,9 @@ def _group(scenario: str, broker: str, runs: list[RunFigures], confidence: float
     return BrokerGroup(scenario, broker, runs, estimates, measure, pooled, pooled_stats)
 
 
-def _scenario_comparison(scenario: str, groups: dict[str, BrokerGroup], baseline: str, confidence: float) -> ScenarioComparison:
+def _scenario_comparison(
+    scenario: str, groups: dict[str, BrokerGroup], baseline: str, confidence: float, metrics: tuple[Metric, ...] = METRICS
+) -> ScenarioComparison:
     reference = groups.get(baseline)
     differences: dict[str, dict[str, Difference]] = {}
     if reference is not None:
@@ -191,7 +195,7 @@ def _scenario_comparison(scenario: str, groups: dict[str, BrokerGroup], baseline
                     [run.figures.get(metric.key) for run in reference.runs],
                     confidence,
                 )
-                for metric in METRICS
+                for metric in metrics
             }
     return ScenarioComparison(scenario, groups, differences, reference is not None)
 

@@ -37,7 +37,18 @@ METRICS = (
     Metric("broker_rss_mean", "broker RSS mean", "MB", False),
     Metric("generator_cpu", "generator CPU", "cores", False),
 )
-METRIC_BY_KEY = {metric.key: metric for metric in METRICS}
+# How runs with faults (docs/faults.md) came through them; compared only where runs had faults.
+FAULT_METRICS = (
+    Metric("fault_outage", "fault outage", "s", False),
+    Metric("fault_recovery", "recovery after the fault", "s", False),
+    Metric("dropped", "sends dropped", "%", False),
+)
+METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS}
+
+
+def metrics_for(runs: Iterable[RunFigures]) -> tuple[Metric, ...]:
+    """The figures a comparison of `runs` shows: the headline ones, and the faults' when any run had one."""
+    return METRICS + FAULT_METRICS if any(run.figures.get("fault_outage") is not None for run in runs) else METRICS
 # Which latency a run is judged by: the round trip when the scenario asked for one (its purpose,
 # and measured on one clock), else end-to-end when anyone subscribed, else the acknowledgement.
 LATENCY_MEASURES = ("rtt", "e2e", "pubcomp", "puback")
@@ -119,6 +130,7 @@ def read_run(directory: Path) -> RunFigures:
     average = broker_resources.get("mean_rss_bytes")
     figures["broker_rss_mean"] = average / 1e6 if average is not None else None
     figures["generator_cpu"] = generator_resources.get("mean_cpu_share")
+    figures.update(_fault_figures(summary))
     return RunFigures(
         path=directory,
         scenario=str(manifest.get("scenario") or results.scenario.get("name") or directory.name),
@@ -166,6 +178,22 @@ def _ms(latency: Optional[dict[str, Any]], key: str) -> Optional[float]:
     if not latency or latency.get(key) is None:
         return None
     return float(latency[key]) / 1000.0
+
+
+def _fault_figures(summary: dict[str, Any]) -> dict[str, Optional[float]]:
+    """A run's faults as figures: the longest outage, the slowest recovery (none when a fault never
+    recovered in the run) and the share of scheduled sends dropped."""
+    faults = [fault for fault in summary.get("faults") or [] if fault.get("applied")]
+    if not faults:
+        return {}
+    recoveries = [fault.get("recovered_after_s") for fault in faults]
+    messages = summary.get("messages") or {}
+    scheduled = float(messages.get("sent") or 0) + float(messages.get("dropped") or 0)
+    return {
+        "fault_outage": max(float(fault["lasted_s"]) for fault in faults),
+        "fault_recovery": max(float(r) for r in recoveries if r is not None) if None not in recoveries else None,
+        "dropped": 100.0 * float(messages.get("dropped") or 0) / scheduled if scheduled else None,
+    }
 
 
 def _loss_percent(messages: dict[str, Any]) -> Optional[float]:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 BAD_INPUT = Exit.BAD_INPUT
 SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
-                "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss": "RSS MB"}
+                "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss": "RSS MB",
+                "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
 
 
 @app.command("compare")
@@ -206,23 +207,26 @@ def print_paper_section(console: Console, section: Any) -> None:
 def print_comparison(console: Console, comparison: "Comparison") -> None:
     """Per scenario: the means with their intervals, then each broker's difference from the
     baseline (a table of its own, so both stay readable in 80 columns)."""
-    from mqttlab.reports.tables import SUMMARY_METRICS, summary_table
+    from mqttlab.reports.tables import SUMMARY_METRICS, summary_keys, summary_table
 
     rows = summary_table(comparison)
+    # The faults' figures, when runs had faults, in tables of their own (80 columns stay readable).
+    key_sets = [(keys, label) for keys, label in ((SUMMARY_METRICS, ""), (summary_keys(comparison)[len(SUMMARY_METRICS):], " faults")) if keys]
     for scenario in comparison.scenarios:
         mine = [row for row in rows if row["scenario"] == scenario.scenario]
         measures = {g.latency_measure for g in scenario.groups.values() if g.latency_measure}
         what = " (latency = round trip)" if measures == {"rtt"} else ""
-        means = _table(f"{scenario.scenario}: mean ± {comparison.confidence:.0%} CI half-width{what}", "runs")
-        for row in mine:
-            means.add_row(row["broker"], str(row["runs"]), *(_mean_cell(row, key) for key in SUMMARY_METRICS))
-        console.print(means)
-        others = [row for row in mine if row["broker"] != comparison.baseline and row["throughput_diff"] is not None]
-        if others:
-            differences = _table(f"{scenario.scenario}: difference from {comparison.baseline} [Welch CI]", "")
-            for row in others:
-                differences.add_row(row["broker"], "", *(_difference_cell(row, key) for key in SUMMARY_METRICS))
-            console.print(differences)
+        for keys, label in key_sets:
+            means = _table(f"{scenario.scenario}{label}: mean ± {comparison.confidence:.0%} CI half-width{what if not label else ''}", "runs", keys)
+            for row in mine:
+                means.add_row(row["broker"], str(row["runs"]), *(_mean_cell(row, key) for key in keys))
+            console.print(means)
+            others = [row for row in mine if row["broker"] != comparison.baseline and row["throughput_diff"] is not None]
+            if others:
+                differences = _table(f"{scenario.scenario}{label}: difference from {comparison.baseline} [Welch CI]", "", keys)
+                for row in others:
+                    differences.add_row(row["broker"], "", *(_difference_cell(row, key) for key in keys))
+                console.print(differences)
     console.print(
         "n/a: one repetition, so no interval; * the difference's interval excludes 0. "
         "Latency: the round trip in round-trip mode, else end-to-end (PUBACK/PUBCOMP when nobody subscribed).",
@@ -232,13 +236,11 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
         console.print(f"left out: {path} ({reason})", style="yellow")
 
 
-def _table(title: str, second: str) -> Table:
-    from mqttlab.reports.tables import SUMMARY_METRICS
-
+def _table(title: str, second: str, keys: tuple[str, ...]) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     table.add_column("broker", no_wrap=True)
     table.add_column(second, justify="right")
-    for key in SUMMARY_METRICS:
+    for key in keys:
         table.add_column(SHORT_TITLES[key], justify="right")
     return table
 

@@ -15,7 +15,7 @@ from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 from mqttlab.reports.figures import all_figures
 from mqttlab.reports.sweep import sweep_figures
-from mqttlab.reports.tables import HEADER_NOTE, SUMMARY_METRICS, all_tables
+from mqttlab.reports.tables import HEADER_NOTE, all_tables, summary_keys
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
@@ -197,7 +197,8 @@ def _broker_configurations(comparison: Comparison) -> list[str]:
 
 def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
     head = ['<th class="text">scenario</th>', '<th class="text">broker</th>', "<th>runs</th>"]
-    for key in SUMMARY_METRICS:
+    keys = summary_keys(comparison)
+    for key in keys:
         metric = METRIC_BY_KEY[key]
         head.append(f"<th>{html.escape(metric.title)} ({metric.unit})<br>mean [CI]</th>")
         head.append(f"<th>best</th><th>Δ vs {html.escape(comparison.baseline)} [CI]</th>")
@@ -205,7 +206,7 @@ def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
     for row in rows:
         cells = [f'<td class="text">{html.escape(row["scenario"])}</td>', f'<td class="text">{html.escape(row["broker"])}</td>',
                  f"<td>{row['runs']}</td>"]
-        for key in SUMMARY_METRICS:
+        for key in keys:
             cells.append(f"<td>{_with_interval(row[f'{key}_mean'], row[f'{key}_ci_low'], row[f'{key}_ci_high'])}</td>")
             cells.append(f"<td>{_number(row[f'{key}_best'])}</td>")
             cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'])}</td>")

@@ -7,10 +7,16 @@ import csv
 from pathlib import Path
 from typing import Any, Optional
 
-from mqttlab.analysis import METRICS, Comparison
+from mqttlab.analysis import Comparison
+from mqttlab.analysis.runs import FAULT_METRICS
 
 Table = list[dict[str, Any]]
 SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
+
+
+def summary_keys(comparison: Comparison) -> tuple[str, ...]:
+    """The figures of the summary table: the headline ones, then the faults' when runs had faults."""
+    return SUMMARY_METRICS + tuple(metric.key for metric in FAULT_METRICS if metric in comparison.metrics)
 HEADER_NOTE = (
     "Payloads of 16 B and more carry mqttlab's 16-byte measurement header; smaller ones (the seeds' "
     "1-byte messages) are measured by topic and sequence number (publishers.measure: topic-sequence), "
@@ -25,7 +31,7 @@ def summary_table(comparison: Comparison) -> Table:
     for scenario in comparison.scenarios:
         for broker, group in scenario.groups.items():
             row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "runs": len(group.runs)}
-            for key in SUMMARY_METRICS:
+            for key in summary_keys(comparison):
                 estimate = group.estimates[key]
                 row[f"{key}_mean"] = estimate.mean
                 row[f"{key}_ci_low"] = estimate.low
@@ -63,7 +69,7 @@ def runs_table(comparison: Comparison) -> Table:
                 row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "version": run.broker_version,
                        "started_at": run.started_at, "status": run.status, "generator_limited": run.generator_limited,
                        "latency_measure": run.latency_measure}
-                row.update({metric.key: run.figures.get(metric.key) for metric in METRICS})
+                row.update({metric.key: run.figures.get(metric.key) for metric in comparison.metrics})
                 row["path"] = str(run.path)
                 rows.append(row)
     return rows
