@@ -184,7 +184,7 @@ def execute(
         if states is not None:
             states.append(state)
         capturing = _open_capture(url, directory, network) if capture else None
-        faults = _fault_driver(scenario, broker, dask, sampler)
+        faults = _fault_driver(scenario, broker, dask, sampler, network)
         try:
             with sampler, faults, (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
@@ -318,15 +318,17 @@ def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
     return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
 
 
-def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler: Any) -> AbstractContextManager[Any]:
-    """The scenario's faults bound to the launched broker's process, or nothing without faults."""
+def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler: Any, network: Any) -> AbstractContextManager[Any]:
+    """The scenario's faults bound to the launched broker's process and the emulated link, or
+    nothing without faults."""
     if not scenario.faults:
         return nullcontext()
     if dask is not None:
         raise RunFailed("error: faults: not with --dask (the fault timeline follows this process's engine)", Exit.BAD_INPUT)
-    if getattr(broker, "pid", None) is None or not broker.can_restart():
+    needs_process = any(fault.kind.startswith("broker-") for fault in scenario.faults)
+    if needs_process and (getattr(broker, "pid", None) is None or not broker.can_restart()):
         raise RunFailed(f"error: faults: {broker.name} runs without a process mqttlab started here; faults need one", Exit.BAD_INPUT)
-    return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted)
+    return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted, network=network)
 
 
 def _resource_sampler(broker_pid: Optional[int]) -> Any:
@@ -391,8 +393,13 @@ def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
         return None
     from mqttlab.netem import EmulatedNetwork, NetemError
 
+    conditions = scenario.network
+    if any(fault.kind == "link-down" for fault in scenario.faults) and conditions.method == "auto":
+        # Only the user-space emulator can cut the link mid-run (the kernel here has no tc
+        # actions to drop with), so a partition fault asks for it.
+        conditions = conditions.model_copy(update={"method": "emulator"})
     try:
-        return stack.enter_context(EmulatedNetwork(scenario.network, directory / "network", seed=scenario.load.seed))
+        return stack.enter_context(EmulatedNetwork(conditions, directory / "network", seed=scenario.load.seed))
     except NetemError as error:
         raise RunFailed(f"error: network: {error}", Exit.UNREACHABLE) from None
 

@@ -41,6 +41,10 @@ pub struct LinkConfig {
     /// Where the counters are written as JSON while the link runs; None = not written.
     #[serde(default)]
     pub counters_path: Option<String>,
+    /// While a file exists at this path the link is cut: every packet, in either direction and
+    /// already on its way, is dropped (a partition, as a fault of the run). None = never cut.
+    #[serde(default)]
+    pub partition_path: Option<String>,
 }
 
 impl DirectionConfig {

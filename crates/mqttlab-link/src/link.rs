@@ -28,6 +28,8 @@ pub struct DirectionCounters {
     pub lost: AtomicU64,
     pub queue_dropped: AtomicU64,
     pub write_errors: AtomicU64,
+    /// Dropped because the link was cut (`LinkHandle::set_partitioned`).
+    pub partitioned: AtomicU64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -39,6 +41,7 @@ pub struct DirectionSnapshot {
     pub lost: u64,
     pub queue_dropped: u64,
     pub write_errors: u64,
+    pub partitioned: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -58,6 +61,7 @@ impl DirectionCounters {
             lost: self.lost.load(Relaxed),
             queue_dropped: self.queue_dropped.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
+            partitioned: self.partitioned.load(Relaxed),
         }
     }
 }
@@ -73,6 +77,7 @@ struct Pending {
 
 pub struct LinkHandle {
     stop: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
     threads: Vec<JoinHandle<io::Result<()>>>,
     up: Arc<DirectionCounters>,
     down: Arc<DirectionCounters>,
@@ -82,6 +87,11 @@ pub struct LinkHandle {
 impl LinkHandle {
     pub fn counters(&self) -> LinkCounters {
         LinkCounters { up: self.up.snapshot(), down: self.down.snapshot(), elapsed_s: self.started.elapsed().as_secs_f64() }
+    }
+
+    /// Cuts the link (every packet dropped, also those already on their way) or mends it.
+    pub fn set_partitioned(&self, cut: bool) {
+        self.cut.store(cut, Relaxed);
     }
 
     /// True once a forwarding thread has ended (on its own only after an I/O error).
@@ -108,6 +118,7 @@ pub fn start(config: &LinkConfig) -> io::Result<LinkHandle> {
     let a = Arc::new(tun::open_in(config.a.netns.as_deref(), &config.a.device)?);
     let b = Arc::new(tun::open_in(config.b.netns.as_deref(), &config.b.device)?);
     let stop = Arc::new(AtomicBool::new(false));
+    let cut = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let up = Arc::new(DirectionCounters::default());
     let down = Arc::new(DirectionCounters::default());
@@ -123,13 +134,14 @@ pub fn start(config: &LinkConfig) -> io::Result<LinkHandle> {
             pending: pending.clone(),
             counters: counters.clone(),
             stop: stop.clone(),
+            cut: cut.clone(),
             started,
         };
-        let writer = Writer { to: to.clone(), pending, counters: counters.clone(), stop: stop.clone(), started };
+        let writer = Writer { to: to.clone(), pending, counters: counters.clone(), stop: stop.clone(), cut: cut.clone(), started };
         threads.push(std::thread::Builder::new().name(format!("link-{name}-in")).spawn(move || reader.run())?);
         threads.push(std::thread::Builder::new().name(format!("link-{name}-out")).spawn(move || writer.run())?);
     }
-    Ok(LinkHandle { stop, threads, up, down, started })
+    Ok(LinkHandle { stop, cut, threads, up, down, started })
 }
 
 struct Reader {
@@ -138,6 +150,7 @@ struct Reader {
     pending: Arc<Pending>,
     counters: Arc<DirectionCounters>,
     stop: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
     started: Instant,
 }
 
@@ -159,6 +172,10 @@ impl Reader {
             let now = self.started.elapsed();
             self.counters.packets_in.fetch_add(1, Relaxed);
             self.counters.bytes_in.fetch_add(len as u64, Relaxed);
+            if self.cut.load(Relaxed) {
+                self.counters.partitioned.fetch_add(1, Relaxed);
+                continue;
+            }
             match self.shaper.admit(now, len) {
                 Verdict::Lost => {
                     self.counters.lost.fetch_add(1, Relaxed);
@@ -184,6 +201,7 @@ struct Writer {
     pending: Arc<Pending>,
     counters: Arc<DirectionCounters>,
     stop: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
     started: Instant,
 }
 
@@ -203,6 +221,12 @@ impl Writer {
             }
             let Reverse((_, _, packet)) = q.pop().expect("peeked");
             drop(q);
+            if self.cut.load(Relaxed) {
+                // On the wire when the link was cut: lost with it.
+                self.counters.partitioned.fetch_add(1, Relaxed);
+                q = self.pending.queue.lock().expect("queue lock");
+                continue;
+            }
             // A packet the receiving stack refuses (e.g. the device went down) is counted, not fatal.
             match tun::write_packet(&self.to, &packet) {
                 Ok(()) => {

@@ -162,8 +162,18 @@ fn serve_link(py: Python<'_>, config_json: &str) -> PyResult<()> {
             .map_err(|e| PyOSError::new_err(format!("cannot write link counters to {path}: {e}")))
     };
     write_counters(&handle)?;
+    let partition = config.partition_path.as_deref().map(std::path::Path::new);
+    let mut tick = 0u64;
     loop {
-        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        // The partition switch is looked at every 10 ms, the counters written every 100 ms.
+        tick += 1;
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(10)));
+        if let Some(path) = partition {
+            handle.set_partitioned(path.exists());
+        }
+        if !tick.is_multiple_of(10) {
+            continue;
+        }
         write_counters(&handle)?;
         if let Err(e) = py.check_signals() {
             // Told to stop (SIGINT/SIGTERM): the counters are final as of the write above.

@@ -276,11 +276,11 @@ def _fault_line(fault: Mapping[str, Any]) -> str:
     head = f"fault {fault['kind']} at {fault['asked_at_s']:g} s for {fault['duration_s']:g} s"
     if not fault.get("applied"):
         return f"{head}: not applied ({fault.get('problem')})"
-    worst = fault.get("e2e_max_us_around")
+    worst = fault.get("worst_e2e_us")
     recovered = fault.get("recovered_after_s")
     return (
         f"{head}: {fault['lasted_s']:.2f} s from {fault['start_s']:.2f} s; {fault['received_during']} received inside"
-        + (f", worst latency around it {worst / 1000:.0f} ms" if worst is not None else "")
+        + (f", worst latency of the messages caught in it {worst / 1000:.0f} ms" if worst is not None else "")
         + (f"; back within the pre-fault band ({fault['band_us'] / 1000:.1f} ms) {recovered:g} s after" if recovered is not None
            else f"; {fault.get('recovery_note')}")
     )

@@ -128,6 +128,7 @@ class EmulatedNetwork:
                     "delivered_ip_bytes": c.get("bytes_out", 0),
                     "lost": c.get("lost", 0),
                     "queue_dropped": c.get("queue_dropped", 0),
+                    "partitioned": c.get("partitioned", 0),
                 }
             return out
         host = _device_stats(self.host_veth, None)
@@ -243,6 +244,7 @@ class EmulatedNetwork:
             "down": shaping.emulator_direction(self.conditions.direction("down"), self.conditions.reorder),
             "seed": self.seed,
             "counters_path": str(counters_path),
+            "partition_path": str(self.workdir / "partition"),
         }
         config_path = self.workdir / "link.json"
         config_path.write_text(json.dumps(config, indent=2))
@@ -258,6 +260,17 @@ class EmulatedNetwork:
             if self._emulator.poll() is not None or time.monotonic() > deadline:
                 raise NetemError(f"the user-space link emulator did not start:\n{process.log_tail(log)}")
             time.sleep(0.02)
+
+    def cut(self, partitioned: bool) -> None:
+        """Cuts the link between clients and broker (every packet dropped, in both directions and
+        already on its way) or mends it; the emulator applies it within 10 ms."""
+        if self.method != "emulator":
+            raise NetemError(f"a link partition needs the user-space link emulator (this link uses {self.method})")
+        switch = self.workdir / "partition"
+        if partitioned:
+            switch.touch()
+        else:
+            switch.unlink(missing_ok=True)
 
     def emulator_pid(self) -> Optional[int]:
         return self._emulator.pid if self._emulator is not None else None

@@ -244,9 +244,10 @@ class Launch(_Section):
 class Fault(_Section):
     """Something that breaks on purpose during the load (docs/faults.md)."""
 
-    kind: Literal["broker-stall", "broker-restart"] = Field(
+    kind: Literal["broker-stall", "broker-restart", "link-down"] = Field(
         description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT); "
-        "broker-restart: they are ended with `signal`, then the broker is started again as it was"
+        "broker-restart: they are ended with `signal`, then the broker is started again as it was; "
+        "link-down: the emulated link (network:) drops every packet both ways, a partition"
     )
     at: Duration = Field(description="When it starts, from the start of the load phase (warm-up included)")
     duration: Duration = Field(gt=0, description="How long it lasts: frozen, or down before the restart")

@@ -28,9 +28,16 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
 def _fault_problems(s: Scenario) -> list[Problem]:
     """Faults act on a broker process mqttlab launched, inside the load phase, one at a time."""
     problems = []
-    if s.faults and (s.broker is None or is_url(s.broker)):
+    broker_faults = [f for f in s.faults if f.kind.startswith("broker-")]
+    if broker_faults and (s.broker is None or is_url(s.broker)):
         problems.append(Problem("faults", "act on a broker mqttlab launches as a process (a name such as mosquitto), "
                                 "not on a broker URL or the embedded one", ("broker",)))
+    link_faults = [index for index, f in enumerate(s.faults) if f.kind == "link-down"]
+    if link_faults and s.network is None:
+        problems.append(Problem(f"faults[{link_faults[0]}].kind", "link-down cuts the emulated link: the scenario needs a network: section", ("network",)))
+    elif link_faults and s.network is not None and s.network.method not in ("auto", "emulator"):
+        problems.append(Problem(f"faults[{link_faults[0]}].kind", f"link-down needs the user-space link emulator, not network.method {s.network.method}",
+                                ("network.method",)))
     for index, fault in enumerate(s.faults):
         if fault.kind != "broker-restart" and fault.signal is not None:
             problems.append(Problem(f"faults[{index}].signal", f"applies to broker-restart only, not to {fault.kind}", (f"faults[{index}].kind",)))
