@@ -54,6 +54,8 @@ def test_a_stalled_broker_delays_every_message_and_loses_none(tmp_path):
     assert series.loc[4, "received"] == 0 and series.loc[4, "sent"] == 100
     assert series.loc[5, "received"] >= 200
     assert series["received"].sum() == 1000
+    # Every message sent, also during the stall, was owed and delivered.
+    assert series["owed"].sum() == series["owed_delivered"].sum() == 1000 and fault["lost_of_sent_during"] == 0
 
 
 def test_faults_are_validated_with_the_rest_of_the_scenario():
@@ -125,6 +127,11 @@ def test_a_broker_killed_without_persistence_loses_the_sessions_and_the_run_says
     assert messages["retransmitted"] == 0
     # The sends missed while away are in the series in the seconds they were due: the fault's.
     series = result.series().set_index("t_s")
+    # By send second, the deliveries owed and made add up to the run's accounting exactly, so a
+    # loss can be put in the second its message was meant to leave.
+    assert series["owed"].sum() == messages["expected"]
+    assert (series["owed"] - series["owed_delivered"]).sum() == messages["lost"]
+    assert 0 <= fault["lost_of_sent_during"] <= messages["lost"]
     assert series["dropped"].sum() == messages["dropped"]
     assert series.loc[3:4, "dropped"].sum() == messages["dropped"]
     # The restarted broker is the one sampled, and mqttlab's own figures do not include it.

@@ -180,8 +180,11 @@ def _recovery(series: Sequence[Mapping[str, Any]], begin_s: float, end_s: float)
     what the run saw in normal operation, with no factor to choose. Seconds are the series'
     (t_s = 0 is the first measured second), so recovery is known to the second."""
     before = [row for row in series if row.get("e2e_max_us") is not None and int(row["t_s"]) >= 0 and int(row["t_s"]) + 1 <= begin_s]
+    touched = [row for row in series if begin_s - 1 < int(row["t_s"]) < end_s]
     out: dict[str, Any] = {
         "received_during": sum(int(row.get("received") or 0) for row in series if begin_s <= int(row["t_s"]) and int(row["t_s"]) + 1 <= end_s),
+        # Deliveries never made of the messages meant to leave in the seconds the fault touched.
+        "lost_of_sent_during": sum(int(row.get("owed") or 0) - int(row.get("owed_delivered") or 0) for row in touched),
     }
     band = max((int(row["e2e_max_us"]) for row in before), default=None)
     out["band_us"] = band

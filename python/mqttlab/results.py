@@ -20,7 +20,7 @@ import yaml
 
 FORMAT = "mqttlab-results/1"
 MANIFEST = "manifest.json"
-COUNT_COLUMNS = ("t_s", "sent", "acked", "received", "dropped", "errors")
+COUNT_COLUMNS = ("t_s", "sent", "acked", "received", "dropped", "errors", "owed", "owed_delivered")
 SERIES_COLUMNS = (*COUNT_COLUMNS, "e2e_p50_us", "e2e_p99_us", "e2e_max_us", "schedule_lag_max_us")
 
 HistogramStats = Callable[[str], dict[str, Any]]

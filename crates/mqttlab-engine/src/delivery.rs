@@ -80,10 +80,9 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
             }
             match sent {
                 Some((intended_ns, lag_ns)) => {
-                    if let Some(deadline_ms) = ctx.plan.load.deadline_ms {
-                        if now.saturating_sub(intended_ns) > deadline_ms * 1_000_000 {
-                            pair.late += 1;
-                        }
+                    let late = ctx.plan.load.deadline_ms.is_some_and(|d| now.saturating_sub(intended_ns) > d * 1_000_000);
+                    if late {
+                        pair.late += 1;
                     }
                     let same_clock = match ctx.plan.options.latency_publishers {
                         Some([a, b]) => (a..b).contains(&publisher),
@@ -91,6 +90,11 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                     };
                     if same_clock {
                         st.record_delivery_latency(now, intended_ns, lag_ns);
+                        if !late {
+                            if let Some(row) = st.second(intended_ns) {
+                                row.owed_delivered += 1;
+                            }
+                        }
                     }
                 }
                 None => st.counters.unmeasured += 1,

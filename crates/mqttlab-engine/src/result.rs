@@ -123,6 +123,12 @@ pub struct SeriesRow {
     pub received: u64,
     pub dropped: u64,
     pub errors: u64,
+    /// Deliveries owed for the messages intended in this second, and how many of them arrived
+    /// first and in time (on the publishers' clock). Absent in results written before them.
+    #[serde(default)]
+    pub owed: u64,
+    #[serde(default)]
+    pub owed_delivered: u64,
     pub schedule_lag_max_us: u64,
     /// End-to-end latency of the deliveries in this second (2 significant digits).
     pub e2e: String,
@@ -229,6 +235,8 @@ impl RawResult {
                 e.0.received += row.received;
                 e.0.dropped += row.dropped;
                 e.0.errors += row.errors;
+                e.0.owed += row.owed;
+                e.0.owed_delivered += row.owed_delivered;
                 e.0.schedule_lag_max_us = e.0.schedule_lag_max_us.max(row.schedule_lag_max_us);
                 histogram::add(&mut e.1, &h);
             }
@@ -267,6 +275,8 @@ impl SeriesRow {
         self.received = 0;
         self.dropped = 0;
         self.errors = 0;
+        self.owed = 0;
+        self.owed_delivered = 0;
         self.schedule_lag_max_us = 0;
         self
     }

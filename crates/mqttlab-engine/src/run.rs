@@ -488,6 +488,8 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
             e.received += row.received;
             e.dropped += row.dropped;
             e.errors += row.errors;
+            e.owed += row.owed;
+            e.owed_delivered += row.owed_delivered;
             e.lag_max_us = e.lag_max_us.max(row.lag_max_us);
             if let Some(h) = row.take_e2e() {
                 histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
@@ -527,6 +529,8 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
             received: r.received,
             dropped: r.dropped,
             errors: r.errors,
+            owed: r.owed,
+            owed_delivered: r.owed_delivered,
             schedule_lag_max_us: r.lag_max_us,
             e2e: histogram::encode(&r.e2e.unwrap_or_else(histogram::new_series_hist)),
         })

@@ -190,6 +190,10 @@ impl Sender {
             row.sent += 1;
             row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
         }
+        if let Some(row) = st.second(due) {
+            // The subscribers' deliveries only (an echo in round-trip mode is the publisher's).
+            row.owed += ctx.fanout.get(self.index as usize).copied().unwrap_or(0) as u64;
+        }
         (seq, id)
     }
 

@@ -31,6 +31,10 @@ pub struct SecondRow {
     pub received: u64,
     pub dropped: u64,
     pub errors: u64,
+    /// Deliveries owed for the messages intended in this second, and how many of them arrived
+    /// (first and in time): by send second, so a loss shows when its message was meant to leave.
+    pub owed: u64,
+    pub owed_delivered: u64,
     pub lag_max_us: u64,
     pub e2e: Option<Hist>,
     /// The end-to-end histogram of a second that has passed, V2-encoded. A live histogram holds
