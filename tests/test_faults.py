@@ -132,6 +132,10 @@ def test_a_broker_killed_without_persistence_loses_the_sessions_and_the_run_says
     assert series["owed"].sum() == messages["expected"]
     assert (series["owed"] - series["owed_delivered"]).sum() == messages["lost"]
     assert 0 <= fault["lost_of_sent_during"] <= messages["lost"]
+    # Tuned Mosquitto keeps nothing on disk: the restarted broker knew neither client, and
+    # whatever was lost went with the sessions, as MQTT allows.
+    assert summary["connections"]["reconnected"] == 2 and summary["connections"]["sessions_resumed"] == 0
+    assert fault["sessions"] == "lost" and fault["verdict"].startswith("expected: the broker kept no session")
     assert series["dropped"].sum() == messages["dropped"]
     assert series.loc[3:4, "dropped"].sum() == messages["dropped"]
     # The restarted broker is the one sampled, and mqttlab's own figures do not include it.
@@ -150,6 +154,9 @@ def test_a_broker_stopped_cleanly_with_persistence_keeps_the_sessions_and_loses_
     assert summary["connections"]["lost"] == 2
     assert messages["sent"] + messages["dropped"] == 1000 and messages["dropped"] >= 50
     assert messages["lost"] == 0 and messages["delivered"] == messages["expected"] == messages["sent"]
+    # Both sessions came back from disk, and the promise they carry was kept.
+    assert summary["connections"]["reconnected"] == summary["connections"]["sessions_resumed"] == 2
+    assert fault["sessions"] == "kept" and fault["verdict"] == "kept: no message lost"
 
 
 def test_the_fault_suite_compares_how_brokers_come_back(tmp_path):

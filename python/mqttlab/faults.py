@@ -147,9 +147,11 @@ def _signal_group(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def fault_section(applied: Sequence[AppliedFault], result: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """summary.json's `faults`: per fault, when it happened on the measured window's clock and how
-    the run came back from it (docs/faults.md)."""
+def fault_section(
+    applied: Sequence[AppliedFault], plan: Mapping[str, Any], result: Mapping[str, Any], series: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """summary.json's `faults`: per fault, when it happened on the measured window's clock, how
+    the run came back from it, and for a restart whether the losses broke a promise (docs/faults.md)."""
     start = result.get("start_mono_ns")
     warmup_s = float(result.get("warmup_ms") or 0) / 1000
     section = []
@@ -170,8 +172,32 @@ def fault_section(applied: Sequence[AppliedFault], result: Mapping[str, Any], se
             # How long the broker took to go after the signal (a clean stop writes its state first).
             entry["stopping_s"] = round((fault.down_mono_ns - fault.started_mono_ns) / 1e9, 3)
         entry.update(_recovery(series, begin_s, end_s))
+        if fault.kind == "broker-restart":
+            entry.update(_session_verdict(plan, result.get("counters") or {}, int(entry["lost_of_sent_during"])))
         section.append(entry)
     return section
+
+
+def _session_verdict(plan: Mapping[str, Any], counters: Mapping[str, Any], lost: int) -> dict[str, Any]:
+    """Whether the broker kept the clients' sessions across the restart, and what the losses
+    around it mean: QoS 1 and 2 promise delivery within a session, so a message lost from a
+    session the broker kept is the broker's fault; from a session it dropped, it is expected."""
+    reconnects, resumed = int(counters.get("reconnects") or 0), int(counters.get("sessions_resumed") or 0)
+    sessions = None if not reconnects else "kept" if resumed == reconnects else "lost" if resumed == 0 else "some kept"
+    qos = min(int(plan["publishers"]["qos"]), int(plan["subscribers"]["qos"]))
+    if qos == 0:
+        verdict = "nothing promised: QoS 0"
+    elif plan["mqtt"]["clean_start"]:
+        verdict = "nothing promised: the clients asked for clean sessions"
+    elif sessions is None:
+        verdict = "not judged: no client reconnected"
+    elif sessions == "kept":
+        verdict = "kept: no message lost" if lost == 0 else f"broken: {lost} messages lost from sessions the broker kept"
+    elif sessions == "lost":
+        verdict = f"expected: the broker kept no session, {lost} messages lost with them"
+    else:
+        verdict = f"not judged: the broker kept {resumed} of {reconnects} sessions, {lost} messages lost"
+    return {"sessions": sessions, "verdict": verdict}
 
 
 def _recovery(series: Sequence[Mapping[str, Any]], begin_s: float, end_s: float) -> dict[str, Any]:

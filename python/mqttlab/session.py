@@ -206,7 +206,7 @@ def execute(
         if network is not None:
             add_section(outcome.summary, "network", network_session.measure_after(network, network_info, plan, outcome.result))
         if isinstance(faults, FaultDriver):
-            add_section(outcome.summary, "faults", fault_section(faults.applied, outcome.result, results.series_rows(outcome.result, engine.histogram_stats)))
+            add_section(outcome.summary, "faults", fault_section(faults.applied, plan, outcome.result, results.series_rows(outcome.result, engine.histogram_stats)))
 
     resources = _add_context(outcome, scenario, sampler, routing)
     manifest = results.build_manifest(

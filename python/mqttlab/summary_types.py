@@ -38,6 +38,8 @@ class ConnectionCounts(TypedDict):
     publishers: OkFailed
     subscribers: OkFailed
     lost: int
+    reconnected: int
+    sessions_resumed: int
 
 
 class Messages(TypedDict):

@@ -335,6 +335,9 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
             let mut st = ctx.stats.borrow_mut();
             st.counters.connections_lost += 1;
             st.counters.reconnects += 1;
+            if connack.session_present && !ctx.plan.mqtt.clean_start {
+                st.counters.sessions_resumed += 1;
+            }
             st.error("connection_lost", &format!("{client_id}: the broker closed the connection (reconnected)"));
             // The old connection's traffic still counts.
             st.counters.mqtt_bytes_out += std::mem::take(&mut old.bytes_out);

@@ -36,6 +36,10 @@ pub struct Counters {
     pub unexpected: u64,
     pub connections_lost: u64,
     pub reconnects: u64,
+    /// Reconnects into a session the broker kept (asked for with clean_start false, and CONNACK
+    /// said session present). Absent in results written before it.
+    #[serde(default)]
+    pub sessions_resumed: u64,
     /// Round-trip mode: echoes of its own messages a publisher got back, first copies and repeats.
     #[serde(default)]
     pub replies: u64,
@@ -73,6 +77,7 @@ impl Counters {
         self.replies += o.replies;
         self.reply_duplicates += o.reply_duplicates;
         self.reconnects += o.reconnects;
+        self.sessions_resumed += o.sessions_resumed;
         self.retransmitted += o.retransmitted;
         self.completion_timeouts += o.completion_timeouts;
         self.unmeasured += o.unmeasured;

@@ -48,6 +48,10 @@ pub struct ConnectionCounts {
     pub subscribers: OkFailed,
     /// Connections the broker ended during the run.
     pub lost: u64,
+    /// Of those, reopened (`options.reconnect`).
+    pub reconnected: u64,
+    /// Of the reopened ones, into the session the broker kept (`mqtt.clean_start: false`).
+    pub sessions_resumed: u64,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -224,6 +228,8 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             publishers: OkFailed { ok: r.connections.publishers_ok, failed: r.connections.publishers_failed },
             subscribers: OkFailed { ok: r.connections.subscribers_ok, failed: r.connections.subscribers_failed },
             lost: c.connections_lost,
+            reconnected: c.reconnects,
+            sessions_resumed: c.sessions_resumed,
         },
         messages: Messages {
             sent: c.sent,

@@ -283,6 +283,7 @@ def _fault_line(fault: Mapping[str, Any]) -> str:
         + (f", worst latency of the messages caught in it {worst / 1000:.0f} ms" if worst is not None else "")
         + (f"; back within the pre-fault band ({fault['band_us'] / 1000:.1f} ms) {recovered:g} s after" if recovered is not None
            else f"; {fault.get('recovery_note')}")
+        + (f"; sessions: {fault['verdict']}" if fault.get("verdict") else "")
     )
 
 
