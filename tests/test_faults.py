@@ -78,10 +78,10 @@ def test_faults_are_validated_with_the_rest_of_the_scenario():
 
 def test_an_unknown_fault_or_a_missing_field_is_named():
     with pytest.raises(ScenarioError) as error:
-        load_scenario(None, overrides={"broker": "mosquitto", "faults": [{"kind": "broker-crash", "at": "1s", "duration": "1s"}, {"kind": "broker-stall", "at": "1s"}]})
+        load_scenario(None, overrides={"broker": "mosquitto", "faults": [{"kind": "broker-crash", "at": "1s", "duration": "1s"}, {"kind": "broker-stall"}]})
     listing = error.value.listing()
-    assert "faults[0].kind: must be 'broker-stall', 'broker-restart' or 'link-down' (got 'broker-crash')" in listing
-    assert "faults[1].duration: is required" in listing
+    assert "faults[0].kind: must be 'broker-stall', 'broker-restart', 'link-down' or 'clients-disconnect' (got 'broker-crash')" in listing
+    assert "faults[1].at: is required" in listing
 
 
 def test_the_embedded_broker_cannot_be_stalled():
@@ -178,9 +178,12 @@ def test_the_fault_suite_compares_how_brokers_come_back(tmp_path):
     figures = {(row["scenario"], row["metric"]): row for row in compared["rows"]}
     for scenario in ("stall", "crash", "clean-restart"):
         assert figures[(scenario, "fault_outage")]["n"] == 1 and figures[(scenario, "fault_outage")]["mean"] > 0.9
+    # Tearing connections down takes no time; the clients' reconnect backoff is what it costs.
+    assert figures[("clients-drop", "fault_outage")]["mean"] < 0.5
     # A stall drops nothing; a restart makes the publishers drop what fell due while they were away.
     assert figures[("stall", "dropped")]["mean"] == 0
     assert figures[("crash", "dropped")]["mean"] > 5 and figures[("clean-restart", "dropped")]["mean"] > 5
+    assert 0 < figures[("clients-drop", "dropped")]["mean"] < figures[("crash", "dropped")]["mean"]
 
 
 def test_a_link_partition_holds_the_messages_back_and_tcp_carries_them_over(tmp_path):
@@ -216,3 +219,35 @@ def test_a_link_fault_needs_an_emulated_link():
         load_scenario(None, overrides={"network": {"method": "tbf", "rate": "10mbit"}, "faults": [{"kind": "link-down", "at": "1s", "duration": "1s"}]})
     # On the embedded broker too: a partition acts on the link, not on the broker's process.
     load_scenario(None, overrides={"network": {"delay": "1ms"}, "faults": [{"kind": "link-down", "at": "1s", "duration": "1s"}]})
+
+
+def test_clients_torn_down_mid_run_come_back_into_their_sessions(tmp_path):
+    scenario = dict(RESTARTED, **{
+        "launch.config": "as-shipped",
+        "publishers.count": 4, "subscribers.count": 4, "publishers.topic": "cd/%i", "subscribers.filters": ["cd/%i"],
+        "publishers.rate": 50,
+        "faults": [{"kind": "clients-disconnect", "at": "4s", "fraction": 0.5}],
+    })  # fmt: skip
+    result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    # Half of the 8 connections were reset by the kernel; those clients, and only those, came back,
+    # into the sessions the broker kept for them.
+    assert fault["applied"] is True and fault["connections"] == 8 and fault["torn_down"] == 4
+    connections = summary["connections"]
+    assert connections["lost"] == connections["reconnected"] == connections["sessions_resumed"] == 4
+    messages = summary["messages"]
+    assert messages["sent"] + messages["dropped"] == 4 * 50 * 10
+    assert messages["lost"] == 0 and fault["verdict"] == "kept: no message lost"
+
+
+def test_a_clients_disconnect_is_instantaneous_and_needs_reconnecting_clients():
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(None, overrides={"faults": [{"kind": "clients-disconnect", "at": "1s", "duration": "1s", "fraction": 0.5},
+                                                  {"kind": "broker-stall", "at": "3s", "fraction": 0.5}]})
+    listing = error.value.listing()
+    assert "faults[0].duration: clients-disconnect is instantaneous" in listing
+    assert "faults[0].kind: clients-disconnect needs options.reconnect: true" in listing
+    assert "faults[1].duration: is required for broker-stall" in listing
+    assert "faults[1].fraction: applies to clients-disconnect only" in listing

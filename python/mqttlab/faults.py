@@ -23,8 +23,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 class AppliedFault:
     kind: str
     asked_at_s: float  # from the start of the load phase, as the scenario says
-    duration_s: float
+    duration_s: float  # 0 for clients-disconnect (instantaneous)
     signal: Optional[str] = None  # broker-restart: "kill" (default) or "term"
+    fraction: Optional[float] = None  # clients-disconnect: the share of connections torn down
+    torn_down: Optional[int] = None  # clients-disconnect: how many were
+    connections: Optional[int] = None  # clients-disconnect: of how many
     started_mono_ns: Optional[int] = None
     down_mono_ns: Optional[int] = None  # broker-restart: when its processes had ended
     ended_mono_ns: Optional[int] = None  # stall: continued; restart: serving MQTT again
@@ -41,6 +44,7 @@ class FaultDriver:
     broker: Any
     restarted: Optional[Callable[[int], None]] = None
     network: Any = None  # the run's EmulatedNetwork, for link faults
+    target: Optional[tuple[str, int]] = None  # the broker address the clients connect to (clients-disconnect)
     applied: list[AppliedFault] = field(default_factory=list)
     _load_start_ns: Optional[int] = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -49,7 +53,8 @@ class FaultDriver:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration), f.signal) for f in sorted(self.faults, key=lambda f: f.at)]
+        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration or 0.0), f.signal, f.fraction)
+                        for f in sorted(self.faults, key=lambda f: f.at)]
 
     def observe(self, snapshot: Mapping[str, Any]) -> None:
         """The first snapshot that knows the load's start instant starts the timeline."""
@@ -70,8 +75,28 @@ class FaultDriver:
                 self._stall(fault)
             elif fault.kind == "link-down":
                 self._cut(fault)
+            elif fault.kind == "clients-disconnect":
+                self._tear_down(fault)
             else:
                 self._restart(fault)
+
+    def _tear_down(self, fault: AppliedFault) -> None:
+        """Destroys a share of this process's TCP connections to the broker (`ss -K`: the kernel
+        resets them, as a crashed client host or a NAT timeout would); the clients see the error
+        and reconnect. Which ones: every k-th by local port, so the choice is spread and repeatable."""
+        try:
+            assert self.target is not None
+            host, port = self.target
+            ours = _connections_to(host, port, os.getpid())
+            share = fault.fraction if fault.fraction is not None else 1.0
+            chosen = _spread(ours, share)
+            fault.started_mono_ns = time.monotonic_ns()
+            for local_ip, local_port in chosen:
+                _destroy(local_ip, local_port, host, port)
+            fault.ended_mono_ns = time.monotonic_ns()
+            fault.torn_down, fault.connections = len(chosen), len(ours)
+        except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
+            fault.problem = f"cannot tear the connections down: {error}"
 
     def _cut(self, fault: AppliedFault) -> None:
         """Cuts the emulated link for the fault's duration; it is mended also when the run ends
@@ -139,6 +164,38 @@ class FaultDriver:
         self._continue()
 
 
+def _connections_to(host: str, port: int, pid: int) -> list[tuple[str, int]]:
+    """(local address, local port) of the established TCP connections of process `pid` to
+    host:port, sorted by port."""
+    import subprocess
+
+    listing = subprocess.run(["ss", "-tnpH", "state", "established", "dst", host, "dport", "=", f":{port}"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    found = []
+    for line in listing.splitlines():
+        if f"pid={pid}," not in line:
+            continue
+        local = line.split()[2]  # Recv-Q Send-Q Local Peer Process
+        address, _, local_port = local.rpartition(":")
+        found.append((address.strip("[]"), int(local_port)))
+    return sorted(set(found), key=lambda c: c[1])
+
+
+def _spread(connections: list[tuple[str, int]], share: float) -> list[tuple[str, int]]:
+    """round(share × n) of `connections` (at least one), evenly spread over the list."""
+    if not connections:
+        return []
+    count = max(1, round(share * len(connections)))
+    return [connections[int(i * len(connections) / count)] for i in range(count)]
+
+
+def _destroy(local_ip: str, local_port: int, host: str, port: int) -> None:
+    import subprocess
+
+    subprocess.run(["ss", "-K", "src", local_ip, "sport", "=", f":{local_port}", "dst", host, "dport", "=", f":{port}"],
+                   capture_output=True, text=True, timeout=10)
+
+
 def _signal_group(pid: int, signum: int) -> None:
     # Launched brokers lead their own process group: a JVM's or a script's helpers stop with them.
     try:
@@ -159,6 +216,8 @@ def fault_section(
         entry: dict[str, Any] = {"kind": fault.kind, "asked_at_s": fault.asked_at_s, "duration_s": fault.duration_s}
         if fault.kind == "broker-restart":
             entry["signal"] = fault.signal or "kill"
+        if fault.kind == "clients-disconnect":
+            entry.update(fraction=fault.fraction if fault.fraction is not None else 1.0, torn_down=fault.torn_down, connections=fault.connections)
         if fault.problem is not None or fault.started_mono_ns is None or fault.ended_mono_ns is None or not start:
             entry["applied"] = False
             entry["problem"] = fault.problem or "not applied: the load phase ended or was interrupted first"
@@ -172,7 +231,7 @@ def fault_section(
             # How long the broker took to go after the signal (a clean stop writes its state first).
             entry["stopping_s"] = round((fault.down_mono_ns - fault.started_mono_ns) / 1e9, 3)
         entry.update(_recovery(series, begin_s, end_s))
-        if fault.kind == "broker-restart":
+        if fault.kind in ("broker-restart", "clients-disconnect"):
             entry.update(_session_verdict(plan, result.get("counters") or {}, int(entry["lost_of_sent_during"])))
         section.append(entry)
     return section

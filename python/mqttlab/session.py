@@ -184,7 +184,7 @@ def execute(
         if states is not None:
             states.append(state)
         capturing = _open_capture(url, directory, network) if capture else None
-        faults = _fault_driver(scenario, broker, dask, sampler, network)
+        faults = _fault_driver(scenario, broker, dask, sampler, network, url)
         try:
             with sampler, faults, (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
@@ -318,7 +318,7 @@ def _exit_code(outcome: engine.RunOutcome, allow_missing_shards: bool) -> Exit:
     return exit_code_for(judged_without_missing(outcome))  # type: ignore[arg-type]
 
 
-def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler: Any, network: Any) -> AbstractContextManager[Any]:
+def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler: Any, network: Any, url: str) -> AbstractContextManager[Any]:
     """The scenario's faults bound to the launched broker's process and the emulated link, or
     nothing without faults."""
     if not scenario.faults:
@@ -328,7 +328,11 @@ def _fault_driver(scenario: Scenario, broker: Any, dask: Optional[str], sampler:
     needs_process = any(fault.kind.startswith("broker-") for fault in scenario.faults)
     if needs_process and (getattr(broker, "pid", None) is None or not broker.can_restart()):
         raise RunFailed(f"error: faults: {broker.name} runs without a process mqttlab started here; faults need one", Exit.BAD_INPUT)
-    return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted, network=network)
+    import socket
+
+    _, host, port = split_url(url)
+    return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted, network=network,
+                       target=(socket.gethostbyname(host), port))
 
 
 def _resource_sampler(broker_pid: Optional[int]) -> Any:

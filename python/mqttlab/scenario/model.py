@@ -244,16 +244,19 @@ class Launch(_Section):
 class Fault(_Section):
     """Something that breaks on purpose during the load (docs/faults.md)."""
 
-    kind: Literal["broker-stall", "broker-restart", "link-down"] = Field(
+    kind: Literal["broker-stall", "broker-restart", "link-down", "clients-disconnect"] = Field(
         description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT); "
         "broker-restart: they are ended with `signal`, then the broker is started again as it was; "
-        "link-down: the emulated link (network:) drops every packet both ways, a partition"
+        "link-down: the emulated link (network:) drops every packet both ways, a partition; "
+        "clients-disconnect: a `fraction` of the clients' connections is torn down at once (the clients reconnect)"
     )
     at: Duration = Field(description="When it starts, from the start of the load phase (warm-up included)")
-    duration: Duration = Field(gt=0, description="How long it lasts: frozen, or down before the restart")
+    duration: Optional[Duration] = Field(default=None, gt=0, description="How long it lasts: frozen, down before the restart, or cut; "
+                                         "not for clients-disconnect, which is instantaneous")
     signal: Optional[Literal["kill", "term"]] = Field(
         default=None, description="broker-restart: kill (SIGKILL, a crash; the default) or term (SIGTERM, a clean stop)"
     )
+    fraction: Optional[float] = Field(default=None, gt=0, le=1, description="clients-disconnect: the share of the connections torn down (default 1: all)")
 
 
 class Scenario(_Section):

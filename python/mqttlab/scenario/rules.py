@@ -39,6 +39,17 @@ def _fault_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem(f"faults[{link_faults[0]}].kind", f"link-down needs the user-space link emulator, not network.method {s.network.method}",
                                 ("network.method",)))
     for index, fault in enumerate(s.faults):
+        if fault.kind == "clients-disconnect":
+            if fault.duration is not None:
+                problems.append(Problem(f"faults[{index}].duration", "clients-disconnect is instantaneous: the clients reconnect by themselves; leave it out"))
+            if not s.options.reconnect:
+                problems.append(Problem(f"faults[{index}].kind", "clients-disconnect needs options.reconnect: true (the clients are to come back)", ("options.reconnect",)))
+            if s.transport.kind == "mqtt-sn":
+                problems.append(Problem(f"faults[{index}].kind", "clients-disconnect tears down TCP connections; MQTT-SN clients have none", ("transport.kind",)))
+        elif fault.duration is None:
+            problems.append(Problem(f"faults[{index}].duration", f"is required for {fault.kind}"))
+        if fault.kind != "clients-disconnect" and fault.fraction is not None:
+            problems.append(Problem(f"faults[{index}].fraction", f"applies to clients-disconnect only, not to {fault.kind}", (f"faults[{index}].kind",)))
         if fault.kind != "broker-restart" and fault.signal is not None:
             problems.append(Problem(f"faults[{index}].signal", f"applies to broker-restart only, not to {fault.kind}", (f"faults[{index}].kind",)))
         if fault.kind == "broker-restart" and not s.options.reconnect:
@@ -46,14 +57,16 @@ def _fault_problems(s: Scenario) -> list[Problem]:
                                     "first connection the restart breaks ends the run)", ("options.reconnect",)))
     end = None
     for index, fault in sorted(enumerate(s.faults), key=lambda item: item[1].at):
-        if s.load.duration is not None and fault.at + fault.duration > s.load.duration:
-            problems.append(Problem(f"faults[{index}].duration", f"the fault would end at {fault.at + fault.duration:g} s, "
+        lasts = fault.duration or 0.0
+        if s.load.duration is not None and fault.at + lasts > s.load.duration:
+            what = f"would end at {fault.at + lasts:g} s" if lasts else f"starts at {fault.at:g} s"
+            problems.append(Problem(f"faults[{index}].duration" if lasts else f"faults[{index}].at", f"the fault {what}, "
                                     f"after the load phase ({s.load.duration:g} s); recovery is measured inside it",
                                     (f"faults[{index}].at", "load.duration")))
         if end is not None and fault.at < end:
             problems.append(Problem(f"faults[{index}].at", f"starts at {fault.at:g} s, before the previous fault ends ({end:g} s); "
                                     "faults run one at a time so that each recovery is its own"))
-        end = fault.at + fault.duration
+        end = fault.at + lasts
     return problems
 
 
