@@ -251,3 +251,37 @@ def test_a_clients_disconnect_is_instantaneous_and_needs_reconnecting_clients():
     assert "faults[0].kind: clients-disconnect needs options.reconnect: true" in listing
     assert "faults[1].duration: is required for broker-stall" in listing
     assert "faults[1].fraction: applies to clients-disconnect only" in listing
+
+
+def test_a_link_degraded_mid_run_shows_in_the_seconds_it_lasted(tmp_path):
+    from mqttlab.netem import capability
+
+    missing = capability.detect().missing()
+    if missing is not None:
+        pytest.skip(missing)
+    scenario = dict(STALLED, **{
+        "network": {"delay": "2ms"},
+        "faults": [{"kind": "link-degrade", "at": "4s", "duration": "3s", "network": {"delay": "100ms"}}],
+    })  # fmt: skip
+    result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    assert fault["kind"] == "link-degrade" and fault["applied"] is True and 2.95 <= fault["lasted_s"] <= 3.2
+    series = result.series().set_index("t_s")
+    # 2 ms each way before and after, 100 ms each way in the whole seconds inside the fault
+    # (measured window: [3, 6) s): the round trip of a delivery is publisher → broker → subscriber.
+    assert series.loc[1, "e2e_p50_us"] < 20_000 and series.loc[8, "e2e_p50_us"] < 20_000
+    assert 195_000 <= series.loc[4, "e2e_p50_us"] <= 260_000
+    assert summary["messages"]["lost"] == 0 and fault["recovered_after_s"] is not None
+
+
+def test_a_link_degrade_names_its_conditions():
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(None, overrides={"network": {"delay": "1ms"}, "faults": [
+            {"kind": "link-degrade", "at": "1s", "duration": "1s"},
+            {"kind": "link-down", "at": "3s", "duration": "1s", "network": {"loss": "5%"}},
+        ]})  # fmt: skip
+    listing = error.value.listing()
+    assert "faults[0].network: link-degrade needs the link's conditions during the fault" in listing
+    assert "faults[1].network: applies to link-degrade only, not to link-down" in listing

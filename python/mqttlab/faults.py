@@ -28,6 +28,7 @@ class AppliedFault:
     fraction: Optional[float] = None  # clients-disconnect: the share of connections torn down
     torn_down: Optional[int] = None  # clients-disconnect: how many were
     connections: Optional[int] = None  # clients-disconnect: of how many
+    conditions: Any = None  # link-degrade: the link's NetworkConditions during the fault
     started_mono_ns: Optional[int] = None
     down_mono_ns: Optional[int] = None  # broker-restart: when its processes had ended
     ended_mono_ns: Optional[int] = None  # stall: continued; restart: serving MQTT again
@@ -53,7 +54,7 @@ class FaultDriver:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration or 0.0), f.signal, f.fraction)
+        self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration or 0.0), f.signal, f.fraction, conditions=f.network)
                         for f in sorted(self.faults, key=lambda f: f.at)]
 
     def observe(self, snapshot: Mapping[str, Any]) -> None:
@@ -75,6 +76,8 @@ class FaultDriver:
                 self._stall(fault)
             elif fault.kind == "link-down":
                 self._cut(fault)
+            elif fault.kind == "link-degrade":
+                self._degrade(fault)
             elif fault.kind == "clients-disconnect":
                 self._tear_down(fault)
             else:
@@ -97,6 +100,22 @@ class FaultDriver:
             fault.torn_down, fault.connections = len(chosen), len(ours)
         except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
             fault.problem = f"cannot tear the connections down: {error}"
+
+    def _degrade(self, fault: AppliedFault) -> None:
+        """Runs the emulated link under the fault's conditions for its duration, then under its
+        own again (also when the run ends first)."""
+        try:
+            self.network.degrade(fault.conditions)
+            fault.started_mono_ns = time.monotonic_ns()
+            self._stop.wait(fault.duration_s)
+        except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
+            fault.problem = f"cannot change the link: {error}"
+        finally:
+            try:
+                self.network.degrade(None)
+            finally:
+                if fault.started_mono_ns is not None:
+                    fault.ended_mono_ns = time.monotonic_ns()
 
     def _cut(self, fault: AppliedFault) -> None:
         """Cuts the emulated link for the fault's duration; it is mended also when the run ends

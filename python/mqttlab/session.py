@@ -398,9 +398,9 @@ def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
     from mqttlab.netem import EmulatedNetwork, NetemError
 
     conditions = scenario.network
-    if any(fault.kind == "link-down" for fault in scenario.faults) and conditions.method == "auto":
-        # Only the user-space emulator can cut the link mid-run (the kernel here has no tc
-        # actions to drop with), so a partition fault asks for it.
+    if any(fault.kind in ("link-down", "link-degrade") for fault in scenario.faults) and conditions.method == "auto":
+        # Only the user-space emulator can cut or change the link mid-run (the kernel here has no
+        # tc actions to drop with), so a link fault asks for it.
         conditions = conditions.model_copy(update={"method": "emulator"})
     try:
         return stack.enter_context(EmulatedNetwork(conditions, directory / "network", seed=scenario.load.seed))

@@ -45,6 +45,18 @@ pub struct LinkConfig {
     /// already on its way, is dropped (a partition, as a fault of the run). None = never cut.
     #[serde(default)]
     pub partition_path: Option<String>,
+    /// While a file exists at this path, its conditions ({"up": ..., "down": ...}, as above)
+    /// replace `up` and `down` (a fault that degrades the link); removed, they apply again.
+    #[serde(default)]
+    pub degrade_path: Option<String>,
+}
+
+/// The conditions of both directions, as a degrade file holds them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conditions {
+    pub up: DirectionConfig,
+    pub down: DirectionConfig,
 }
 
 impl DirectionConfig {

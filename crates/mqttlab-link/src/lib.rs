@@ -11,5 +11,5 @@ pub mod link;
 pub mod shaper;
 pub mod tun;
 
-pub use config::{DirectionConfig, LinkConfig, Side};
+pub use config::{Conditions, DirectionConfig, LinkConfig, Side};
 pub use link::{start, DirectionCounters, LinkCounters, LinkHandle};

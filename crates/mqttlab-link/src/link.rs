@@ -1,7 +1,7 @@
 //! The running link: per direction, a reader thread that takes packets from one TUN device and asks
 //! the shaper when each may leave, and a writer thread that sleeps until then and writes it to the
 //! other device. Separate threads keep a slow write from delaying the timestamps of arrivals.
-use crate::config::LinkConfig;
+use crate::config::{DirectionConfig, LinkConfig};
 use crate::shaper::{Shaper, Verdict};
 use crate::tun;
 use serde::Serialize;
@@ -75,9 +75,18 @@ struct Pending {
     wake: Condvar,
 }
 
+/// The conditions a direction runs under now, and a count of their changes (the reader looks
+/// at the count for every packet, the lock only when it moved).
+#[derive(Default)]
+struct Current {
+    config: Mutex<DirectionConfig>,
+    changes: AtomicU64,
+}
+
 pub struct LinkHandle {
     stop: Arc<AtomicBool>,
     cut: Arc<AtomicBool>,
+    current: [Arc<Current>; 2],
     threads: Vec<JoinHandle<io::Result<()>>>,
     up: Arc<DirectionCounters>,
     down: Arc<DirectionCounters>,
@@ -87,6 +96,14 @@ pub struct LinkHandle {
 impl LinkHandle {
     pub fn counters(&self) -> LinkCounters {
         LinkCounters { up: self.up.snapshot(), down: self.down.snapshot(), elapsed_s: self.started.elapsed().as_secs_f64() }
+    }
+
+    /// New conditions for both directions from now on (packets already on their way keep theirs).
+    pub fn set_conditions(&self, up: DirectionConfig, down: DirectionConfig) {
+        for (current, config) in self.current.iter().zip([up, down]) {
+            *current.config.lock().expect("conditions lock") = config;
+            current.changes.fetch_add(1, Relaxed);
+        }
     }
 
     /// Cuts the link (every packet dropped, also those already on their way) or mends it.
@@ -123,14 +140,19 @@ pub fn start(config: &LinkConfig) -> io::Result<LinkHandle> {
     let up = Arc::new(DirectionCounters::default());
     let down = Arc::new(DirectionCounters::default());
     let mut threads = Vec::new();
+    let current = [Arc::new(Current::default()), Arc::new(Current::default())];
     // Distinct seeds per direction: the same seed would make both directions lose the same packets.
-    for (name, from, to, cfg, counters, seed) in
-        [("up", &a, &b, &config.up, &up, config.seed.wrapping_mul(2)), ("down", &b, &a, &config.down, &down, config.seed.wrapping_mul(2).wrapping_add(1))]
-    {
+    for (name, from, to, cfg, counters, seed, now) in [
+        ("up", &a, &b, &config.up, &up, config.seed.wrapping_mul(2), &current[0]),
+        ("down", &b, &a, &config.down, &down, config.seed.wrapping_mul(2).wrapping_add(1), &current[1]),
+    ] {
+        *now.config.lock().expect("conditions lock") = cfg.clone();
         let pending = Arc::new(Pending { queue: Mutex::new(BinaryHeap::new()), wake: Condvar::new() });
         let reader = Reader {
             from: from.clone(),
             shaper: Shaper::new(cfg.clone(), seed),
+            current: now.clone(),
+            seen_changes: 0,
             pending: pending.clone(),
             counters: counters.clone(),
             stop: stop.clone(),
@@ -141,12 +163,14 @@ pub fn start(config: &LinkConfig) -> io::Result<LinkHandle> {
         threads.push(std::thread::Builder::new().name(format!("link-{name}-in")).spawn(move || reader.run())?);
         threads.push(std::thread::Builder::new().name(format!("link-{name}-out")).spawn(move || writer.run())?);
     }
-    Ok(LinkHandle { stop, cut, threads, up, down, started })
+    Ok(LinkHandle { stop, cut, current, threads, up, down, started })
 }
 
 struct Reader {
     from: Arc<OwnedFd>,
     shaper: Shaper,
+    current: Arc<Current>,
+    seen_changes: u64,
     pending: Arc<Pending>,
     counters: Arc<DirectionCounters>,
     stop: Arc<AtomicBool>,
@@ -175,6 +199,11 @@ impl Reader {
             if self.cut.load(Relaxed) {
                 self.counters.partitioned.fetch_add(1, Relaxed);
                 continue;
+            }
+            let changes = self.current.changes.load(Relaxed);
+            if changes != self.seen_changes {
+                self.seen_changes = changes;
+                self.shaper.reconfigure(self.current.config.lock().expect("conditions lock").clone());
             }
             match self.shaper.admit(now, len) {
                 Verdict::Lost => {

@@ -30,6 +30,12 @@ impl Shaper {
         Shaper { config, rng: SmallRng::seed_from_u64(seed), line_free_at: Duration::ZERO, last_delivery: Duration::ZERO }
     }
 
+    /// New conditions from now on (a fault that degrades the link mid-run); what is queued and the
+    /// loss and jitter streams carry on.
+    pub fn reconfigure(&mut self, config: DirectionConfig) {
+        self.config = config;
+    }
+
     /// Decides the fate of a packet of `len` bytes that arrives at `now`.
     pub fn admit(&mut self, now: Duration, len: usize) -> Verdict {
         let c = &self.config;
@@ -76,6 +82,18 @@ mod tests {
         let mut s = Shaper::new(DirectionConfig { delay_us: 50_000, ..Default::default() }, 1);
         assert_eq!(s.admit(ms(10), 100), Verdict::Deliver(ms(60)));
         assert_eq!(s.admit(ms(11), 100), Verdict::Deliver(ms(61)));
+    }
+
+    #[test]
+    fn new_conditions_apply_from_the_next_packet_without_overtaking_earlier_ones() {
+        let mut s = Shaper::new(DirectionConfig { delay_us: 50_000, ..Default::default() }, 1);
+        assert_eq!(s.admit(ms(10), 100), Verdict::Deliver(ms(60)));
+        // Degraded: a shorter delay would let the next packet leave before the last one.
+        s.reconfigure(DirectionConfig { delay_us: 5_000, ..Default::default() });
+        assert_eq!(s.admit(ms(11), 100), Verdict::Deliver(ms(60)));
+        assert_eq!(s.admit(ms(100), 100), Verdict::Deliver(ms(105)));
+        s.reconfigure(DirectionConfig { loss: 1.0, ..Default::default() });
+        assert_eq!(s.admit(ms(200), 100), Verdict::Lost);
     }
 
     #[test]

@@ -163,6 +163,8 @@ fn serve_link(py: Python<'_>, config_json: &str) -> PyResult<()> {
     };
     write_counters(&handle)?;
     let partition = config.partition_path.as_deref().map(std::path::Path::new);
+    let degrade = config.degrade_path.as_deref().map(std::path::Path::new);
+    let mut degraded: Option<std::time::SystemTime> = None; // the degrade file's mtime in force
     let mut tick = 0u64;
     loop {
         // The partition switch is looked at every 10 ms, the counters written every 100 ms.
@@ -170,6 +172,22 @@ fn serve_link(py: Python<'_>, config_json: &str) -> PyResult<()> {
         py.allow_threads(|| std::thread::sleep(Duration::from_millis(10)));
         if let Some(path) = partition {
             handle.set_partitioned(path.exists());
+        }
+        if let Some(path) = degrade {
+            match std::fs::metadata(path).and_then(|m| m.modified()) {
+                Ok(mtime) if degraded != Some(mtime) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| PyOSError::new_err(format!("cannot read {}: {e}", path.display())))?;
+                    let c: mqttlab_link::Conditions =
+                        serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("invalid link conditions in {}: {e}", path.display())))?;
+                    handle.set_conditions(c.up, c.down);
+                    degraded = Some(mtime);
+                }
+                Err(_) if degraded.is_some() => {
+                    handle.set_conditions(config.up.clone(), config.down.clone());
+                    degraded = None;
+                }
+                _ => {}
+            }
         }
         if !tick.is_multiple_of(10) {
             continue;

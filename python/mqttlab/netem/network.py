@@ -245,6 +245,7 @@ class EmulatedNetwork:
             "seed": self.seed,
             "counters_path": str(counters_path),
             "partition_path": str(self.workdir / "partition"),
+            "degrade_path": str(self.workdir / "degrade.json"),
         }
         config_path = self.workdir / "link.json"
         config_path.write_text(json.dumps(config, indent=2))
@@ -271,6 +272,20 @@ class EmulatedNetwork:
             switch.touch()
         else:
             switch.unlink(missing_ok=True)
+
+    def degrade(self, conditions: Optional[NetworkConditions]) -> None:
+        """Runs the link under `conditions` from now on (None: its own again); the emulator
+        applies them within 10 ms, to packets that arrive from then on."""
+        if self.method != "emulator":
+            raise NetemError(f"changing the link mid-run needs the user-space link emulator (this link uses {self.method})")
+        switch = self.workdir / "degrade.json"
+        if conditions is None:
+            switch.unlink(missing_ok=True)
+            return
+        both = {name: shaping.emulator_direction(conditions.direction(name), conditions.reorder) for name in ("up", "down")}
+        partial = switch.with_suffix(".partial")
+        partial.write_text(json.dumps(both))
+        partial.replace(switch)
 
     def emulator_pid(self) -> Optional[int]:
         return self._emulator.pid if self._emulator is not None else None

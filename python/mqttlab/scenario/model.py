@@ -244,10 +244,11 @@ class Launch(_Section):
 class Fault(_Section):
     """Something that breaks on purpose during the load (docs/faults.md)."""
 
-    kind: Literal["broker-stall", "broker-restart", "link-down", "clients-disconnect"] = Field(
+    kind: Literal["broker-stall", "broker-restart", "link-down", "link-degrade", "clients-disconnect"] = Field(
         description="broker-stall: the broker's processes are frozen (SIGSTOP), then continued (SIGCONT); "
         "broker-restart: they are ended with `signal`, then the broker is started again as it was; "
         "link-down: the emulated link (network:) drops every packet both ways, a partition; "
+        "link-degrade: the emulated link runs under the fault's `network` conditions for a while; "
         "clients-disconnect: a `fraction` of the clients' connections is torn down at once (the clients reconnect)"
     )
     at: Duration = Field(description="When it starts, from the start of the load phase (warm-up included)")
@@ -257,6 +258,7 @@ class Fault(_Section):
         default=None, description="broker-restart: kill (SIGKILL, a crash; the default) or term (SIGTERM, a clean stop)"
     )
     fraction: Optional[float] = Field(default=None, gt=0, le=1, description="clients-disconnect: the share of the connections torn down (default 1: all)")
+    network: Optional[NetworkConditions] = Field(default=None, description="link-degrade: the link's conditions during the fault (delay, jitter, loss, rate, a profile), as in the scenario's network:")
 
 
 class Scenario(_Section):

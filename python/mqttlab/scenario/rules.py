@@ -32,11 +32,18 @@ def _fault_problems(s: Scenario) -> list[Problem]:
     if broker_faults and (s.broker is None or is_url(s.broker)):
         problems.append(Problem("faults", "act on a broker mqttlab launches as a process (a name such as mosquitto), "
                                 "not on a broker URL or the embedded one", ("broker",)))
-    link_faults = [index for index, f in enumerate(s.faults) if f.kind == "link-down"]
+    link_faults = [index for index, f in enumerate(s.faults) if f.kind in ("link-down", "link-degrade")]
+    for index, fault in enumerate(s.faults):
+        if fault.kind == "link-degrade" and fault.network is None:
+            problems.append(Problem(f"faults[{index}].network", "link-degrade needs the link's conditions during the fault, e.g. {loss: 5%}"))
+        if fault.kind != "link-degrade" and fault.network is not None:
+            problems.append(Problem(f"faults[{index}].network", f"applies to link-degrade only, not to {fault.kind}", (f"faults[{index}].kind",)))
+        if fault.network is not None and fault.network.method != "auto":
+            problems.append(Problem(f"faults[{index}].network.method", "a fault's conditions run on the scenario's link; leave method out"))
     if link_faults and s.network is None:
-        problems.append(Problem(f"faults[{link_faults[0]}].kind", "link-down cuts the emulated link: the scenario needs a network: section", ("network",)))
+        problems.append(Problem(f"faults[{link_faults[0]}].kind", f"{s.faults[link_faults[0]].kind} acts on the emulated link: the scenario needs a network: section", ("network",)))
     elif link_faults and s.network is not None and s.network.method not in ("auto", "emulator"):
-        problems.append(Problem(f"faults[{link_faults[0]}].kind", f"link-down needs the user-space link emulator, not network.method {s.network.method}",
+        problems.append(Problem(f"faults[{link_faults[0]}].kind", f"{s.faults[link_faults[0]].kind} needs the user-space link emulator, not network.method {s.network.method}",
                                 ("network.method",)))
     for index, fault in enumerate(s.faults):
         if fault.kind == "clients-disconnect":
