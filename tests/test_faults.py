@@ -186,17 +186,18 @@ def test_the_fault_suite_compares_how_brokers_come_back(tmp_path):
     assert 0 < figures[("clients-drop", "dropped")]["mean"] < figures[("crash", "dropped")]["mean"]
 
 
-def test_a_link_partition_holds_the_messages_back_and_tcp_carries_them_over(tmp_path):
+def _run_on_a_2ms_link(tmp_path, fault: dict):
+    """STALLED's load over an emulated 2 ms link (needs root), with `fault`."""
     from mqttlab.netem import capability
 
     missing = capability.detect().missing()
     if missing is not None:
         pytest.skip(missing)
-    scenario = dict(STALLED, **{
-        "network": {"delay": "2ms"},
-        "faults": [{"kind": "link-down", "at": "4s", "duration": "2s"}],
-    })  # fmt: skip
-    result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
+    return mqttlab.run(None, set=dict(STALLED, network={"delay": "2ms"}, faults=[fault]), out=tmp_path / "run")
+
+
+def test_a_link_partition_holds_the_messages_back_and_tcp_carries_them_over(tmp_path):
+    result = _run_on_a_2ms_link(tmp_path, {"kind": "link-down", "at": "4s", "duration": "2s"})
     summary = result.summary
     assert summary["status"] == "completed", summary.get("error")
     (fault,) = summary["faults"]
@@ -254,16 +255,7 @@ def test_a_clients_disconnect_is_instantaneous_and_needs_reconnecting_clients():
 
 
 def test_a_link_degraded_mid_run_shows_in_the_seconds_it_lasted(tmp_path):
-    from mqttlab.netem import capability
-
-    missing = capability.detect().missing()
-    if missing is not None:
-        pytest.skip(missing)
-    scenario = dict(STALLED, **{
-        "network": {"delay": "2ms"},
-        "faults": [{"kind": "link-degrade", "at": "4s", "duration": "3s", "network": {"delay": "100ms"}}],
-    })  # fmt: skip
-    result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
+    result = _run_on_a_2ms_link(tmp_path, {"kind": "link-degrade", "at": "4s", "duration": "3s", "network": {"delay": "100ms"}})
     summary = result.summary
     assert summary["status"] == "completed", summary.get("error")
     (fault,) = summary["faults"]
