@@ -27,7 +27,8 @@ STALLED = {
 
 
 def test_a_stalled_broker_delays_every_message_and_loses_none(tmp_path):
-    result = mqttlab.run(None, set=STALLED, out=tmp_path / "run")
+    seen: list[dict] = []
+    result = mqttlab.run(None, set=STALLED, out=tmp_path / "run", progress=seen.append)
     assert result.status == "completed", result.summary.get("error")
     messages = result.summary["messages"]
     # The publisher kept its schedule; QoS 1 over a connection that never broke loses nothing.
@@ -54,6 +55,10 @@ def test_a_stalled_broker_delays_every_message_and_loses_none(tmp_path):
     assert series.loc[4, "received"] == 0 and series.loc[4, "sent"] == 100
     assert series.loc[5, "received"] >= 200
     assert series["received"].sum() == 1000
+    # The series marks the seconds the fault touched, and the live snapshots said it was under way.
+    marked = list(series.index[series["fault"] == "broker-stall"])
+    assert marked == [t for t in series.index if fault["start_s"] - 1 < t < fault["end_s"]] and {3, 4} <= set(marked)
+    assert any("broker-stall" in (snapshot.get("fault") or "") for snapshot in seen)
     # Every message sent, also during the stall, was owed and delivered.
     assert series["owed"].sum() == series["owed_delivered"].sum() == 1000 and fault["lost_of_sent_during"] == 0
 

@@ -57,14 +57,25 @@ class FaultDriver:
         self.applied = [AppliedFault(f.kind, float(f.at), float(f.duration or 0.0), f.signal, f.fraction, conditions=f.network)
                         for f in sorted(self.faults, key=lambda f: f.at)]
 
-    def observe(self, snapshot: Mapping[str, Any]) -> None:
-        """The first snapshot that knows the load's start instant starts the timeline."""
+    def observe(self, snapshot: dict[str, Any]) -> None:
+        """The first snapshot that knows the load's start instant starts the timeline; a fault
+        under way is added to every snapshot (`fault`), for the live display and live.json."""
+        under_way = self._under_way()
+        if under_way is not None:
+            snapshot["fault"] = under_way
         start = int(snapshot.get("load_start_mono_ns") or 0)
         if self._load_start_ns is not None or not start:
             return
         self._load_start_ns = start
         self._thread = threading.Thread(target=self._apply_all, name="mqttlab-faults", daemon=True)
         self._thread.start()
+
+    def _under_way(self) -> Optional[str]:
+        for fault in self.applied:
+            if fault.started_mono_ns is not None and fault.ended_mono_ns is None and fault.problem is None:
+                elapsed = (time.monotonic_ns() - fault.started_mono_ns) / 1e9
+                return f"{fault.kind} {elapsed:.1f} s" + (f" of {fault.duration_s:g} s" if fault.duration_s else "")
+        return None
 
     def _apply_all(self) -> None:
         assert self._load_start_ns is not None

@@ -41,6 +41,7 @@ def snapshot_line(snapshot: Mapping[str, Any], progress: Progress = None) -> str
         f"sent {interval.get('sent', 0)}/s acked {interval.get('acked', 0)}/s received {interval.get('received', 0)}/s  "
         f"e2e p50 {ms(interval.get('e2e_p50_us'))} p99 {ms(interval.get('e2e_p99_us'))} ms  "
         f"dropped {total.get('dropped', 0)} errors {total.get('errors', 0)}"
+        + (f"  FAULT {snapshot['fault']}" if snapshot.get("fault") else "")
     )
 
 
@@ -54,6 +55,8 @@ def snapshot_table(snapshot: Mapping[str, Any], progress: Progress = None) -> Ta
         fraction = (progress or {}).get("fraction")
         bar = "" if fraction is None else " " + "█" * round(20 * fraction) + "░" * (20 - round(20 * fraction))
         title += f" ·{bar} {done}"
+    if snapshot.get("fault"):
+        title += f" · [bold red]fault: {snapshot['fault']}[/]"
     table = Table(title=title, title_justify="left")
     for column in ("clients", "sent/s", "acked/s", "received/s", "e2e p50 ms", "e2e p99 ms", "dropped", "errors"):
         table.add_column(column, justify="right")

@@ -21,7 +21,7 @@ import yaml
 FORMAT = "mqttlab-results/1"
 MANIFEST = "manifest.json"
 COUNT_COLUMNS = ("t_s", "sent", "acked", "received", "dropped", "errors", "owed", "owed_delivered")
-SERIES_COLUMNS = (*COUNT_COLUMNS, "e2e_p50_us", "e2e_p99_us", "e2e_max_us", "schedule_lag_max_us")
+SERIES_COLUMNS = (*COUNT_COLUMNS, "e2e_p50_us", "e2e_p99_us", "e2e_max_us", "schedule_lag_max_us", "fault")
 
 HistogramStats = Callable[[str], dict[str, Any]]
 
@@ -193,6 +193,14 @@ def series_rows(result: dict[str, Any], stats: HistogramStats) -> list[dict[str,
     return rows
 
 
+def mark_faults(rows: list[dict[str, Any]], faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`fault` in each second a fault of the run touched (docs/faults.md), empty elsewhere."""
+    for row in rows:
+        t = int(row["t_s"])
+        row["fault"] = next((f["kind"] for f in faults if f.get("applied") and f["start_s"] - 1 < t < f["end_s"]), None)
+    return rows
+
+
 def write_results(
     directory: Path,
     *,
@@ -213,7 +221,8 @@ def write_results(
         _write_json(directory / "plan.json", plan)
         _write_json(directory / "result.json", result)
         _write_json(directory / "summary.json", summary)
-        (directory / "series.csv").write_text(_series_csv(series_rows(result, stats)), encoding="utf-8")
+        rows = mark_faults(series_rows(result, stats), summary.get("faults") or [])
+        (directory / "series.csv").write_text(_series_csv(rows), encoding="utf-8")
         for name, encoded in (result.get("histograms") or {}).items():
             if encoded:
                 (directory / "histograms" / f"{name}.hdr").write_text(encoded.strip() + "\n", encoding="ascii")
