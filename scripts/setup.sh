@@ -11,6 +11,7 @@ need_apt=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v ss >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)  # ip (emulated networks), ss (faults)
 if [ ${#need_apt[@]} -gt 0 ]; then
   say "installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
