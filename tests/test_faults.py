@@ -189,6 +189,16 @@ def test_the_fault_suite_compares_how_brokers_come_back(tmp_path):
     assert figures[("stall", "dropped")]["mean"] == 0
     assert figures[("crash", "dropped")]["mean"] > 5 and figures[("clean-restart", "dropped")]["mean"] > 5
     assert 0 < figures[("clients-drop", "dropped")]["mean"] < figures[("crash", "dropped")]["mean"]
+    # The report's over-time figure shades the fault where it happened, in each of its panels.
+    from mqttlab.analysis import compare_directories
+    from mqttlab.reports.figures import over_time
+
+    comparison = compare_directories([out])
+    stall = next(s for s in comparison.scenarios if s.scenario == "stall")
+    figure = over_time(comparison, stall)
+    assert "broker-stall" in [a.text for a in figure.layout.annotations]
+    (x0,) = {shape.x0 for shape in figure.layout.shapes}
+    assert len(figure.layout.shapes) == 3 and 4.9 <= x0 <= 5.1  # at 6 s of the load, 1 s of warm-up
 
 
 def _run_on_a_2ms_link(tmp_path, fault: dict):

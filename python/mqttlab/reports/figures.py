@@ -124,6 +124,14 @@ def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure
                                row=1, col=2, **common)
             figure.add_scatter(x=[row["t_s"] for row in broker_rows], y=[row["rss_bytes"] / 1e6 for row in broker_rows],
                                row=1, col=3, **common)
+    # The faults of the runs (docs/faults.md), shaded where they were: the same in every
+    # repetition up to a few ms, so each window is drawn once.
+    windows = {(f["kind"], round(f["start_s"], 1), round(f["end_s"], 1))
+               for group in scenario.groups.values() for run in group.runs
+               for f in (run.results.summary.get("faults") or []) if f.get("applied")}
+    for kind, start, end in sorted(windows, key=lambda w: w[1]):
+        figure.add_vrect(x0=start, x1=max(end, start + 0.05), fillcolor="crimson", opacity=0.15, line_width=0, row="all", col="all")
+        figure.add_annotation(x=start, y=1.0, yref="paper", text=kind, showarrow=False, xanchor="left", font={"size": 10, "color": "crimson"})
     figure.update_xaxes(title="s since the measured window began")
     figure.update_layout(title=f"{scenario.scenario}: over time, every repetition", height=360,
                          margin={"t": 70, "l": 60, "r": 20, "b": 50})
