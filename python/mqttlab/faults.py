@@ -1,12 +1,14 @@
-"""Faults as part of a run (docs/faults.md): applied to the launched broker on the run's timeline,
-then measured from the run's own figures.
+"""Faults as part of a run (docs/faults.md): applied on the run's timeline to the launched broker
+(stall, restart), the emulated link (cut, degraded) or the clients' connections (torn down), then
+measured from the run's own figures.
 
 The driver learns the load phase's start instant from the engine's progress snapshots
 (`load_start_mono_ns`, on CLOCK_MONOTONIC, the engine's clock, which is set before the load
 begins), so faults start on time unless asked for before the first snapshot that carries it
 (about a second). What counts is the time a fault was applied, recorded on the same clock and set
-against the measured window afterwards. A stalled broker is always continued, also when the run
-ends or is interrupted during the stall.
+against the measured window afterwards. A stalled broker is always continued, a cut or degraded
+link always mended, a stopped broker always started again, also when the run ends or is
+interrupted during the fault.
 """
 
 from __future__ import annotations
