@@ -85,7 +85,7 @@ def test_an_unknown_fault_or_a_missing_field_is_named():
     with pytest.raises(ScenarioError) as error:
         load_scenario(None, overrides={"broker": "mosquitto", "faults": [{"kind": "broker-crash", "at": "1s", "duration": "1s"}, {"kind": "broker-stall"}]})
     listing = error.value.listing()
-    assert "faults[0].kind: must be 'broker-stall', 'broker-restart', 'link-down' or 'clients-disconnect' (got 'broker-crash')" in listing
+    assert "faults[0].kind: must be 'broker-stall', 'broker-restart', 'link-down', 'link-degrade' or 'clients-disconnect' (got 'broker-crash')" in listing
     assert "faults[1].at: is required" in listing
 
 
@@ -229,7 +229,7 @@ def test_a_link_partition_holds_the_messages_back_and_tcp_carries_them_over(tmp_
 
 
 def test_a_link_fault_needs_an_emulated_link():
-    with pytest.raises(ScenarioError, match=r"faults\[0\].kind: link-down cuts the emulated link: the scenario needs a network: section"):
+    with pytest.raises(ScenarioError, match=r"faults\[0\].kind: link-down acts on the emulated link: the scenario needs a network: section"):
         load_scenario(None, overrides={"faults": [{"kind": "link-down", "at": "1s", "duration": "1s"}]})
     with pytest.raises(ScenarioError, match="link-down needs the user-space link emulator, not network.method tbf"):
         load_scenario(None, overrides={"network": {"method": "tbf", "rate": "10mbit"}, "faults": [{"kind": "link-down", "at": "1s", "duration": "1s"}]})
