@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -38,3 +40,37 @@ def _start_until_load(command: list[str], **popen) -> subprocess.Popen:
 @pytest.fixture
 def start_until_load() -> Callable[..., subprocess.Popen]:
     return _start_until_load
+
+
+def run_losing_a_worker(client: Any, scheduler: str, broker_url: str, victim_pid: int, out: Any) -> Any:
+    """`mqttlab run --dask` of two shards (4 → 4 clients point to point, QoS 1, 50 msg/s, 4 s)
+    whose worker `victim_pid` is SIGKILLed about a second into the load; the CliRunner result."""
+    from typer.testing import CliRunner
+
+    from mqttlab.cli.app import app
+
+    called_off = threading.Event()
+
+    def kill_mid_run() -> None:
+        # Both shards run once both workers process a task; then the start margin (2 s at least)
+        # passes, and the kill lands about a second into the load.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not called_off.is_set():
+            if sum(len(keys) for keys in client.processing().values()) == 2:
+                time.sleep(3.0)
+                if not called_off.is_set():
+                    os.kill(victim_pid, signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_mid_run, daemon=True)
+    killer.start()
+    try:
+        return CliRunner().invoke(app, [
+            "run", "--dask", scheduler, "--broker", broker_url,
+            "-P", "4", "-S", "4", "-t", "kill/%i", "-f", "kill/%i", "-q", "1", "-r", "50",
+            "-d", "4s", "--warmup", "0s", "-o", str(out),
+        ])  # fmt: skip
+    finally:
+        called_off.set()
+        killer.join(10)

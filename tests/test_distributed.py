@@ -28,6 +28,8 @@ from mqttlab.distributed import VersionMismatch, connect, run_plan
 from mqttlab.distributed.runner import DistributedOutcome, judged_without_missing
 from mqttlab.scenario import load_scenario
 
+from conftest import run_losing_a_worker
+
 _register()
 
 
@@ -141,31 +143,7 @@ def test_killed_worker_leaves_its_shard_missing_and_the_run_failed(mosquitto, tm
         scheduler = client.scheduler.address
         # Shards are placed on workers in address order: shard 1 lives on the last one.
         victim = pids[sorted(pids)[-1]]
-        handed_out = threading.Event()
-
-        def kill_mid_run() -> None:
-            # Both shards are running once both workers process a task; then the start margin
-            # (at least 2 s) passes and the kill lands about a second into the 4 s load.
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not handed_out.is_set():
-                if sum(len(keys) for keys in client.processing().values()) == 2:
-                    time.sleep(3.0)
-                    if not handed_out.is_set():
-                        os.kill(victim, signal.SIGKILL)
-                    return
-                time.sleep(0.1)
-
-        killer = threading.Thread(target=kill_mid_run, daemon=True)
-        killer.start()
-        try:
-            outcome = CliRunner().invoke(app, [
-                "run", "--dask", scheduler, "--broker", f"mqtt://127.0.0.1:{mosquitto.port}",
-                "-P", "4", "-S", "4", "-t", "kill/%i", "-f", "kill/%i", "-q", "1", "-r", "50",
-                "-d", "4s", "--warmup", "0s", "-o", str(tmp_path / "run"),
-            ])  # fmt: skip
-        finally:
-            handed_out.set()
-            killer.join(10)
+        outcome = run_losing_a_worker(client, scheduler, f"mqtt://127.0.0.1:{mosquitto.port}", victim, tmp_path / "run")
     assert outcome.exit_code == 4, outcome.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())

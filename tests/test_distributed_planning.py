@@ -16,7 +16,8 @@ from mqttlab.distributed.planner import (
     assign_source_addresses,
     check_broker_reachable_from,
     clock_basis,
-    limit_latency_to_same_host,
+    assign_clock_domains,
+    limit_latency_to_shared_clock,
     parse_source_addresses,
     place_shards,
     source_addresses_needed,
@@ -132,14 +133,50 @@ def test_each_shard_records_latency_only_of_publishers_on_its_own_host():
     fan_in = make_plan(pubs=6, subs=6, filters=("b/+",))
     three = [worker("tcp://a:1", "hostA"), worker("tcp://a:2", "hostA"), worker("tcp://b:1", "hostB")]
     shards = place_shards(fan_in, three)
-    limit_latency_to_same_host(shards)
+    limit_latency_to_shared_clock(shards)
     assert [s.plan["options"]["latency_publishers"] for s in shards] == [[0, 4], [0, 4], [4, 6]]
     basis = clock_basis(shards, receivers(fan_in))
     assert basis["basis"] == "across_hosts" and "left out of the end-to-end latencies" in basis["note"]
     # On one host every publisher shares the clock: no limit.
     alone = place_shards(fan_in, three[:2])
-    limit_latency_to_same_host(alone)
+    limit_latency_to_shared_clock(alone)
     assert all("latency_publishers" not in s.plan["options"] for s in alone)
+
+
+def timed(address: str, host: str, monotonic_s: float, bound_ms: float = 1.0) -> WorkerInfo:
+    clock = WorkerClock(wall=Offset(0, int(bound_ms * 1e6)), monotonic=Offset(int(monotonic_s * 1e9), int(bound_ms * 1e6)))
+    return WorkerInfo(address=address, host=host, pid=1, cores=2, nthreads=1, ephemeral_ports=28232, clock=clock)
+
+
+def test_workers_of_one_host_name_with_different_monotonic_clocks_are_kept_apart():
+    # hostA's two workers agree within their bounds (one clock, a little noise); hostB's two
+    # report one name but read clocks 250 ms apart: a time namespace, or a name given twice.
+    workers = assign_clock_domains([
+        timed("tcp://a:1", "hostA", 1000.0), timed("tcp://a:2", "hostA", 1000.0015),
+        timed("tcp://b:2", "hostB", 2000.25), timed("tcp://b:1", "hostB", 2000.0),
+    ])  # fmt: skip
+    assert {w.address: w.clock_domain for w in workers} == {
+        "tcp://a:1": "hostA", "tcp://a:2": "hostA", "tcp://b:1": "hostB#1", "tcp://b:2": "hostB#2"}  # fmt: skip
+    fan_in = make_plan(pubs=8, subs=8, filters=("b/+",))
+    shards = place_shards(fan_in, workers)
+    # Shards go out in clock order, so each clock's publishers are one contiguous range.
+    assert [s.worker.address for s in shards] == ["tcp://a:1", "tcp://a:2", "tcp://b:1", "tcp://b:2"]
+    limit_latency_to_shared_clock(shards)
+    assert [s.plan["options"]["latency_publishers"] for s in shards] == [[0, 4], [0, 4], [4, 6], [6, 8]]
+    basis = clock_basis(shards, receivers(fan_in))
+    assert basis["hosts"] == ["hostA", "hostB"] and basis["clock_domains"] == ["hostA", "hostB#1", "hostB#2"]
+    # Each subscriber is owed all 8 publishers: those of the other clocks are left out.
+    assert (basis["pairs"], basis["cross_host_pairs"]) == (64, 4 * 4 + 2 * 6 + 2 * 6)
+
+
+def test_offsets_further_apart_than_their_bounds_mean_another_clock():
+    # The decision follows the bounds: 3 ms apart is one clock for bounds of 2 ms, two for 1 ms.
+    loose = assign_clock_domains([timed("tcp://a:1", "h", 0.0, bound_ms=2), timed("tcp://a:2", "h", 0.003, bound_ms=2)])
+    tight = assign_clock_domains([timed("tcp://a:1", "h", 0.0, bound_ms=1), timed("tcp://a:2", "h", 0.003, bound_ms=1)])
+    assert {w.clock_domain for w in loose} == {"h"}
+    assert [w.clock_domain for w in tight] == ["h#1", "h#2"]
+    # Unmeasured workers (no clock) fall back on the host's name.
+    assert [w.clock_domain for w in assign_clock_domains([worker("tcp://a:1", "h"), worker("tcp://b:1", "g")])] == ["h", "g"]
 
 
 def test_start_margin_grows_with_the_busiest_shard():

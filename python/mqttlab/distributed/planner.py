@@ -1,9 +1,9 @@
 """Which worker runs which part of the plan.
 
 The plan is cut into contiguous client index ranges (mqttlab.engine.split_plan), one shard per
-worker thread. Worker slots are ordered by host, so neighbouring ranges, which are the likeliest to
-publish to each other (`bench/%i` → `bench/%i` keeps every pair inside one range), land on the
-same host and share its clock."""
+worker thread. Worker slots are ordered by clock (host, then measured monotonic offset), so
+neighbouring ranges, which are the likeliest to publish to each other (`bench/%i` → `bench/%i`
+keeps every pair inside one range), land on the same host and share its clock."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import bisect
 import ipaddress
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from mqttlab.distributed.clock import WorkerClock
@@ -22,6 +22,9 @@ from mqttlab.engine import Plan, split_plan
 # clients a second (generous: a loopback broker does ~10k/s).
 ASSUMED_CONNECTS_PER_S = 2_000
 START_MARGIN_FLOOR_S = 2.0
+# Two workers reading one clock give offsets that differ by at most the sum of their bounds; this
+# much more covers the instant between reading the wall clock and the monotonic one.
+CLOCK_SLACK_NS = 100_000
 
 
 class PlanningError(Exception):
@@ -37,6 +40,11 @@ class WorkerInfo:
     nthreads: int
     ephemeral_ports: Optional[int] = None
     clock: Optional[WorkerClock] = None
+    clock_domain: str = ""  # workers sharing CLOCK_MONOTONIC have the same (assign_clock_domains)
+
+    @property
+    def clock_key(self) -> str:
+        return self.clock_domain or self.host
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class Shard:
             "index": self.index,
             "worker": self.worker.address,
             "host": self.worker.host,
+            "clock_domain": self.worker.clock_key,
             "publishers": self.publishers,
             "subscribers": self.subscribers,
             "source_addresses": list(self.plan["shard"].get("source_addresses") or []),
@@ -81,7 +90,7 @@ def place_shards(plan: Plan, workers: list[WorkerInfo], shards_per_worker: int =
             f"{shards_per_worker} shards per worker need as many worker threads; "
             + ", ".join(f"{w.address} has {w.nthreads}" for w in short)
         )
-    slots = [w for w in sorted(workers, key=lambda w: (w.host, w.address)) for _ in range(shards_per_worker)]
+    slots = [w for w in sorted(workers, key=lambda w: (w.clock_key, w.address)) for _ in range(shards_per_worker)]
     pieces = split_plan(plan, len(slots))
     shards_on_host = Counter(w.host for w in slots)
     shards = []
@@ -172,18 +181,58 @@ def source_addresses_needed(connections: int, ephemeral_ports: int) -> int:
     return max(1, math.ceil(connections / max(1, ephemeral_ports)))
 
 
-def limit_latency_to_same_host(shards: list[Shard]) -> None:
-    """Each shard records end-to-end latency only for the publishers on its own host: the others'
-    send times are on another machine's monotonic clock. Shards are placed in host order, so the
-    publishers of one host form one contiguous range."""
-    hosts = {s.worker.host for s in shards}
-    if len(hosts) < 2:
+def assign_clock_domains(workers: list[WorkerInfo]) -> list[WorkerInfo]:
+    """The workers, each with the name of the CLOCK_MONOTONIC it reads (`clock_domain`).
+
+    Workers of different hosts never share one: two machines' monotonic clocks count from their
+    own boot and drift apart. Workers of one host name usually do, but not always: a process in
+    its own time namespace (a container started with one, `unshare --time`) or a host name given
+    to several machines reads another clock. So the measured offsets decide within a host: those
+    that agree within their bounds share a clock. A host with one clock keeps its name as the
+    domain; with several, they are named `HOST#1`, `HOST#2`, ... in the order of their offsets."""
+    domain: dict[str, str] = {}
+    for host in sorted({w.host for w in workers}):
+        on_host = [w for w in workers if w.host == host]
+        unmeasured = [w for w in on_host if w.clock is None]
+        measured = sorted((w for w in on_host if w.clock is not None), key=lambda w: _monotonic(w).offset_ns)
+        groups: list[list[WorkerInfo]] = []
+        for w in measured:
+            if groups and _same_clock(groups[-1][-1], w):
+                groups[-1].append(w)
+            else:
+                groups.append([w])
+        if unmeasured:  # nothing to tell them apart by: the host's name is all there is
+            if not groups:
+                groups.append([])
+            groups[0].extend(unmeasured)
+        for k, group in enumerate(groups, start=1):
+            for w in group:
+                domain[w.address] = host if len(groups) == 1 else f"{host}#{k}"
+    return [replace(w, clock_domain=domain[w.address]) for w in workers]
+
+
+def _monotonic(worker: WorkerInfo) -> Any:
+    assert worker.clock is not None
+    return worker.clock.monotonic
+
+
+def _same_clock(a: WorkerInfo, b: WorkerInfo) -> bool:
+    first, second = _monotonic(a), _monotonic(b)
+    return abs(first.offset_ns - second.offset_ns) <= first.bound_ns + second.bound_ns + CLOCK_SLACK_NS
+
+
+def limit_latency_to_shared_clock(shards: list[Shard]) -> None:
+    """Each shard records end-to-end latency only for the publishers that read its clock: the
+    others' send times are on another clock. Shards are placed in clock order, so the publishers
+    of one clock form one contiguous range."""
+    domains = {s.worker.clock_key for s in shards}
+    if len(domains) < 2:
         return
-    for host in hosts:
-        ranges = [s.publishers for s in shards if s.worker.host == host]
+    for domain in domains:
+        ranges = [s.publishers for s in shards if s.worker.clock_key == domain]
         span = [min(low for low, _ in ranges), max(high for _, high in ranges)]
         for shard in shards:
-            if shard.worker.host == host:
+            if shard.worker.clock_key == domain:
                 shard.plan["options"]["latency_publishers"] = span
 
 
@@ -209,41 +258,47 @@ def check_broker_reachable_from(plan: Plan, workers: list[WorkerInfo], client_ho
 
 
 def clock_basis(shards: list[Shard], owed: Optional[Receivers]) -> dict[str, Any]:
-    """Whether end-to-end latencies compare clocks of one host ("shared") or whether some
-    measured (publisher, receiver) pairs span hosts, and how many. Those pairs are not in the
-    latencies: each shard records only its own host's publishers (limit_latency_to_same_host)."""
-    hosts = {s.worker.host for s in shards}
-    if len(hosts) == 1:
-        return {"basis": "shared", "hosts": sorted(hosts), "pairs": None, "cross_host_pairs": 0,
-                "note": "every shard ran on one host: publishers and subscribers share its monotonic clock"}  # fmt: skip
+    """Whether end-to-end latencies compare readings of one clock ("shared") or whether some
+    measured (publisher, receiver) pairs span clocks, and how many. Those pairs are not in the
+    latencies: each shard records only the publishers on its own clock (limit_latency_to_shared_clock)."""
+    hosts = sorted({s.worker.host for s in shards})
+    domains = sorted({s.worker.clock_key for s in shards})
+    base: dict[str, Any] = {"hosts": hosts}
+    if domains != hosts:
+        base["clock_domains"] = domains
+        base["clock_note"] = ("workers of one host read different monotonic clocks (their measured offsets differ): "
+                              "each clock is a domain of its own")
+    if len(domains) == 1:
+        return {"basis": "shared", **base, "pairs": None, "cross_host_pairs": 0,
+                "note": "every shard ran on one host's clock: publishers and subscribers share its monotonic clock"}  # fmt: skip
     if owed is None:
-        return {"basis": "unknown", "hosts": sorted(hosts), "pairs": None, "cross_host_pairs": None,
-                "note": "too many wildcard filters to tell which pairs span hosts; end-to-end latencies "
-                        "cover only deliveries whose publisher ran on the subscriber's host"}  # fmt: skip
-    host_of_pub = _host_lookup(shards, "publishers")
-    host_of_sub = _host_lookup(shards, "subscribers")
+        return {"basis": "unknown", **base, "pairs": None, "cross_host_pairs": None,
+                "note": "too many wildcard filters to tell which pairs span clocks; end-to-end latencies "
+                        "cover only deliveries whose publisher ran on the subscriber's clock"}  # fmt: skip
+    clock_of_pub = _domain_lookup(shards, "publishers")
+    clock_of_sub = _domain_lookup(shards, "subscribers")
     pairs = crossing = 0
     for p, units in enumerate(owed.owed):
         for unit in units:
             pairs += 1
             # A shared group delivers each message to one member: it may cross if any member is elsewhere.
-            if any(host_of_sub(s) != host_of_pub(p) for s in owed.members.get(unit, ())):
+            if any(clock_of_sub(s) != clock_of_pub(p) for s in owed.members.get(unit, ())):
                 crossing += 1
     if crossing == 0:
-        return {"basis": "shared", "hosts": sorted(hosts), "pairs": pairs, "cross_host_pairs": 0,
-                "note": "every measured pair has its publisher and subscriber on one host"}  # fmt: skip
-    return {"basis": "across_hosts", "hosts": sorted(hosts), "pairs": pairs, "cross_host_pairs": crossing,
-            "note": f"{crossing} of {pairs} measured pairs have publisher and subscriber on different hosts, "
-                    "whose monotonic clocks are unrelated: their deliveries are counted but left out of the "
-                    "end-to-end latencies, which cover deliveries between clients of one host only"}  # fmt: skip
+        return {"basis": "shared", **base, "pairs": pairs, "cross_host_pairs": 0,
+                "note": "every measured pair has its publisher and subscriber on one clock"}  # fmt: skip
+    return {"basis": "across_hosts", **base, "pairs": pairs, "cross_host_pairs": crossing,
+            "note": f"{crossing} of {pairs} measured pairs have publisher and subscriber on different hosts "
+                    "(or clocks), which are unrelated: their deliveries are counted but left out of the "
+                    "end-to-end latencies, which cover deliveries between clients of one clock only"}  # fmt: skip
 
 
-def _host_lookup(shards: list[Shard], role: str) -> Any:
-    ranges = sorted((s.plan["shard"][role][0], s.plan["shard"][role][1], s.worker.host) for s in shards)
+def _domain_lookup(shards: list[Shard], role: str) -> Any:
+    ranges = sorted((s.plan["shard"][role][0], s.plan["shard"][role][1], s.worker.clock_key) for s in shards)
     starts = [low for low, _, _ in ranges]
 
-    def host_of(index: int) -> str:
-        low, high, host = ranges[bisect.bisect_right(starts, index) - 1]
-        return host if low <= index < high else "?"
+    def domain_of(index: int) -> str:
+        low, high, domain = ranges[bisect.bisect_right(starts, index) - 1]
+        return domain if low <= index < high else "?"
 
-    return host_of
+    return domain_of

@@ -23,10 +23,11 @@ from mqttlab.distributed.planner import (
     PlanningError,
     Shard,
     WorkerInfo,
+    assign_clock_domains,
     assign_source_addresses,
     check_broker_reachable_from,
     clock_basis,
-    limit_latency_to_same_host,
+    limit_latency_to_shared_clock,
     place_shards,
     start_margin_s,
 )
@@ -89,6 +90,7 @@ class DistributedOutcome(RunOutcome):
                     "pid": w.pid,
                     "cores": w.cores,
                     "clock_offset": w.clock.as_dict() if w.clock else None,
+                    "clock_domain": w.clock_key,
                     "shards": [s.shard.index for s in self.shards if s.shard.worker.address == w.address],
                 }
                 for w in self.workers
@@ -99,8 +101,8 @@ class DistributedOutcome(RunOutcome):
 
 
 def survey(client: Any) -> list[WorkerInfo]:
-    """Every worker's description and clock offsets; refuses a cluster that cannot run the
-    plan with every problem named at once."""
+    """Every worker's description, clock offsets and clock domain; refuses a cluster that cannot
+    run the plan with every problem named at once."""
     described = client.run(worker_side.describe, on_error="return")
     threads = client.nthreads()
     if not described:
@@ -136,7 +138,7 @@ def survey(client: Any) -> list[WorkerInfo]:
                 nthreads=threads.get(address, 1), ephemeral_ports=info["ephemeral_ports"], clock=measured,
             )
         )  # fmt: skip
-    return workers
+    return assign_clock_domains(workers)
 
 
 def run_plan(
@@ -163,7 +165,7 @@ def run_plan(
         assign_source_addresses(shards, source_addresses)
     except PlanningError as error:
         raise ClusterRefused(str(error)) from None
-    limit_latency_to_same_host(shards)
+    limit_latency_to_shared_clock(shards)
     receivers = owed_receivers(plan)
 
     run_id = uuid.uuid4().hex[:12]

@@ -224,7 +224,7 @@ class EmulatedNetwork:
                 commands.run(["tc", "qdisc", "replace", "dev", device, "root", *args], namespace=namespace)
         if self.method == "emulator":
             self._build_emulator()
-        _wait_until_reachable(self.control_address)
+        wait_until_reachable(self.control_address, what="the broker namespace")
 
     def _build_emulator(self) -> None:
         ns = self.namespace
@@ -322,7 +322,7 @@ def _device_stats(device: str, namespace: Optional[str]) -> dict[str, int]:
     return {f"{kind}_{key}": int(stats[kind][key]) for kind in ("rx", "tx") for key in ("bytes", "packets", "dropped")}
 
 
-def _wait_until_reachable(address: str, timeout: float = 5.0) -> None:
+def wait_until_reachable(address: str, *, what: str, timeout: float = 5.0) -> None:
     # A fresh veth needs a moment (duplicate address detection, carrier) before it passes packets.
     import socket
 
@@ -337,4 +337,4 @@ def _wait_until_reachable(address: str, timeout: float = 5.0) -> None:
                 return
             except OSError:
                 time.sleep(0.05)
-    raise NetemError(f"the broker namespace does not answer at {address} after setting it up")
+    raise NetemError(f"{what} does not answer at {address} after setting it up")
