@@ -20,12 +20,12 @@ from mqttlab.distributed.planner import (
     limit_latency_to_shared_clock,
     parse_source_addresses,
     place_shards,
-    source_addresses_needed,
     start_margin_s,
 )
 from mqttlab.distributed.progress import ProgressCombiner
 from mqttlab.routing import MATCH_BUDGET, owed_receivers as receivers
 from mqttlab.scenario import load_scenario
+from mqttlab.source_ports import addresses_needed
 
 
 def make_plan(pubs=4, subs=4, topic="b/%i", filters=("b/%i",), host="127.0.0.1") -> engine.Plan:
@@ -105,7 +105,7 @@ def test_a_crowded_host_connects_from_several_loopback_addresses_to_a_loopback_b
     assert assign_source_addresses(crowded) == {"a": ["127.0.0.1", "127.0.0.2", "127.0.0.3"]}
     assert [s.plan["shard"]["source_addresses"] for s in crowded] == [["127.0.0.1", "127.0.0.2", "127.0.0.3"]] * 2
     assert crowded[0].as_dict()["source_addresses"] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
-    assert source_addresses_needed(150_000, 28_232) == 6
+    assert addresses_needed(150_000, 28_232) == 6
 
 
 def test_a_crowded_host_of_a_remote_broker_needs_addresses_given_per_host():

@@ -11,7 +11,14 @@ def run_shard(plan_json: str, progress: Optional[Callable[[str], None]] = None) 
     Releases the GIL while the load runs. `progress` is called with a JSON snapshot every
     `options.progress_interval_ms`. Ctrl-C stops the run cleanly: the partial result comes back
     with status "interrupted" (no exception). Invalid plans raise ValueError; a broker that cannot
-    be reached at all raises ConnectionError with a one-line reason."""
+    be reached at all raises ConnectionError with a one-line reason; a host that cannot open the
+    shard's connections (file limit) raises OSError saying what to change."""
+
+def ensure_open_files(connections: int) -> None:
+    """Raises this process's open-file limit (RLIMIT_NOFILE) so that `connections` sockets and a
+    margin fit: the soft limit up to the hard one, the hard one too where allowed (root), up to
+    fs.nr_open. Processes started afterwards (a launched broker) inherit it. OSError when the
+    host cannot give enough, saying what is needed and what to change."""
 
 def expand_template(template: str, index: int, client_id: str) -> str:
     """A client-id, topic or filter template expanded for client `index`: `%i` = index, `%c` =

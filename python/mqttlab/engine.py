@@ -25,6 +25,10 @@ class PlanRejected(ValueError):
     """The engine refused a plan. The scenario validation should have caught it: a bug."""
 
 
+class HostCannotRun(RuntimeError):
+    """This host cannot give the run what it needs (file descriptors for its connections)."""
+
+
 class BrokerUnreachable(ConnectionError):
     """The broker could not be reached or refused before any load was sent."""
 
@@ -202,7 +206,7 @@ def split_plan(plan: Plan, shards: int) -> list[Plan]:
 def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: Optional[str] = None) -> RunOutcome:
     """Runs one shard and summarizes it. Ctrl-C during the run comes back as status
     "interrupted", not as an exception. An exception from `progress` stops the run and is
-    raised once the engine has stopped. Raises BrokerUnreachable and PlanRejected."""
+    raised once the engine has stopped. Raises BrokerUnreachable, HostCannotRun and PlanRejected."""
     engine = load_engine()
     plan_json = json.dumps(plan)
 
@@ -215,9 +219,20 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
     except ConnectionError as error:
         url = broker_url or _plan_url(plan)
         raise BrokerUnreachable(url, _reason(str(error), url)) from None
+    except OSError as error:  # after ConnectionError, its subclass
+        raise HostCannotRun(str(error)) from None
     except ValueError as error:
         raise PlanRejected(str(error)) from None
     return summarize(plan, result_json)
+
+
+def ensure_open_files(connections: int) -> None:
+    """Room for `connections` sockets in this process and the processes it starts afterwards
+    (a launched broker inherits the limit). Raises HostCannotRun saying what to change."""
+    try:
+        load_engine().ensure_open_files(connections)
+    except OSError as error:
+        raise HostCannotRun(str(error)) from None
 
 
 def summarize(plan: Plan, result_json: str) -> RunOutcome:

@@ -160,6 +160,8 @@ def execute(
     """Runs `scenario` and writes its results directory. `display` shows the run while it goes;
     `states` collects its live state (for a metrics endpoint); the rest are `mqttlab run`'s options."""
     started_at = dt.datetime.now(dt.timezone.utc)
+    if dask is None:
+        _room_for_connections(scenario)
     with ExitStack() as stack:
         network = _open_network(scenario, directory, stack)
         broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
@@ -176,6 +178,8 @@ def execute(
             scenario = _trusting_launched_ca(scenario, broker)
         scenario = _with_broker_login(scenario, broker)
         plan = engine.compile_plan(scenario, url)
+        if dask is None:
+            _spread_source_addresses(plan)
         header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
         state = RunState(plan, run=directory.name, scenario=scenario.name, broker=str(broker.name), shard="all" if dask is None else "dask",
@@ -188,7 +192,7 @@ def execute(
         try:
             with sampler, faults, (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
-        except engine.BrokerUnreachable as error:
+        except (engine.BrokerUnreachable, engine.HostCannotRun) as error:
             raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
             raise RunFailed(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
@@ -286,6 +290,26 @@ def _observed(state: RunState, show: Optional[Progress], faults: Any = None) -> 
             show(snapshot)
 
     return observe
+
+
+def _room_for_connections(scenario: Scenario) -> None:
+    """Open files for every connection, raised before a broker is launched so that it inherits
+    the room too; a host that cannot give it stops the run here, saying what to change."""
+    try:
+        engine.ensure_open_files(scenario.publishers.count + scenario.subscribers.count)
+    except engine.HostCannotRun as error:
+        raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
+
+
+def _spread_source_addresses(plan: engine.Plan) -> None:
+    """More connections to a loopback broker than one address has source ports: spread them."""
+    from mqttlab.source_ports import spread_for_loopback
+
+    shard = plan["shard"]
+    connections = (shard["publishers"][1] - shard["publishers"][0]) + (shard["subscribers"][1] - shard["subscribers"][0])
+    addresses = spread_for_loopback(connections, str(plan["broker"]["host"]))
+    if addresses:
+        shard["source_addresses"] = addresses
 
 
 def _execute(

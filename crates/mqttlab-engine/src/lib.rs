@@ -14,6 +14,7 @@ pub mod conn;
 pub mod context;
 pub mod delivery;
 pub mod histogram;
+pub mod limits;
 pub mod pacer;
 pub mod payload;
 pub mod plan;

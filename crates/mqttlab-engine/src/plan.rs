@@ -320,6 +320,13 @@ impl RunPlan {
         self.subscribers.filters.iter().map(|f| expand(f, i, &cid)).collect()
     }
 
+    /// The connections this shard opens: one per publisher and subscriber in its ranges.
+    pub fn shard_connections(&self) -> u64 {
+        let [p0, p1] = self.shard.publishers;
+        let [s0, s1] = self.shard.subscribers;
+        p1.saturating_sub(p0) as u64 + s1.saturating_sub(s0) as u64
+    }
+
     /// True when this shard runs every client of the plan, so it alone can tell when every
     /// expected delivery has arrived and end the drain early.
     pub fn is_whole(&self) -> bool {

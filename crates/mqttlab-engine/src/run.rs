@@ -21,12 +21,14 @@ use tokio::sync::watch;
 pub enum RunError {
     Plan(String),
     Connect(String),
+    /// This host cannot give the shard what it needs (file descriptors for its connections).
+    Host(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Plan(m) | RunError::Connect(m) => f.write_str(m),
+            RunError::Plan(m) | RunError::Connect(m) | RunError::Host(m) => f.write_str(m),
         }
     }
 }
@@ -90,6 +92,7 @@ impl RunHandle {
 
 pub fn start(plan: RunPlan) -> Result<RunHandle, RunError> {
     plan.validate().map_err(RunError::Plan)?;
+    crate::limits::ensure_open_files(plan.shard_connections()).map_err(RunError::Host)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let s = stop.clone();

@@ -13,6 +13,7 @@ fn run_error(e: RunError) -> PyErr {
     match e {
         RunError::Plan(m) => PyValueError::new_err(m),
         RunError::Connect(m) => PyConnectionError::new_err(m),
+        RunError::Host(m) => PyOSError::new_err(m),
     }
 }
 
@@ -24,6 +25,12 @@ fn parse_result(s: &str) -> PyResult<RawResult> {
 #[pyfunction]
 fn expand_template(template: &str, index: u32, client_id: &str) -> String {
     mqttlab_engine::template::expand(template, index, client_id)
+}
+
+/// Raises this process's open-file limit for `connections` sockets; see `_engine.pyi`.
+#[pyfunction]
+fn ensure_open_files(connections: u64) -> PyResult<()> {
+    mqttlab_engine::limits::ensure_open_files(connections).map_err(PyOSError::new_err)
 }
 
 /// Whether a topic filter matches a topic name, as the engine's accounting decides; see `_engine.pyi`.
@@ -277,6 +284,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", mqttlab_engine::VERSION)?;
     m.add_function(wrap_pyfunction!(run_shard, m)?)?;
     m.add_function(wrap_pyfunction!(expand_template, m)?)?;
+    m.add_function(wrap_pyfunction!(ensure_open_files, m)?)?;
     m.add_function(wrap_pyfunction!(topic_matches, m)?)?;
     m.add_function(wrap_pyfunction!(owed_units, m)?)?;
     m.add_function(wrap_pyfunction!(merge_results, m)?)?;

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import ipaddress
-import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Optional
@@ -17,6 +16,7 @@ from typing import Any, Optional
 from mqttlab.distributed.clock import WorkerClock
 from mqttlab.routing import Receivers
 from mqttlab.engine import Plan, split_plan
+from mqttlab.source_ports import addresses_needed, is_loopback, loopback_addresses
 
 # Connecting is paced by the plan's connect rate; without one, assume a host connects this many
 # clients a second (generous: a loopback broker does ~10k/s).
@@ -145,10 +145,10 @@ def assign_source_addresses(shards: list[Shard], given: Optional[dict[str, list[
     ]  # fmt: skip
     for host, count in sorted(connections.items()):
         addresses = list(given.get(host, []))
-        needed = source_addresses_needed(count, ports[host]) if host in ports else 1
+        needed = addresses_needed(count, ports[host]) if host in ports else 1
         if not addresses and needed > 1:
-            if _is_loopback(broker_host):
-                addresses = [f"127.0.0.{k}" for k in range(1, needed + 1)]
+            if is_loopback(broker_host):
+                addresses = loopback_addresses(needed)
             else:
                 problems.append(
                     f"host {host} would open {count} connections to the broker but has {ports[host]} source ports "
@@ -170,15 +170,6 @@ def assign_source_addresses(shards: list[Shard], given: Optional[dict[str, list[
         if shard.worker.host in chosen:
             shard.plan["shard"]["source_addresses"] = chosen[shard.worker.host]
     return chosen
-
-
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-def source_addresses_needed(connections: int, ephemeral_ports: int) -> int:
-    """How many local source addresses a host needs for `connections` to one broker address."""
-    return max(1, math.ceil(connections / max(1, ephemeral_ports)))
 
 
 def assign_clock_domains(workers: list[WorkerInfo]) -> list[WorkerInfo]:
@@ -248,7 +239,7 @@ def start_margin_s(shards: list[Shard], connect_rate: float) -> float:
 def check_broker_reachable_from(plan: Plan, workers: list[WorkerInfo], client_host: str) -> None:
     """A loopback broker address means this machine's broker only to workers on this machine."""
     host = str(plan["broker"]["host"])
-    if _is_loopback(host):
+    if is_loopback(host):
         elsewhere = sorted({w.host for w in workers if w.host != client_host})
         if elsewhere:
             raise PlanningError(

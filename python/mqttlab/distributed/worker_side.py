@@ -11,6 +11,8 @@ import socket
 import time
 from typing import Any, Optional
 
+from mqttlab import source_ports
+
 
 def describe() -> dict[str, Any]:
     """Who this worker is and what it runs; an engine that cannot load is reported, not raised."""
@@ -31,23 +33,13 @@ def describe() -> dict[str, Any]:
         "mqttlab_version": __version__,
         "engine_version": engine_version,
         "engine_problem": engine_problem,
-        "ephemeral_ports": ephemeral_port_count(),
+        "ephemeral_ports": source_ports.ephemeral_port_count(),
     }
 
 
 def clock_reading() -> tuple[int, int]:
     """(wall clock, CLOCK_MONOTONIC) in ns, read back to back; the client brackets the call."""
     return time.time_ns(), time.monotonic_ns()
-
-
-def ephemeral_port_count() -> Optional[int]:
-    """How many source ports the kernel hands out per (source address, destination)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as handle:
-            low, high = (int(part) for part in handle.read().split())
-        return high - low + 1
-    except (OSError, ValueError):
-        return None
 
 
 def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pid: int, stop_event: str) -> dict[str, Any]:

@@ -1,0 +1,155 @@
+"""mqttlab beside the best peer generator and the kernel's floor, in one run: CPU per message sent.
+
+    .venv/bin/python benchmarks/peers.py [--pairs 3] [--seconds 15]
+
+The load, the same for every program: one Mosquitto on loopback (launched by mqttlab, tuned),
+10 publishers x 1,000 msg/s, QoS 0, 64-byte payloads, MQTT 3.1.1, no subscribers.
+
+The programs, run one after another in each round so that a round's programs share the host's
+speed of the moment (it moves 3x between days here):
+  mqttwrk         the best peer we can install (crates.io, `cargo install mqttwrk --version 0.2.0`
+                  into benchmarks/.peers, not into the product); it paces on a 1 ms tokio
+                  interval. Whole process.
+  mqttlab         `mqttlab run` with each timing mode (exact send times, the default; the 1 ms
+                  grid): the whole process (Python, engine, results written), and the engine's
+                  own load-phase CPU (summary generator.cpu_per_msg_us); with how late its sends
+                  left (schedule lag p99 and max).
+  floor           benchmarks/floor, the least any generator can do on the same schedule (sleep on
+                  a timerfd until a send is due, write it), exact and on the 1 ms grid; load only.
+Each round gives the ratios mqttlab / mqttwrk and mqttlab / floor; printed are the medians over
+the rounds of every figure and ratio, and a JSON report is written under benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from mqttlab.brokers import get_launcher
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PEERS = ROOT / "benchmarks" / ".peers"
+FLOOR = ROOT / "benchmarks" / "floor"
+MQTTLAB = ROOT / ".venv" / "bin" / "mqttlab"
+MQTTWRK_VERSION = "0.2.0"
+PUBLISHERS, RATE_EACH, PAYLOAD = 10, 1_000, 64
+
+
+def install_mqttwrk() -> Path:
+    binary = PEERS / "bin" / "mqttwrk"
+    if not binary.exists():
+        print(f"installing mqttwrk {MQTTWRK_VERSION} into {PEERS} (a few minutes)", flush=True)
+        subprocess.run(["cargo", "install", "--quiet", "mqttwrk", "--version", MQTTWRK_VERSION, "--root", str(PEERS)], check=True)
+    return binary
+
+
+def build_floor() -> Path:
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(FLOOR / "Cargo.toml")], check=True)
+    return FLOOR / "target" / "release" / "floor"
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def whole_process(command: list[str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Runs `command` to its end; its output and the CPU seconds it used, all of it."""
+    before = children_cpu_s()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"`{' '.join(command)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return done, children_cpu_s() - before
+
+
+def mqttwrk(binary: Path, port: int, seconds: int) -> dict:
+    done, cpu = whole_process([str(binary), "bench", "-S", "127.0.0.1", "-P", str(port), "-p", str(PUBLISHERS),
+                               "-n", str(RATE_EACH * seconds), "-r", str(RATE_EACH), "-m", str(PAYLOAD)])  # fmt: skip
+    sent = re.search(r"Aggregate PubStats.*?outgoing_publish:\s*(\d+)", done.stdout, re.S)
+    if sent is None:
+        raise SystemExit("mqttwrk printed no outgoing_publish count")
+    messages = int(sent.group(1))
+    return {"sent": messages, "process_us_per_msg": cpu * 1e6 / messages}
+
+
+def mqttlab(port: int, seconds: int, grid_ms: int, out: Path) -> dict:
+    command = [str(MQTTLAB), "run", "--broker", f"mqtt://127.0.0.1:{port}", "-P", str(PUBLISHERS), "-S", "0",
+               "-t", "bench/%i", "-q", "0", "-s", f"{PAYLOAD}B", "-r", str(RATE_EACH), "-d", f"{seconds}s",
+               "--warmup", "0s", "-o", str(out)]  # fmt: skip
+    if grid_ms:
+        command += ["--set", f"options.timer_resolution={grid_ms}ms"]
+    _, cpu = whole_process(command)
+    summary = json.loads((out / "summary.json").read_text())
+    sent = summary["messages"]["sent"]
+    generator = summary["generator"]
+    shutil.rmtree(out)
+    return {"sent": sent, "process_us_per_msg": cpu * 1e6 / sent, "engine_us_per_msg": generator["cpu_per_msg_us"],
+            "lag_p99_us": generator["schedule_lag_p99_us"], "lag_max_us": generator["schedule_lag_max_us"]}
+
+
+def floor(binary: Path, port: int, seconds: int, grid_ms: int) -> dict:
+    done, _ = whole_process([str(binary), "pub", f"127.0.0.1:{port}", "--clients", str(PUBLISHERS),
+                             "--rate", str(PUBLISHERS * RATE_EACH), "--seconds", str(seconds), "--grid-us", str(grid_ms * 1000)])  # fmt: skip
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"sent": out["messages"], "load_us_per_msg": out["us_per_msg"]}
+
+
+def median(rounds: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rounds)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=3, help="rounds of all programs (at least 3)")
+    ap.add_argument("--seconds", type=int, default=15)
+    args = ap.parse_args()
+    wrk, floor_binary = install_mqttwrk(), build_floor()
+    rounds: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, get_launcher("mosquitto").start(Path(tmp) / "broker") as broker:
+        print(f"against {broker.version} at {broker.url()}; {PUBLISHERS} x {RATE_EACH} msg/s, QoS 0, {PAYLOAD} B, "
+              f"{args.seconds} s per program", flush=True)  # fmt: skip
+        programs: dict[str, Callable[[], dict]] = {
+            "mqttwrk": lambda: mqttwrk(wrk, broker.port, args.seconds),
+            "mqttlab_exact": lambda: mqttlab(broker.port, args.seconds, 0, Path(tmp) / "run"),
+            "floor_exact": lambda: floor(floor_binary, broker.port, args.seconds, 0),
+            "mqttlab_grid": lambda: mqttlab(broker.port, args.seconds, 1, Path(tmp) / "run"),
+            "floor_grid": lambda: floor(floor_binary, broker.port, args.seconds, 1),
+        }
+        for k in range(max(args.pairs, 1)):
+            measured = {name: run() for name, run in programs.items()}
+            row: dict = {f"{name}.{key}": value for name, figures in measured.items() for key, value in figures.items()}
+            for mode in ("exact", "grid"):
+                ours = measured[f"mqttlab_{mode}"]
+                row[f"{mode}: process / mqttwrk"] = ours["process_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]
+                row[f"{mode}: engine / mqttwrk"] = ours["engine_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]
+                row[f"{mode}: engine / floor"] = ours["engine_us_per_msg"] / measured[f"floor_{mode}"]["load_us_per_msg"]
+            rounds.append(row)
+            print(f"round {k + 1}: " + ", ".join(f"{key} {value:.3g}" for key, value in row.items()), flush=True)
+    report = {
+        "host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "kernel": platform.release()},
+        "broker": broker.version, "seconds": args.seconds, "rounds": rounds,
+        "medians": {key: median(rounds, key) for key in rounds[0]},
+    }
+    print("\nmedians over the rounds:")
+    for key, value in report["medians"].items():
+        print(f"  {key:<40} {value:.3g}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"peers-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
