@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from mqttlab.analysis import compare_directories
 from mqttlab.analysis.paper_figures import (
-    DIFFERS, DOES_NOT_HOLD, HOLDS, MATCHES, NOT_HERE, NOT_MEASURED_HERE, attach_paper, paper_name_for, paper_section,
+    DIFFERS, DOES_NOT_HOLD, HOLDS, MATCHES, NOT_HERE, NOT_MEASURED_HERE, FigureRow, _check, attach_paper, paper_name_for, paper_section,
 )
-from mqttlab.analysis.paper_file import PaperFileError, load_paper, paper_path, validate_paper
+from mqttlab.analysis.paper_file import Check, PaperFileError, load_paper, paper_path, validate_paper
 from mqttlab.cli import app as cli_app
 from mqttlab.reports import write_report_bundle
 
@@ -193,6 +193,51 @@ def test_a_bad_paper_file_reports_every_problem_naming_the_field():
     with pytest.raises(PaperFileError) as raised:
         validate_paper(data, "seed002.paper.yaml")
     assert raised.value.problems == [f"claims[0] ({data['claims'][0]['id']}).check[0]: no figure 'no-such-figure'"]
+
+
+def _row(figure: str, scenario: str, value: float) -> FigureRow:
+    return FigureRow(figure=figure, quote="", kind="rtt", unit="ms", exact=False, paper=None, ours=value, status="no number in the paper",
+                     scenario=scenario, broker="mosquitto")
+
+
+def test_a_trend_is_judged_configuration_by_configuration_along_one_axis():
+    rows = {"rtt": [
+        _row("rtt", "full-bandwidth-qos0-p1KB-r1", 0.3), _row("rtt", "full-bandwidth-qos1-p1KB-r1", 0.4),
+        _row("rtt", "full-bandwidth-qos2-p1KB-r1", 0.5),  # rises
+        _row("rtt", "full-bandwidth-qos0-p1KB-r10", 0.3), _row("rtt", "full-bandwidth-qos1-p1KB-r10", 0.6),
+        _row("rtt", "full-bandwidth-qos2-p1KB-r10", 0.5),  # does not
+        _row("rtt", "full-bandwidth-qos0-p1MB-r1", 5.0), _row("rtt", "full-bandwidth-qos1-p1MB-r1", 5.4),
+        _row("rtt", "full-bandwidth-qos2-p1MB-r1", 5.2),
+    ]}  # fmt: skip
+    rises = Check(trend="rises", figures=["rtt"], along=["qos0", "qos1", "qos2"], at_least=0.5)
+    ok, lines = _check(rises, rows)
+    assert ok is False  # 1 of 3 configurations rise: under half
+    assert lines[0] == "rtt: rises along qos0 → qos1 → qos2 in 1 of 3 configurations (33%; 50% asked)"
+    assert "full-bandwidth-*-p1KB-r10 (mosquitto): 0.3 → 0.6 → 0.5 ✗" in lines
+    # Narrowed to 1 KB, one of two rises: half, as asked.
+    assert _check(rises.model_copy(update={"where": "full-bandwidth-*-p1KB-*"}), rows)[0] is True
+    # Equal within 10 % at 1 MB, not within 5 %.
+    flat = Check(trend="flat", figures=["rtt"], along=["qos0", "qos1", "qos2"], where=["*-p1MB-*"], tolerance=1.1)
+    assert _check(flat, rows)[0] is True
+    assert _check(flat.model_copy(update={"tolerance": 1.05}), rows)[0] is False
+
+
+def test_a_trend_axis_value_is_a_whole_part_of_the_scenario_name():
+    rows = {"loss": [_row("loss", "loss-1-qos0-p10KB-r1", 2.0), _row("loss", "loss-10-qos0-p10KB-r1", 60.0),
+                     _row("loss", "loss-20-qos0-p10KB-r1", 40.0)]}  # fmt: skip
+    # loss-1 is not read into loss-10 or loss-20: three values, and 60 → 40 breaks the rise.
+    ok, lines = _check(Check(trend="rises", figures=["loss"], along=["loss-1", "loss-10", "loss-20"]), rows)
+    assert ok is False and "*-qos0-p10KB-r1 (mosquitto): 2 → 60 → 40 ✗" in lines
+    assert _check(Check(trend="rises", figures=["loss"], along=["loss-1", "loss-10"]), rows)[0] is True
+    assert _check(Check(trend="rises", figures=["loss"], along=["loss-5", "loss-50"]), rows)[0] is None  # not measured
+
+
+def test_a_trend_needs_figures_and_an_axis():
+    for bad in ({"trend": "rises", "figures": ["rtt"]}, {"trend": "rises", "along": ["a", "b"]},
+                {"figures": ["rtt"], "along": ["a", "b"]}, {"figure": "rtt", "within": [0, 1], "trend": "flat", "figures": ["rtt"], "along": ["a", "b"]},
+                {"agree": ["rtt"], "where": "x-*"}):  # fmt: skip
+        with pytest.raises(ValueError):
+            Check(**bad)
 
 
 def test_seed000_tables_from_an_smc_paper_directory(tmp_path):

@@ -575,7 +575,11 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
             lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
                          f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
         return ok, lines
-    scored = [(row, _scalar(row)) for row in rows.get(check.figure or "", [])]
+    if check.trend is not None:
+        # A configuration may be a row of several of the figures: each counts once.
+        unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
+        return _trend(check, list(unique.values()))
+    scored = [(row, _scalar(row)) for row in rows.get(check.figure or "", []) if _where(check, row)]
     numbers = [(row, v) for row, v in scored if v is not None]
     if not numbers:
         return None, [f"not measured: {check.figure}"]
@@ -583,6 +587,60 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
     ok = all(low <= v <= high for _, v in numbers)
     return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
                 for row, v in numbers]
+
+
+def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[str]]:
+    """Rows that differ only in the `along` axis (the rest of the scenario name and the broker
+    the same) form a configuration; the trend holds in a share of them."""
+    along = check.along or []
+    groups: dict[tuple[str, str], dict[int, float]] = {}
+    for row in rows:
+        value, name = _scalar(row), _base_name(row.scenario or "")
+        if value is None or not _where(check, row):
+            continue
+        for position, label in enumerate(along):
+            rest = _without_segment(name, label)
+            if rest is not None:
+                groups.setdefault((rest, row.broker or ""), {})[position] = value
+                break
+    compared = {key: [values[k] for k in sorted(values)] for key, values in groups.items() if len(values) >= 2}
+    if not compared:
+        return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
+
+    def holds(values: list[float]) -> bool:
+        if check.trend == "flat":
+            return min(values) > 0 and max(values) / min(values) <= check.tolerance
+        pairs = list(zip(values, values[1:]))
+        return all(b > a for a, b in pairs) if check.trend == "rises" else all(b < a for a, b in pairs)
+
+    held = {key: holds(values) for key, values in compared.items()}
+    share = sum(held.values()) / len(held)
+    what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
+    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {sum(held.values())} of {len(held)} configurations"
+             f" ({share:.0%}; {check.at_least:.0%} asked)"]
+    for key in sorted(compared, key=lambda k: held[k])[:6]:  # those that break it first
+        rest, broker = key
+        lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(_text(v) for v in compared[key])
+                     + ("" if held[key] else " ✗"))
+    return share >= check.at_least - 1e-9, lines
+
+
+def _where(check: Check, row: FigureRow) -> bool:
+    """Whether the row's scenario is one the check's `where` (a glob or several) names."""
+    if not check.where:
+        return True
+    globs = [check.where] if isinstance(check.where, str) else check.where
+    return any(fnmatch.fnmatchcase(_base_name(row.scenario or ""), glob) for glob in globs)
+
+
+def _without_segment(name: str, label: str) -> Optional[str]:
+    """`name` with the dash-delimited run `label` replaced by `*` (`loss-10-qos0` minus `loss-10`:
+    `*-qos0`), or None when it is not there as a whole (`loss-1` is not in `loss-10-qos0`)."""
+    parts, wanted = name.split("-"), label.split("-")
+    for start in range(len(parts) - len(wanted) + 1):
+        if parts[start:start + len(wanted)] == wanted:
+            return "-".join([*parts[:start], "*", *parts[start + len(wanted):]])
+    return None
 
 
 # ------------------------------------------------------------------------------------------------

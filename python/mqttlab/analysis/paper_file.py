@@ -148,13 +148,30 @@ class Check(_Strict):
     # our value(s) of one figure lie in `within`
     figure: Optional[str] = None
     within: Optional[list[float]] = None
+    # a trend of the rows of `figures` along one axis of the configuration: `along` names the
+    # axis's values in order as they appear in scenario names (`qos0`, `loss-10`); rows that
+    # differ only there are compared, and the trend must hold in `at_least` of those
+    # configurations (`flat`: highest / lowest within `tolerance`). `where`, with trend or figure:
+    # only the rows of scenarios matching this glob
+    trend: Optional[Literal["rises", "falls", "flat"]] = None
+    figures: Optional[list[str]] = None
+    along: Optional[list[str]] = None
+    where: Optional[Union[str, list[str]]] = None
+    at_least: float = Field(1.0, gt=0.0, le=1.0)
+    tolerance: float = Field(1.25, ge=1.0)
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Check":
-        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "figure") if getattr(self, name) is not None]
+        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "figure", "trend") if getattr(self, name) is not None]
         if len(kinds) != 1:
             raise ValueError("give exactly one of agree, increasing, decreasing, best (with among), ratio (with within), "
-                             "figure (with within)" + (f" (got {', '.join(kinds)})" if kinds else ""))
+                             "figure (with within), trend (with figures and along)" + (f" (got {', '.join(kinds)})" if kinds else ""))
+        if self.trend is not None and (not self.figures or not self.along or len(self.along) < 2):
+            raise ValueError("trend: give figures and along (two or more values of one axis, in order)")
+        if self.where is not None and self.trend is None and self.figure is None:
+            raise ValueError("where: only with trend or figure (it narrows their rows)")
+        if self.figures is not None and self.trend is None:
+            raise ValueError("figures: only with trend (one figure's range check is figure with within)")
         if self.best is not None and not self.among:
             raise ValueError("among: required with best (the figures compared)")
         if self.ratio is not None and (len(self.ratio) != 2 or self.within is None):
@@ -166,7 +183,8 @@ class Check(_Strict):
         return self
 
     def figure_ids(self) -> list[str]:
-        ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or [])]
+        ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or []),
+               *(self.figures or [])]
         ids += [name for name in (self.best, self.figure) if name]
         return ids
 
