@@ -12,11 +12,12 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typing import TYPE_CHECKING
+
+# cryptography takes a tenth of a second to import: only runs that make certificates pay for it.
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 LOOPBACK_NAMES = ("localhost",)
 LOOPBACK_IPS = ("127.0.0.1", "::1")
@@ -41,11 +42,16 @@ def _now() -> dt.datetime:
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     # P-256 keys are quick to generate and every broker's TLS stack (OpenSSL, rustls, Node, JDK) takes them.
     return ec.generate_private_key(ec.SECP256R1())
 
 
 def _name(common_name: str) -> x509.Name:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     return x509.Name([
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mqttlab"),
         x509.NameAttribute(NameOID.COMMON_NAME, common_name),
@@ -53,6 +59,9 @@ def _name(common_name: str) -> x509.Name:
 
 
 def _make_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
     key = _new_key()
     now = _now()
     cert = (
@@ -87,6 +96,10 @@ def _issue_server_cert(
     not_before: dt.datetime,
     not_after: dt.datetime,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
     key = _new_key()
     alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     alt_names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
@@ -111,10 +124,14 @@ def _issue_server_cert(
 
 
 def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     # PKCS#8 is the one key format that all the brokers' TLS stacks read.
     path.write_bytes(
         key.private_bytes(
@@ -171,6 +188,10 @@ def make_tls_material(directory: Path, extra_ips: tuple[str, ...] = ()) -> TlsMa
 def write_pkcs12(cert_file: Path, key_file: Path, ca_file: Path, path: Path, password: str) -> Path:
     """Bundles a PEM certificate and key (with its CA) into a PKCS#12 keystore, the form JVM
     brokers load their server identity from."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
     key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate(ca_file.read_bytes())

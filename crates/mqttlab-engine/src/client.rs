@@ -56,7 +56,9 @@ fn source_address(ctx: &WorkerCtx, index: u32, is_publisher: bool) -> Option<std
 /// Connects with the worker's ramp; records the steps' durations, or the failure.
 async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool) -> Option<Conn> {
     ctx.connect_slot().await;
-    match Conn::open_from(&ctx.target, connect_packet(ctx, client_id), source_address(ctx, index, is_publisher)).await {
+    // Boxed: the TLS handshake's state is kilobytes, and every client task would otherwise carry
+    // room for it for the whole run.
+    match Box::pin(Conn::open_from(&ctx.target, connect_packet(ctx, client_id), source_address(ctx, index, is_publisher))).await {
         Ok((conn, _ack, t)) => {
             let mut st = ctx.stats.borrow_mut();
             st.record(H::Connect, t.tcp_us);
@@ -146,7 +148,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     // end early do not pile up stale wake-ups in the pacer's queue.
     let mut armed_ns = 0u64;
     let mut sender = Sender::new(&ctx, index, fanout);
-    let mut inflight: PublishInFlight = FxHashMap::with_capacity_and_hasher(window.min(4096), Default::default());
+    // Grows with what is really in flight: sized for the window up front, 100,000 slow publishers
+    // would each hold a table of a thousand slots.
+    let mut inflight: PublishInFlight = FxHashMap::default();
     let mut next_pkid: u16 = 0;
     let keepalive = ctx.keepalive_ticks();
     let mut lost = false;
@@ -331,7 +335,7 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
         let connect = connect_packet(ctx, client_id.to_string());
-        if let Ok((conn, connack, _)) = Conn::open_from(&ctx.target, connect, source).await {
+        if let Ok((conn, connack, _)) = Box::pin(Conn::open_from(&ctx.target, connect, source)).await {
             let mut st = ctx.stats.borrow_mut();
             st.counters.connections_lost += 1;
             st.counters.reconnects += 1;

@@ -120,6 +120,9 @@ pub enum IoEvent {
 pub struct Conn {
     stream: Stream,
     rbuf: BytesMut,
+    /// How much to read at once: small at first, doubled whenever a read fills it, so that a
+    /// connection that gets a CONNACK and a PUBACK now and then never touches more than a page.
+    read_size: usize,
     pub wbuf: BytesMut,
     pub protocol: Protocol,
     pub bytes_in: u64,
@@ -222,6 +225,7 @@ impl Conn {
             // Both grow when used: an idle connection holds no buffer (100,000 of them would
             // otherwise hold 1.6 GB), a busy one keeps what it needs.
             rbuf: BytesMut::new(),
+            read_size: MIN_READ,
             wbuf: BytesMut::new(),
             protocol,
             bytes_in: 0,
@@ -290,7 +294,8 @@ impl Conn {
         if matches!(self.stream, Stream::Tcp(_)) {
             return self.poll_read_tcp(cx);
         }
-        room_to_read(&mut self.rbuf);
+        room_to_read(&mut self.rbuf, self.read_size);
+        let room = self.rbuf.capacity() - self.rbuf.len();
         let dst = self.rbuf.chunk_mut();
         // SAFETY: ReadBuf only writes initialised bytes into the uninitialised tail and reports
         // how many; we advance by exactly that count.
@@ -300,6 +305,9 @@ impl Conn {
             Poll::Ready(Ok(())) => {
                 let n = rb.filled().len();
                 unsafe { self.rbuf.advance_mut(n) };
+                if n == room {
+                    self.read_size = (self.read_size * 2).min(MAX_READ);
+                }
                 self.bytes_in += n as u64;
                 Poll::Ready(Ok(IoEvent::Read(n)))
             }
@@ -319,10 +327,14 @@ impl Conn {
             if let Err(e) = ready!(tcp.poll_read_ready(cx)) {
                 return Poll::Ready(Err(e));
             }
-            room_to_read(&mut self.rbuf);
+            room_to_read(&mut self.rbuf, self.read_size);
+            let room = self.rbuf.capacity() - self.rbuf.len();
             let Conn { stream: Stream::Tcp(tcp), rbuf, .. } = self else { unreachable!("plain TCP only") };
             match tcp.try_read_buf(rbuf) {
                 Ok(n) => {
+                    if n == room {
+                        self.read_size = (self.read_size * 2).min(MAX_READ);
+                    }
                     self.bytes_in += n as u64;
                     return Poll::Ready(Ok(IoEvent::Read(n)));
                 }
@@ -367,9 +379,13 @@ impl Conn {
     }
 }
 
-fn room_to_read(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(16 * 1024);
+const MIN_READ: usize = 1024;
+const MAX_READ: usize = 64 * 1024;
+
+/// Space for the next read: at least `size`, less a quarter that may already be there.
+fn room_to_read(buf: &mut BytesMut, size: usize) {
+    if buf.capacity() - buf.len() < size / 4 {
+        buf.reserve(size);
     }
 }
 
