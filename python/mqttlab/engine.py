@@ -130,6 +130,7 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "reconnect": scenario.options.reconnect,
             "progress_interval_ms": progress_interval_ms,
             **({"timer_resolution_us": round(scenario.options.timer_resolution * 1e6)} if scenario.options.timer_resolution else {}),
+            **({"send_ahead_us": round(scenario.options.send_ahead * 1e6)} if scenario.options.send_ahead else {}),
             **({"threads": scenario.options.threads} if scenario.options.threads else {}),
         },
     }

@@ -275,6 +275,10 @@ pub struct Options {
     /// on time). A coarser grid trades burstier arrivals for less generator CPU.
     #[serde(default)]
     pub timer_resolution_us: u64,
+    /// When a thread wakes for a send, sends also due within this many µs go with it, each
+    /// stamped as intended when it leaves: fewer wake-ups, no send later than its intended time.
+    #[serde(default)]
+    pub send_ahead_us: u64,
 }
 
 fn yes() -> bool {
@@ -294,6 +298,7 @@ impl Default for Options {
             max_threads: 0,
             latency_publishers: None,
             timer_resolution_us: 0,
+            send_ahead_us: 0,
         }
     }
 }

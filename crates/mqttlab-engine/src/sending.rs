@@ -115,16 +115,20 @@ impl Sender {
         true
     }
 
-    /// Open loop: sends every message due by now, or counts it dropped when the outlet has no
-    /// room, then waits for the next one.
+    /// Open loop: sends every message due by now (or within `options.send_ahead_us`), or counts
+    /// it dropped when the outlet has no room, then waits for the next one. A message sent ahead
+    /// of its scheduled time is intended when it leaves: its latency counts from then, and no
+    /// send is ever later than its intended time for it.
     pub fn send_due(&mut self, ctx: &WorkerCtx, out: &mut impl Outlet) {
         let now = now_ns();
+        let until = now + ctx.plan.options.send_ahead_us * 1000;
         while let Some(due) = self.next_due {
-            if due > now {
+            if due > until {
                 break;
             }
             if out.has_room() {
-                self.send(ctx, out, due, now_ns());
+                let sent_at = now_ns();
+                self.send(ctx, out, due.min(sent_at), sent_at);
             } else {
                 count_drop(ctx, now);
             }

@@ -52,9 +52,15 @@ pub struct PacerQueue {
     wakers: RefCell<Vec<Rc<LocalSignal>>>,
     armed_for: Cell<u64>,
     changed: LocalSignal,
+    /// A wake-up also takes the publishers due within this many ns (`options.send_ahead_us`).
+    ahead_ns: u64,
 }
 
 impl PacerQueue {
+    pub fn new(ahead_ns: u64) -> PacerQueue {
+        PacerQueue { ahead_ns, ..PacerQueue::default() }
+    }
+
     /// A slot for one publisher and the signal it waits on.
     pub fn register(&self) -> (usize, Rc<LocalSignal>) {
         let n = Rc::new(LocalSignal::default());
@@ -108,11 +114,11 @@ pub async fn drive(queue: Rc<PacerQueue>) -> io::Result<()> {
     // SAFETY: the timerfd is owned by the AsyncFd and lives exactly as long as its registration.
     let tfd = unsafe { AsyncFd::register_with_interest(TimerFd::new()?, tokio::io::Interest::READABLE) }.map_err(|e| e.into_parts().1)?;
     loop {
-        let now = now_ns();
+        let until = now_ns() + queue.ahead_ns;
         loop {
             let top = queue.heap.borrow().peek().map(|r| r.0);
             match top {
-                Some((due, slot)) if due <= now => {
+                Some((due, slot)) if due <= until => {
                     queue.heap.borrow_mut().pop();
                     queue.wakers.borrow()[slot].notify();
                 }
@@ -136,5 +142,44 @@ pub async fn drive(queue: Rc<PacerQueue>) -> io::Result<()> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// When each of two publishers, due 3 ms and 3.4 ms from now, is woken (ns after the start).
+    fn wake_times(ahead_ns: u64) -> (u64, u64) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let queue = Rc::new(PacerQueue::new(ahead_ns));
+            let (a, wake_a) = queue.register();
+            let (b, wake_b) = queue.register();
+            let start = now_ns();
+            queue.schedule(a, start + 3_000_000);
+            queue.schedule(b, start + 3_400_000);
+            let driver = tokio::task::spawn_local(drive(queue.clone()));
+            let first = tokio::task::spawn_local(async move {
+                wake_a.notified().await;
+                now_ns() - start
+            });
+            wake_b.notified().await;
+            let second = now_ns() - start;
+            let first = first.await.unwrap();
+            driver.abort();
+            (first, second)
+        })
+    }
+
+    #[test]
+    fn a_send_due_within_the_window_goes_with_the_wake_up_before_it() {
+        let (a, b) = wake_times(500_000);
+        assert!(a >= 3_000_000, "woken before it was due: {a} ns");
+        // One wake-up for both: b is taken 0.4 ms early, with a.
+        assert!(b < 3_400_000 && b - a < 300_000, "a at {a} ns, b at {b} ns");
+        let (a, b) = wake_times(0);
+        assert!(a >= 3_000_000 && b >= 3_400_000, "each on its own time: a at {a} ns, b at {b} ns");
     }
 }

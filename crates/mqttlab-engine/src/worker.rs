@@ -48,6 +48,7 @@ pub fn spawn(
             let local = tokio::task::LocalSet::new();
             let rate = plan.load.connect_rate / workers as f64;
             let initial_ctl = *ctl.borrow();
+            let send_ahead_ns = plan.options.send_ahead_us * 1000;
             let ctx = Rc::new(WorkerCtx {
                 stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
                 connect_interval_ns: if rate > 0.0 { (1e9 / rate) as u64 } else { 0 },
@@ -63,7 +64,7 @@ pub fn spawn(
                 tracker,
                 shared,
                 ctl,
-                pacer: Rc::new(PacerQueue::default()),
+                pacer: Rc::new(PacerQueue::new(send_ahead_ns)),
             });
             local.block_on(&rt, run_worker(ctx, assignment))
         })

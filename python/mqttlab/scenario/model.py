@@ -186,6 +186,11 @@ class Options(_Section):
         default=0.0, ge=0, le=1.0,
         description="Round intended send times up to this grid (0 = exact); coarser = burstier arrivals, less generator CPU",
     )
+    send_ahead: Duration = Field(
+        default=0.0, ge=0, le=0.01,
+        description="When a thread wakes for a send, also send what is due within this much, each intended when it leaves "
+                    "(0 = every send wakes on its own); fewer wake-ups, never a late send",
+    )
     threads: int = Field(
         default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
