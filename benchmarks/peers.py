@@ -10,12 +10,12 @@ speed of the moment (it moves 3x between days here):
   mqttwrk         the best peer we can install (crates.io, `cargo install mqttwrk --version 0.2.0`
                   into benchmarks/.peers, not into the product); it paces on a 1 ms tokio
                   interval. Whole process.
-  mqttlab         `mqttlab run` with each timing mode (exact send times, the default; the 1 ms
-                  grid): the whole process (Python, engine, results written), and the engine's
+  mqttlab         `mqttlab run` with each timing mode (exact send times, the default; exact with
+                  options.send_ahead=50us; the 1 ms grid): the whole process (Python, engine, results written), and the engine's
                   own load-phase CPU (summary generator.cpu_per_msg_us); with how late its sends
                   left (schedule lag p99 and max).
   floor           benchmarks/floor, the least any generator can do on the same schedule (sleep on
-                  a timerfd until a send is due, write it), exact and on the 1 ms grid; load only.
+                  a timerfd until a send is due, write it), in each timing mode; load only.
 Each round gives the ratios mqttlab / mqttwrk and mqttlab / floor; printed are the medians over
 the rounds of every figure and ratio, and a JSON report is written under benchmarks/results/.
 """
@@ -84,12 +84,14 @@ def mqttwrk(binary: Path, port: int, seconds: int) -> dict:
     return {"sent": messages, "process_us_per_msg": cpu * 1e6 / messages}
 
 
-def mqttlab(port: int, seconds: int, grid_ms: int, out: Path) -> dict:
+def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0) -> dict:
     command = [str(MQTTLAB), "run", "--broker", f"mqtt://127.0.0.1:{port}", "-P", str(PUBLISHERS), "-S", "0",
                "-t", "bench/%i", "-q", "0", "-s", f"{PAYLOAD}B", "-r", str(RATE_EACH), "-d", f"{seconds}s",
                "--warmup", "0s", "-o", str(out)]  # fmt: skip
     if grid_ms:
         command += ["--set", f"options.timer_resolution={grid_ms}ms"]
+    if ahead_us:
+        command += ["--set", f"options.send_ahead={ahead_us}us"]
     _, cpu = whole_process(command)
     summary = json.loads((out / "summary.json").read_text())
     sent = summary["messages"]["sent"]
@@ -99,9 +101,10 @@ def mqttlab(port: int, seconds: int, grid_ms: int, out: Path) -> dict:
             "lag_p99_us": generator["schedule_lag_p99_us"], "lag_max_us": generator["schedule_lag_max_us"]}
 
 
-def floor(binary: Path, port: int, seconds: int, grid_ms: int) -> dict:
+def floor(binary: Path, port: int, seconds: int, grid_ms: int, ahead_us: int = 0) -> dict:
     done, _ = whole_process([str(binary), "pub", f"127.0.0.1:{port}", "--clients", str(PUBLISHERS),
-                             "--rate", str(PUBLISHERS * RATE_EACH), "--seconds", str(seconds), "--grid-us", str(grid_ms * 1000)])  # fmt: skip
+                             "--rate", str(PUBLISHERS * RATE_EACH), "--seconds", str(seconds), "--grid-us", str(grid_ms * 1000),
+                             "--ahead-us", str(ahead_us)])  # fmt: skip
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return {"sent": out["messages"], "load_us_per_msg": out["us_per_msg"]}
 
@@ -114,6 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=3, help="rounds of all programs (at least 3)")
     ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--ahead-us", type=int, default=50, help="the send_ahead window of the `mqttlab_ahead` program")
     args = ap.parse_args()
     wrk, floor_binary = install_mqttwrk(), build_floor()
     rounds: list[dict] = []
@@ -123,18 +127,20 @@ def main() -> None:
         programs: dict[str, Callable[[], dict]] = {
             "mqttwrk": lambda: mqttwrk(wrk, broker.port, args.seconds),
             "mqttlab_exact": lambda: mqttlab(broker.port, args.seconds, 0, Path(tmp) / "run"),
+            "mqttlab_ahead": lambda: mqttlab(broker.port, args.seconds, 0, Path(tmp) / "run", ahead_us=args.ahead_us),
             "floor_exact": lambda: floor(floor_binary, broker.port, args.seconds, 0),
+            "floor_ahead": lambda: floor(floor_binary, broker.port, args.seconds, 0, ahead_us=args.ahead_us),
             "mqttlab_grid": lambda: mqttlab(broker.port, args.seconds, 1, Path(tmp) / "run"),
             "floor_grid": lambda: floor(floor_binary, broker.port, args.seconds, 1),
         }
         for k in range(max(args.pairs, 1)):
             measured = {name: run() for name, run in programs.items()}
             row: dict = {f"{name}.{key}": value for name, figures in measured.items() for key, value in figures.items()}
-            for mode in ("exact", "grid"):
+            for mode, floor_mode in (("exact", "exact"), ("ahead", "ahead"), ("grid", "grid")):
                 ours = measured[f"mqttlab_{mode}"]
                 row[f"{mode}: process / mqttwrk"] = ours["process_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]
                 row[f"{mode}: engine / mqttwrk"] = ours["engine_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]
-                row[f"{mode}: engine / floor"] = ours["engine_us_per_msg"] / measured[f"floor_{mode}"]["load_us_per_msg"]
+                row[f"{mode}: engine / floor"] = ours["engine_us_per_msg"] / measured[f"floor_{floor_mode}"]["load_us_per_msg"]
             rounds.append(row)
             print(f"round {k + 1}: " + ", ".join(f"{key} {value:.3g}" for key, value in row.items()), flush=True)
     report = {

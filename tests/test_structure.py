@@ -39,7 +39,7 @@ def test_a_module_importing_back_is_a_cycle(tmp_path):
 # What a command that only prints (its version, its help) must not import: the run path, the
 # analysis stack and TLS. Each of these costs tens to hundreds of ms at every start. (Pydantic is
 # not in the list: typer itself imports it to read a command's parameters.)
-HEAVY = ("numpy", "pandas", "scipy", "cryptography", "psutil", "yaml", "mqttlab._engine", "mqttlab.scenario",
+HEAVY = ("numpy", "pandas", "scipy", "cryptography", "psutil", "yaml", "pydantic", "mqttlab._engine", "mqttlab.scenario",
          "mqttlab.engine", "mqttlab.session", "mqttlab.suite", "mqttlab.brokers", "mqttlab.results")
 
 

@@ -1,9 +1,11 @@
-//! floor pub  HOST:PORT --clients N --rate TOTAL --seconds S [--grid-us G]
+//! floor pub  HOST:PORT --clients N --rate TOTAL --seconds S [--grid-us G] [--ahead-us A]
 //! floor sub  HOST:PORT --clients N --messages M
 //!
 //! `pub`: N connections, each publishing 64-byte QoS 0 messages on bench/<i> at TOTAL/N msg/s
 //! with random phases; the thread sleeps on a timerfd (absolute time) until the earliest
-//! due send, writes it, and repeats. With --grid-us, due times are rounded up to that grid.
+//! due send, writes it, and repeats. With --grid-us, due times are rounded up to that grid; with
+//! --ahead-us, a send due within that much of now goes at once instead of after a sleep (the
+//! engine's options.send_ahead).
 //! `sub`: N connections subscribed to bench/<i>; one epoll loop reads and counts PUBLISH packets
 //! until M have arrived (or 3 s pass without one).
 //! Both print one JSON line: messages, CPU seconds (user, sys) and µs of CPU per message, counted
@@ -94,7 +96,7 @@ fn report(messages: u64, cpu0: (f64, f64)) {
     );
 }
 
-fn publish(addr: &str, clients: usize, rate: f64, seconds: f64, grid_ns: u64) {
+fn publish(addr: &str, clients: usize, rate: f64, seconds: f64, grid_ns: u64, ahead_ns: u64) {
     let mut socks: Vec<TcpStream> = (0..clients).map(|i| connect(addr, &format!("floor-pub-{i}"))).collect();
     let packets: Vec<Vec<u8>> = (0..clients)
         .map(|i| {
@@ -129,7 +131,7 @@ fn publish(addr: &str, clients: usize, rate: f64, seconds: f64, grid_ns: u64) {
         if t >= end {
             break;
         }
-        if t > mono_ns() {
+        if t > mono_ns() + ahead_ns {
             sleep_until(tfd, t);
         }
         socks[i].write_all(&packets[i]).unwrap();
@@ -219,10 +221,11 @@ fn main() {
             arg(&args, "--rate", "10000").parse().unwrap(),
             arg(&args, "--seconds", "8").parse().unwrap(),
             arg(&args, "--grid-us", "0").parse::<u64>().unwrap() * 1000,
+            arg(&args, "--ahead-us", "0").parse::<u64>().unwrap() * 1000,
         ),
         Some("sub") => subscribe(&addr, clients, arg(&args, "--messages", "80000").parse().unwrap()),
         _ => {
-            eprintln!("usage: floor pub|sub HOST:PORT [--clients N] [--rate R --seconds S --grid-us G | --messages M]");
+            eprintln!("usage: floor pub|sub HOST:PORT [--clients N] [--rate R --seconds S --grid-us G --ahead-us A | --messages M]");
             std::process::exit(2);
         }
     }
