@@ -281,6 +281,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             _ = sender.wake.notified(), if !closed && sender.next_due.is_some() => {
                 let mut out = MqttOutlet { conn: &mut conn, inflight: &mut inflight, next_pkid: &mut next_pkid, topic: &topic, qos, window };
                 sender.send_due(&ctx, &mut out);
+                conn.write_now();
             }
             _ = keepalive.notified() => {
                 if now_ns() - sender.last_write_ns >= ctx.ping_after_ns() {
@@ -642,6 +643,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     Ok(IoEvent::Read(0)) | Err(_) => true,
                     Ok(IoEvent::Read(_)) => {
                         pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
+                        conn.write_now(); // the acknowledgements of what was read
                         pending.is_none() && broker_disconnected(&ctx, &client_id, &mut conn)
                     }
                     Ok(IoEvent::Wrote) => false,

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::{client::TlsStream, TlsConnector};
@@ -123,6 +123,8 @@ pub struct Conn {
     /// How much to read at once: small at first, doubled whenever a read fills it, so that a
     /// connection that gets a CONNACK and a PUBACK now and then never touches more than a page.
     read_size: usize,
+    /// The last read took less than it had room for: the socket was empty then (`poll_read_tcp`).
+    drained: bool,
     pub wbuf: BytesMut,
     pub protocol: Protocol,
     pub bytes_in: u64,
@@ -226,6 +228,7 @@ impl Conn {
             // otherwise hold 1.6 GB), a busy one keeps what it needs.
             rbuf: BytesMut::new(),
             read_size: MIN_READ,
+            drained: false,
             wbuf: BytesMut::new(),
             protocol,
             bytes_in: 0,
@@ -322,6 +325,13 @@ impl Conn {
         if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
             self.rbuf = BytesMut::new();
         }
+        if std::mem::take(&mut self.drained) {
+            // A short read emptied the socket: its readiness is cleared here, without the read
+            // that would only find nothing (one syscall per wake-up saved). Bytes that arrived
+            // since are a new edge for the runtime, which keeps the readiness then.
+            let Stream::Tcp(tcp) = &self.stream else { unreachable!("plain TCP only") };
+            let _ = tcp.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+        }
         loop {
             let Stream::Tcp(tcp) = &self.stream else { unreachable!("plain TCP only") };
             if let Err(e) = ready!(tcp.poll_read_ready(cx)) {
@@ -334,6 +344,8 @@ impl Conn {
                 Ok(n) => {
                     if n == room {
                         self.read_size = (self.read_size * 2).min(MAX_READ);
+                    } else {
+                        self.drained = n > 0;
                     }
                     self.bytes_in += n as u64;
                     return Poll::Ready(Ok(IoEvent::Read(n)));
@@ -341,6 +353,19 @@ impl Conn {
                 // The readiness was stale; try_read_buf cleared it, and the next poll waits anew.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Writes what is pending at once where the socket takes it (plain TCP), sparing the client
+    /// task a round through its `select!`; what it does not take (or an error) goes by `poll_io`.
+    pub fn write_now(&mut self) {
+        if let Stream::Tcp(tcp) = &self.stream {
+            while !self.wbuf.is_empty() {
+                match tcp.try_write(&self.wbuf) {
+                    Ok(n) if n > 0 => self.wbuf.advance(n),
+                    _ => break,
+                }
             }
         }
     }
