@@ -140,22 +140,24 @@ async fn report_progress(ctx: Rc<WorkerCtx>) -> f64 {
                 }
                 ctx.relay_ctl(now);
                 let phase = now.phase;
-                if phase == Phase::Close {
-                    return share;
-                }
                 if phase == Phase::Run && load_start.is_none() {
                     load_start = Some((now_ns(), thread_cpu_s()));
                     // Every worker needs the measured window, also one with subscribers only.
                     let start_ns = ctl.borrow().start_ns;
                     ctx.stats.borrow_mut().set_window(start_ns, ctx.plan.load.warmup_ms);
                 }
-                if phase == Phase::Drain {
-                    if let Some((t0, c0)) = load_start {
+                // The load is over at Drain; a short drain can end before this task sees it (the
+                // channel keeps only the latest phase), and then Close ends the load too.
+                if phase >= Phase::Drain {
+                    if let Some((t0, c0)) = load_start.take() {
                         let wall = (now_ns() - t0) as f64 / 1e9;
                         if wall > 0.0 {
                             share = (thread_cpu_s() - c0) / wall;
                         }
                     }
+                }
+                if phase == Phase::Close {
+                    return share;
                 }
             }
         }

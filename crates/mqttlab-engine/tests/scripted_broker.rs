@@ -366,3 +366,14 @@ fn without_reconnecting_a_broker_disconnect_ends_the_run_as_broker_lost() {
     assert!(matches!(r.status, Status::BrokerLost), "{:?}", r.status);
     assert_eq!(r.counters.connections_lost, 1);
 }
+
+#[test]
+fn the_generator_measures_its_own_threads_cpu_during_the_load() {
+    // 20,000 QoS 0 messages at 20,000 msg/s: a second of load that costs the engine's thread a
+    // measurable share of a core (the generator-limited check rests on it).
+    let port = scripted_broker(|_| vec![]);
+    let r = run(plan(port, 0, 20_000, 20_000.0, 10, false), |_| {}).expect("the run completes");
+    assert_eq!(r.counters.sent, 20_000);
+    let share = r.generator.max_thread_cpu_share;
+    assert!(share > 0.01 && share <= 1.5, "thread CPU share {share}");
+}
