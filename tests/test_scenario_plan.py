@@ -24,7 +24,7 @@ def test_default_scenario_compiles_to_the_documented_plan():
         "subscribers": {"count": 10, "client_id": "mqttlab-sub-%i", "filters": ["bench/%i"], "qos": 1},
         "load": {"duration_ms": 10000, "warmup_ms": 2000, "grace_ms": 2000, "connect_rate": 0.0, "seed": 1},
         "shard": {"publishers": [0, 10], "subscribers": [0, 10]},
-        "options": {"record_latency": True, "reconnect": False, "progress_interval_ms": 1000},
+        "options": {"record_latency": True, "reconnect": False, "progress_interval_ms": 1000, "send_ahead_us": 50},
     }  # fmt: skip
     json.dumps(plan)  # plain JSON data only
 

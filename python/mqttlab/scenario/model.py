@@ -187,7 +187,7 @@ class Options(_Section):
         description="Round intended send times up to this grid (0 = exact); coarser = burstier arrivals, less generator CPU",
     )
     send_ahead: Duration = Field(
-        default=0.0, ge=0, le=0.01,
+        default=50e-6, ge=0, le=0.01,
         description="When a thread wakes for a send, also send what is due within this much, each intended when it leaves "
                     "(0 = every send wakes on its own); fewer wake-ups, never a late send",
     )

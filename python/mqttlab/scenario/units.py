@@ -48,7 +48,9 @@ def _parse_duration_text(text: str) -> float:
     for match in _DURATION_PART.finditer(compact):
         if match.start() != position:
             break
-        total += float(match.group(1)) * DURATION_UNITS[match.group(2)]
+        factor = DURATION_UNITS[match.group(2)]
+        # Divided for the units under a second: 50 / 1e6 is the double nearest 50 µs, 50 * 1e-6 is not.
+        total += float(match.group(1)) * factor if factor >= 1 else float(match.group(1)) / round(1 / factor)
         position = match.end()
     if position == 0 or position != len(compact):
         raise ValueError(f"must be a duration such as 10s, 250ms, 2m, 1h or 1m30s (got {text!r})")
