@@ -10,10 +10,11 @@ speed of the moment (it moves 3x between days here):
   mqttwrk         the best peer we can install (crates.io, `cargo install mqttwrk --version 0.2.0`
                   into benchmarks/.peers, not into the product); it paces on a 1 ms tokio
                   interval. Whole process.
-  mqttlab         `mqttlab run` with each timing mode (exact send times, the default; exact with
-                  options.send_ahead=50us; the 1 ms grid): the whole process (Python, engine, results written), and the engine's
-                  own load-phase CPU (summary generator.cpu_per_msg_us); with how late its sends
-                  left (schedule lag p99 and max).
+  mqttlab         `mqttlab run` in each timing mode (exact: every send on its own wake-up;
+                  ahead: options.send_ahead=50us, the default; grid: the 1 ms grid): the whole
+                  process (Python, engine, results written) and the engine's own load-phase CPU
+                  (summary generator.cpu_per_msg_us), with how late its sends left (schedule lag
+                  p99 and max).
   floor           benchmarks/floor, the least any generator can do on the same schedule (sleep on
                   a timerfd until a send is due, write it), in each timing mode; load only.
 Each round gives the ratios mqttlab / mqttwrk and mqttlab / floor; printed are the medians over
@@ -90,8 +91,7 @@ def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0)
                "--warmup", "0s", "-o", str(out)]  # fmt: skip
     if grid_ms:
         command += ["--set", f"options.timer_resolution={grid_ms}ms"]
-    if ahead_us:
-        command += ["--set", f"options.send_ahead={ahead_us}us"]
+    command += ["--set", f"options.send_ahead={ahead_us}us"]  # 0: every send wakes on its own
     _, cpu = whole_process(command)
     summary = json.loads((out / "summary.json").read_text())
     sent = summary["messages"]["sent"]
