@@ -5,12 +5,13 @@
 Figures (64-byte payloads, MQTT 3.1.1, 10 publishers -> 10 subscribers on bench/%i):
   1. CPU per message at a fixed 10,000 msg/s, QoS 0 and QoS 1, publish side and subscribe side
      measured in two separate processes (a publishers-only shard and a subscribers-only shard
-     started together), so each side's CPU is its own; with exact send times and with a 1 ms
-     timer grid (options.timer_resolution).
+     started together), so each side's CPU is its own; with exact send times each on its own
+     wake-up, with the default 50 µs send-ahead (options.send_ahead) and with a 1 ms timer grid
+     (options.timer_resolution).
   2. The highest offered rate one process (publishers + subscribers) sustains without being marked
      generator-limited, next to Mosquitto's CPU: the broker must saturate first. With one engine
      thread (broker and generator a core each) and with the default thread count; with exact send
-     times and with the 1 ms grid.
+     times (each on its own wake-up) and with the 1 ms grid.
   3. RSS of one process holding 10,000 idle connections.
   4. The cost of measuring: the same run with and without latency recording.
 Next to figure 1 (QoS 0) runs `benchmarks/floor`, the least any generator can do per message on
@@ -57,7 +58,7 @@ print(json.dumps(raw))
 
 def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms=10_000, warmup_ms=2_000,
          record_latency=True, shard=None, topic="bench/%i", filters=("bench/%i",), connect_rate=0.0,
-         timer_resolution_us=0, threads=0) -> dict:
+         timer_resolution_us=0, threads=0, send_ahead_us=0) -> dict:
     return {
         "broker": {"host": "127.0.0.1", "port": port, "tls": None},
         "mqtt": {"version": 4, "username": None, "password": None, "keepalive_s": 60, "clean_start": True,
@@ -70,7 +71,7 @@ def plan(port: int, *, pubs=10, subs=10, qos=0, rate_total=10_000.0, duration_ms
                  "seed": 1},
         "shard": shard or {"publishers": [0, pubs], "subscribers": [0, subs]},
         "options": {"record_latency": record_latency, "reconnect": False, "progress_interval_ms": 1000,
-                    "timer_resolution_us": timer_resolution_us, "threads": threads},
+                    "timer_resolution_us": timer_resolution_us, "threads": threads, "send_ahead_us": send_ahead_us},
     }
 
 
@@ -158,11 +159,11 @@ class InstructionWindow:
 
 
 def per_message_cost(port: int, qos: int, duration_ms: int, timer_resolution_us: int = 0,
-                     count_instructions: bool = False) -> dict:
+                     count_instructions: bool = False, send_ahead_us: int = 0) -> dict:
     start_at = time.time_ns() + 2_000_000_000
-    pub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
+    pub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us, send_ahead_us=send_ahead_us,
                     shard={"publishers": [0, 10], "subscribers": [0, 0], "start_at_unix_ns": start_at})
-    sub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us,
+    sub_plan = plan(port, qos=qos, duration_ms=duration_ms, timer_resolution_us=timer_resolution_us, send_ahead_us=send_ahead_us,
                     shard={"publishers": [0, 0], "subscribers": [0, 10], "start_at_unix_ns": start_at})
     procs = start_shards([sub_plan, pub_plan])
     # Counted from a second after the start (warm-up included) to two seconds before the end.
@@ -187,14 +188,14 @@ def build_floor() -> Path:
 
 
 def floor_cost(binary: Path, port: int, duration_ms: int, timer_resolution_us: int = 0,
-               count_instructions: bool = False) -> dict:
+               count_instructions: bool = False, send_ahead_us: int = 0) -> dict:
     """The floor program's publish and subscribe sides, 10 -> 10 clients, QoS 0, 10,000 msg/s."""
     addr = f"127.0.0.1:{port}"
     sub = subprocess.Popen([str(binary), "sub", addr, "--clients", "10", "--messages", str(duration_ms * 10)],
                            stdout=subprocess.PIPE, text=True)
     sub.stdout.readline()  # subscribed
     pub = subprocess.Popen([str(binary), "pub", addr, "--clients", "10", "--rate", "10000", "--seconds",
-                            str(duration_ms / 1000), "--grid-us", str(timer_resolution_us)],
+                            str(duration_ms / 1000), "--grid-us", str(timer_resolution_us), "--ahead-us", str(send_ahead_us)],
                            stdout=subprocess.PIPE, text=True)
     # The same share of the run as the engine's window.
     window = InstructionWindow([sub.pid, pub.pid], 1.0, duration_ms / 1000 - 2, count_instructions)
@@ -282,26 +283,27 @@ def main() -> None:
         print(f"against {broker.version} at {broker.url()}", flush=True)
         floor = build_floor()
         for qos in (0, 1):
-            for grid in (0, 1000):
-                key = f"cost_qos{qos}" + (f"_grid{grid}us" if grid else "")
+            # Exact send times each on its own wake-up, the default 50 µs send-ahead, the 1 ms grid.
+            for grid, ahead in ((0, 0), (0, 50), (1000, 0)):
+                key = f"cost_qos{qos}" + (f"_grid{grid}us" if grid else "") + (f"_ahead{ahead}us" if ahead else "")
                 runs, floors = [], []
                 for _ in range(args.repeat):
                     # Engine and floor alternate, so both see the same background load.
-                    runs.append(per_message_cost(broker.port, qos, duration, grid))
+                    runs.append(per_message_cost(broker.port, qos, duration, grid, send_ahead_us=ahead))
                     if qos == 0:
-                        floors.append(floor_cost(floor, broker.port, duration, grid))
+                        floors.append(floor_cost(floor, broker.port, duration, grid, send_ahead_us=ahead))
                 report[key] = median_of(runs)
-                print(f"CPU per message at 10,000 msg/s, QoS {qos}, timer grid {grid} µs: {report[key]}", flush=True)
+                print(f"CPU per message at 10,000 msg/s, QoS {qos}, timer grid {grid} µs, send-ahead {ahead} µs: {report[key]}", flush=True)
                 if floors:
                     report[f"floor_{key}"] = median_of(floors)
                     print(f"  floor on the same schedule: {report[f'floor_{key}']}", flush=True)
                 # One more pair of runs with instructions counted (their CPU times are not used).
                 report[f"instructions_{key}"] = instructions_only(
-                    per_message_cost(broker.port, qos, duration, grid, count_instructions=True))
+                    per_message_cost(broker.port, qos, duration, grid, count_instructions=True, send_ahead_us=ahead))
                 print(f"  instructions per message: {report[f'instructions_{key}']}", flush=True)
                 if qos == 0:
                     report[f"floor_instructions_{key}"] = instructions_only(
-                        floor_cost(floor, broker.port, duration, grid, count_instructions=True))
+                        floor_cost(floor, broker.port, duration, grid, count_instructions=True, send_ahead_us=ahead))
                     print(f"  floor: {report[f'floor_instructions_{key}']}", flush=True)
         runs = [measuring_cost(broker.port, duration) for _ in range(args.repeat)]
         report["measuring_cost"] = median_of(runs)
