@@ -4,8 +4,7 @@ keeping them alive costs in CPU, and whether any is dropped.
     .venv/bin/python benchmarks/connections.py [--connections 100000] [--minutes 10]
 
 One Mosquitto (launched, tuned) on loopback; one `mqttlab run` process opens --connections
-publishers as fast as the broker accepts them (spread over 127.0.0.x when one address has too few
-source ports), keeps them alive (keep-alive 15 s: a PINGREQ after 15 s of silence) and publishes
+publishers at --connect-rate (spread over 127.0.0.x when one address has too few source ports), keeps them alive (keep-alive 15 s: a PINGREQ after 15 s of silence) and publishes
 from every one of them at a low rate (one QoS 1 message of 64 B every 2 minutes), for --minutes.
 Printed: the connect rate (connections over the time from the first to the last one the broker
 holds, counted by `ss` every 0.1 s), peak RSS and RSS per connection (less a one-connection run's RSS), the
@@ -37,12 +36,14 @@ MQTTLAB = ROOT / ".venv" / "bin" / "mqttlab"
 KEEPALIVE_S, PUBLISH_EVERY_S = 15, 120
 
 
-def run(url: str, connections: int, seconds: float, out: Path, rate: float = 1 / PUBLISH_EVERY_S) -> tuple[dict, dict]:
+def run(url: str, connections: int, seconds: float, out: Path, rate: float = 1 / PUBLISH_EVERY_S, connect_rate: float = 0) -> tuple[dict, dict]:
     """One `mqttlab run`; its summary, and what the live state showed of its connect ramp."""
     command = [str(MQTTLAB), "run", "--broker", url, "-P", str(connections), "-S", "0", "-t", "conn/%i", "-q", "1",
                "-s", "64B", "-r", str(rate), "-d", f"{seconds:g}s", "--warmup", "0s",
-               "--set", f"mqtt.keepalive={KEEPALIVE_S}s", "--set", "load.grace=5s", "-o", str(out)]  # fmt: skip
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               "--set", f"mqtt.keepalive={KEEPALIVE_S}s", "--set", "load.grace=5s", "--set", f"load.connect_rate={connect_rate}",
+               "-o", str(out)]  # fmt: skip
+    log = open(out.parent / f"{out.name}.log", "w+")  # a pipe nobody reads would stop the run when full
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
     port = url.split(":")[2].split("?")[0]
     first = last = None
     while child.poll() is None:
@@ -54,7 +55,8 @@ def run(url: str, connections: int, seconds: float, out: Path, rate: float = 1 /
         if connected >= connections and last is None:
             last = (now, connected)
         time.sleep(0.1 if last is None else 1.0)
-    stderr = child.stderr.read() if child.stderr else ""
+    log.seek(0)
+    stderr = log.read()
     if child.returncode not in (0, 1):
         raise SystemExit(f"mqttlab run failed ({child.returncode}): {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
     ramp = {}
@@ -72,6 +74,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=100_000)
     ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--connect-rate", type=float, default=5000.0,
+                    help="new connections per second (0 = all at once: past the broker's listen backlog, SYNs are dropped and retried)")
     args = ap.parse_args()
     try:
         engine.ensure_open_files(args.connections)  # with a margin; the broker launched next inherits it
@@ -82,7 +86,7 @@ def main() -> None:
         print(f"against {broker.version}; {args.connections:,} connections for {args.minutes:g} min", flush=True)
         run(url, 1, 5, Path(tmp) / "one", rate=1.0)
         base_rss = max(float(r["rss_bytes"]) for r in generator_samples(Path(tmp) / "one"))
-        summary, ramp = run(url, args.connections, args.minutes * 60, Path(tmp) / "many")
+        summary, ramp = run(url, args.connections, args.minutes * 60, Path(tmp) / "many", connect_rate=args.connect_rate)
         samples = generator_samples(Path(tmp) / "many")
     peak_rss = max(float(r["rss_bytes"]) for r in samples)
     # CPU once every connection is up: the second half of the run, when only keep-alives and the
@@ -91,7 +95,7 @@ def main() -> None:
     connections = summary["connections"]
     report = {
         "host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "kernel": platform.release()},
-        "broker": broker.version, "connections_asked": args.connections, "minutes": args.minutes,
+        "broker": broker.version, "connections_asked": args.connections, "minutes": args.minutes, "connect_rate_asked": args.connect_rate,
         **ramp,
         "connected": connections["publishers"]["ok"], "failed": connections["publishers"]["failed"], "lost": connections["lost"],
         "peak_rss_mb": round(peak_rss / 2**20, 1), "one_connection_rss_mb": round(base_rss / 2**20, 1),
