@@ -118,15 +118,16 @@ def _run(out: Path, *extra: str) -> dict:
 def test_a_cpu_limit_caps_the_brokers_cpu_share_and_its_throttling_is_reported(tmp_path: Path) -> None:
     _mosquitto()
     free = _run(tmp_path / "free")
-    capped = _run(tmp_path / "capped", "--set", "launch.limits.cpus=0.15", "--set", "launch.limits.memory=256MiB")
+    capped = _run(tmp_path / "capped", "--set", "launch.limits.cpus=0.05", "--set", "launch.limits.memory=256MiB")
     free_share = free["summary"]["resources"]["broker"]["mean_cpu_share"]
     capped_share = capped["summary"]["resources"]["broker"]["mean_cpu_share"]
     limits = capped["broker"]["limits"]
-    # 20 x 20 clients at 10,000 msg/s need more than 0.15 of a core from Mosquitto; held to its
-    # quota it gets at most that (a little slack for the sampling's edges).
-    assert free_share > 0.2, free_share
-    assert capped_share <= 0.15 * 1.2, capped_share
-    assert limits["cpus"] == 0.15 and limits["memory_bytes"] == 256 * 2**20
+    # 20 x 20 clients at 10,000 msg/s took Mosquitto 0.18-0.19 of a core on this host's
+    # fast days (it slows 3x on others), well above a 0.05 quota; held to it, it gets at most that (a little
+    # slack for the sampling's edges).
+    assert free_share > 0.1, free_share
+    assert capped_share <= 0.05 * 1.3, capped_share
+    assert limits["cpus"] == 0.05 and limits["memory_bytes"] == 256 * 2**20
     assert limits["throttled_periods"] > 0 and limits["oom_kills"] == 0
     assert "limits" not in free["broker"]
     # The cgroup goes with the broker.
