@@ -65,6 +65,9 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
             if let Some(tls) = t.tls_us {
                 st.record(H::Tls, tls);
             }
+            if let Some(ws) = t.ws_us {
+                st.record(H::WebSocket, ws);
+            }
             st.record(H::Connack, t.connack_us);
             Some(conn)
         }
@@ -107,7 +110,7 @@ struct MqttOutlet<'a> {
 
 impl Outlet for MqttOutlet<'_> {
     fn has_room(&self) -> bool {
-        self.conn.wbuf.len() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
+        self.conn.pending_write() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
     }
 
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
@@ -345,8 +348,7 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
             }
             st.error("connection_lost", &format!("{client_id}: the broker closed the connection (reconnected)"));
             // The old connection's traffic still counts.
-            st.counters.mqtt_bytes_out += std::mem::take(&mut old.bytes_out);
-            st.counters.mqtt_bytes_in += std::mem::take(&mut old.bytes_in);
+            count_traffic(&mut st.counters, old);
             return Some((conn, connack.session_present));
         }
     }
@@ -375,12 +377,11 @@ fn resend_inflight(ctx: &WorkerCtx, conn: &mut Conn, topic: &[u8], qos: QoS, inf
 
 /// Counts the connection's traffic; a connection the broker ended before the run was over is
 /// reported (and, without reconnecting, ends the run), any other is closed politely.
-async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: bool) {
+async fn finish_connection(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, lost: bool) {
     let lost = lost && phase(ctx) < Phase::Close;
     {
         let mut st = ctx.stats.borrow_mut();
-        st.counters.mqtt_bytes_out += conn.bytes_out;
-        st.counters.mqtt_bytes_in += conn.bytes_in;
+        count_traffic(&mut st.counters, &mut conn);
         if lost {
             st.counters.connections_lost += 1;
             st.error("connection_lost", &format!("{client_id}: the broker closed the connection"));
@@ -392,6 +393,15 @@ async fn finish_connection(ctx: &WorkerCtx, conn: Conn, client_id: &str, lost: b
     } else {
         conn.close().await;
     }
+}
+
+/// Adds a connection's bytes (MQTT, and WebSocket framing) to the counters, once: they are taken.
+fn count_traffic(c: &mut crate::result::Counters, conn: &mut Conn) {
+    c.mqtt_bytes_out += std::mem::take(&mut conn.bytes_out);
+    c.mqtt_bytes_in += std::mem::take(&mut conn.bytes_in);
+    let (ws_in, ws_out) = conn.take_websocket_overhead();
+    c.websocket_bytes_in += ws_in;
+    c.websocket_bytes_out += ws_out;
 }
 
 /// Closed loop: whether the message waited on is complete (module `closed`).

@@ -1,10 +1,12 @@
-//! One MQTT connection: TCP or TLS transport, the CONNECT handshake, and non-blocking packet I/O.
+//! One MQTT connection: TCP or TLS transport, optionally WebSocket over either (`websocket`), the
+//! CONNECT handshake, and non-blocking packet I/O.
 //!
 //! Reading and writing are polled from one future (`io`) so a client task can wait on the socket,
 //! its pacer and its control channel in a single `select!` without splitting the stream: writes
 //! never block reads, and neither side of the connection can stall the other.
 use crate::clock::now_ns;
 use crate::plan::RunPlan;
+use crate::websocket::WebSocket;
 use bytes::{Buf, BufMut, BytesMut};
 use mqttlab_codec::{decode, encode, ConnAck, Connect, DecodeError, Packet, Properties, Protocol};
 use std::future::poll_fn;
@@ -62,6 +64,8 @@ pub struct Target {
     pub url: String,
     pub addrs: Vec<SocketAddr>,
     pub tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// WebSocket: the Host header (name:port) and the path of the upgrade request.
+    pub websocket: Option<(String, String)>,
     pub protocol: Protocol,
     pub connect_timeout: Duration,
 }
@@ -69,8 +73,13 @@ pub struct Target {
 impl Target {
     pub async fn resolve(plan: &RunPlan) -> Result<Arc<Target>, ConnectError> {
         let b = &plan.broker;
-        let scheme = if b.tls.is_some() { "mqtts" } else { "mqtt" };
-        let url = format!("{scheme}://{}:{}", b.host, b.port);
+        let path = b.websocket.as_ref().map(|w| w.path.as_str());
+        let url = match (b.tls.is_some(), path) {
+            (false, None) => format!("mqtt://{}:{}", b.host, b.port),
+            (true, None) => format!("mqtts://{}:{}", b.host, b.port),
+            (false, Some(p)) => format!("ws://{}:{}{p}", b.host, b.port),
+            (true, Some(p)) => format!("wss://{}:{}{p}", b.host, b.port),
+        };
         let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((b.host.as_str(), b.port)).await {
             Ok(a) => a.collect(),
             Err(e) => return Err(ConnectError::new("dns", format!("cannot connect to {url}: unknown host ({e})"))),
@@ -89,7 +98,8 @@ impl Target {
             }
         };
         let protocol = if plan.mqtt.version == 5 { Protocol::V5 } else { Protocol::V311 };
-        Ok(Arc::new(Target { url, addrs, tls, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
+        let websocket = b.websocket.as_ref().map(|w| (format!("{}:{}", b.host, b.port), w.path.clone()));
+        Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
     }
 }
 
@@ -109,6 +119,8 @@ impl ConnectError {
 pub struct ConnectTimings {
     pub tcp_us: u64,
     pub tls_us: Option<u64>,
+    /// The WebSocket upgrade (request sent → 101 answer checked).
+    pub ws_us: Option<u64>,
     pub connack_us: u64,
 }
 
@@ -125,8 +137,12 @@ pub struct Conn {
     read_size: usize,
     /// The last read took less than it had room for: the socket was empty then (`poll_read_tcp`).
     drained: bool,
+    /// MQTT packets queued for the socket (framed on their way out over WebSocket).
     pub wbuf: BytesMut,
+    /// MQTT over WebSocket: the framing between the buffers above and the socket.
+    ws: Option<Box<WebSocket>>,
     pub protocol: Protocol,
+    /// MQTT bytes, without WebSocket framing (`websocket_overhead`).
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// Largest packet the broker accepts (5.0 CONNACK), for our own sends.
@@ -213,11 +229,19 @@ impl Conn {
         // Latency, not bandwidth, is what we measure: small packets must go out at once.
         let _ = tcp.set_nodelay(true);
         let t1 = now_ns();
-        let (stream, tls_us) = match &target.tls {
+        let (mut stream, tls_us) = match &target.tls {
             None => (Stream::Tcp(tcp), None),
             Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
                 Ok(s) => (Stream::Tls(Box::new(s)), Some((now_ns() - t1) / 1000)),
                 Err(e) => return Err(ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e)))),
+            },
+        };
+        let t_ws = now_ns();
+        let (ws, ws_us) = match &target.websocket {
+            None => (None, None),
+            Some((host, path)) => match crate::websocket::upgrade(&mut stream, host, path).await {
+                Ok(ws) => (Some(Box::new(ws)), Some((now_ns() - t_ws) / 1000)),
+                Err(e) => return Err(ConnectError::new("websocket", format!("cannot connect to {url}: {e}"))),
             },
         };
         let t2 = now_ns();
@@ -230,6 +254,7 @@ impl Conn {
             read_size: MIN_READ,
             drained: false,
             wbuf: BytesMut::new(),
+            ws,
             protocol,
             bytes_in: 0,
             bytes_out: 0,
@@ -265,7 +290,7 @@ impl Conn {
         }
         conn.broker_max_packet = ack.properties.maximum_packet_size;
         conn.broker_receive_max = ack.properties.receive_maximum;
-        let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, connack_us: (now_ns() - t2) / 1000 };
+        let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, ws_us, connack_us: (now_ns() - t2) / 1000 };
         Ok((conn, ack, timings))
     }
 
@@ -279,13 +304,42 @@ impl Conn {
         decode(&mut self.rbuf, self.protocol, MAX_INCOMING_PACKET)
     }
 
+    /// Bytes waiting for the socket: queued packets and, over WebSocket, frames not yet written.
+    pub fn pending_write(&self) -> usize {
+        self.wbuf.len() + self.ws.as_ref().map_or(0, |ws| ws.out.len())
+    }
+
+    /// WebSocket bytes beyond the MQTT packets (upgrade, frame headers, control frames), in and
+    /// out, taken (zeroed) so a connection's traffic is counted once; (0, 0) over plain MQTT.
+    pub fn take_websocket_overhead(&mut self) -> (u64, u64) {
+        match self.ws.as_deref_mut() {
+            Some(ws) => (std::mem::take(&mut ws.overhead_in), std::mem::take(&mut ws.overhead_out)),
+            None => (0, 0),
+        }
+    }
+
+    /// What goes to the socket next: the write buffer itself, or over WebSocket the frames it
+    /// was just wrapped into (all of it as one frame: one header and one mask per write).
+    fn outgoing<'a>(wbuf: &'a mut BytesMut, ws: &'a mut Option<Box<WebSocket>>) -> &'a mut BytesMut {
+        match ws.as_deref_mut() {
+            None => wbuf,
+            Some(ws) => {
+                if !wbuf.is_empty() {
+                    ws.frame(wbuf);
+                }
+                &mut ws.out
+            }
+        }
+    }
+
     /// Writes what is pending, or reads what has arrived, whichever the socket allows first.
     pub fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<IoEvent>> {
-        if !self.wbuf.is_empty() {
-            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
+        let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
+        if !out.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, out) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
-                    self.wbuf.advance(n);
+                    out.advance(n);
                     // TLS keeps records in its own buffer until flushed.
                     let _ = Pin::new(&mut self.stream).poll_flush(cx);
                     return Poll::Ready(Ok(IoEvent::Wrote));
@@ -294,61 +348,83 @@ impl Conn {
                 Poll::Pending => {}
             }
         }
+        let Some(ws) = self.ws.as_deref_mut() else {
+            let n = ready!(self.poll_read(cx))?;
+            self.bytes_in += n as u64;
+            return Poll::Ready(Ok(IoEvent::Read(n)));
+        };
+        if ws.closed.is_some() {
+            // The broker closed the WebSocket (our answer went out above): as good as a closed socket.
+            return Poll::Ready(Ok(IoEvent::Read(0)));
+        }
+        let n = ready!(self.poll_read(cx))?;
+        let ws = self.ws.as_deref_mut().expect("checked above");
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
+            self.rbuf = BytesMut::new();
+        }
+        let before = self.rbuf.len();
+        ws.deframe(&mut self.rbuf)?;
+        self.bytes_in += (self.rbuf.len() - before) as u64;
+        Poll::Ready(Ok(IoEvent::Read(n)))
+    }
+
+    /// Reads what the socket has into the read buffer (over WebSocket, the frame buffer): the
+    /// count, 0 at the end of the stream.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         if matches!(self.stream, Stream::Tcp(_)) {
             return self.poll_read_tcp(cx);
         }
-        room_to_read(&mut self.rbuf, self.read_size);
-        let room = self.rbuf.capacity() - self.rbuf.len();
-        let dst = self.rbuf.chunk_mut();
+        let buf = match self.ws.as_deref_mut() {
+            Some(ws) => &mut ws.raw,
+            None => &mut self.rbuf,
+        };
+        room_to_read(buf, self.read_size);
+        let room = buf.capacity() - buf.len();
+        let dst = buf.chunk_mut();
         // SAFETY: ReadBuf only writes initialised bytes into the uninitialised tail and reports
         // how many; we advance by exactly that count.
         let dst = unsafe { &mut *(dst as *mut _ as *mut [std::mem::MaybeUninit<u8>]) };
         let mut rb = ReadBuf::uninit(dst);
-        match Pin::new(&mut self.stream).poll_read(cx, &mut rb) {
-            Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                unsafe { self.rbuf.advance_mut(n) };
-                if n == room {
-                    self.read_size = (self.read_size * 2).min(MAX_READ);
-                }
-                self.bytes_in += n as u64;
-                Poll::Ready(Ok(IoEvent::Read(n)))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
+        ready!(Pin::new(&mut self.stream).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        unsafe { buf.advance_mut(n) };
+        if n == room {
+            self.read_size = (self.read_size * 2).min(MAX_READ);
         }
+        Poll::Ready(Ok(n))
     }
 
     /// Plain TCP reads only once the socket is readable, so the read buffer is taken only then;
     /// one whose bytes were all consumed is let go, so idle connections hold none.
-    fn poll_read_tcp(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<IoEvent>> {
-        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
-            self.rbuf = BytesMut::new();
+    fn poll_read_tcp(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let Conn { stream: Stream::Tcp(tcp), rbuf, ws, .. } = self else { unreachable!("plain TCP only") };
+        let buf = match ws.as_deref_mut() {
+            Some(ws) => &mut ws.raw,
+            None => rbuf,
+        };
+        if buf.is_empty() && buf.capacity() > 0 {
+            *buf = BytesMut::new();
         }
         if std::mem::take(&mut self.drained) {
             // A short read emptied the socket: its readiness is cleared here, without the read
             // that would only find nothing (one syscall per wake-up saved). Bytes that arrived
             // since are a new edge for the runtime, which keeps the readiness then.
-            let Stream::Tcp(tcp) = &self.stream else { unreachable!("plain TCP only") };
             let _ = tcp.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
         }
         loop {
-            let Stream::Tcp(tcp) = &self.stream else { unreachable!("plain TCP only") };
             if let Err(e) = ready!(tcp.poll_read_ready(cx)) {
                 return Poll::Ready(Err(e));
             }
-            room_to_read(&mut self.rbuf, self.read_size);
-            let room = self.rbuf.capacity() - self.rbuf.len();
-            let Conn { stream: Stream::Tcp(tcp), rbuf, .. } = self else { unreachable!("plain TCP only") };
-            match tcp.try_read_buf(rbuf) {
+            room_to_read(buf, self.read_size);
+            let room = buf.capacity() - buf.len();
+            match tcp.try_read_buf(buf) {
                 Ok(n) => {
                     if n == room {
                         self.read_size = (self.read_size * 2).min(MAX_READ);
                     } else {
                         self.drained = n > 0;
                     }
-                    self.bytes_in += n as u64;
-                    return Poll::Ready(Ok(IoEvent::Read(n)));
+                    return Poll::Ready(Ok(n));
                 }
                 // The readiness was stale; try_read_buf cleared it, and the next poll waits anew.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -361,9 +437,10 @@ impl Conn {
     /// task a round through its `select!`; what it does not take (or an error) goes by `poll_io`.
     pub fn write_now(&mut self) {
         if let Stream::Tcp(tcp) = &self.stream {
-            while !self.wbuf.is_empty() {
-                match tcp.try_write(&self.wbuf) {
-                    Ok(n) if n > 0 => self.wbuf.advance(n),
+            let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
+            while !out.is_empty() {
+                match tcp.try_write(out) {
+                    Ok(n) if n > 0 => out.advance(n),
                     _ => break,
                 }
             }
@@ -375,27 +452,36 @@ impl Conn {
     }
 
     pub async fn flush(&mut self) -> io::Result<()> {
-        while !self.wbuf.is_empty() {
-            let n = self.stream.write(&self.wbuf).await?;
+        let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
+        while !out.is_empty() {
+            let n = self.stream.write(out).await?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            self.wbuf.advance(n);
+            out.advance(n);
         }
         self.stream.flush().await
     }
 
-    /// Polite goodbye: DISCONNECT, flush, close; bounded so a dead broker cannot hold us.
     /// Ends our side of a connection the broker gave up on (after its DISCONNECT the network
     /// connection is to be closed), without a word: nothing more is sent on it.
     pub async fn abandon(&mut self) {
         self.wbuf.clear();
+        if let Some(ws) = self.ws.as_deref_mut() {
+            ws.out.clear();
+        }
         let _ = tokio::time::timeout(Duration::from_millis(500), self.stream.shutdown()).await;
     }
 
+    /// Polite goodbye: DISCONNECT (and over WebSocket a Close frame), flush, close; bounded so a
+    /// dead broker cannot hold us.
     pub async fn close(mut self) {
         let disconnect = Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0, properties: Properties::default() });
         self.send(&disconnect);
+        if let Some(ws) = self.ws.as_deref_mut() {
+            ws.frame(&mut self.wbuf);
+            ws.close_frame();
+        }
         let _ = tokio::time::timeout(Duration::from_millis(500), async {
             let _ = self.flush().await;
             let _ = self.stream.shutdown().await;

@@ -3,7 +3,8 @@
 //!
 //! Data flow: `plan` (checked by `validate`) → `run` (coordinator) → `worker` threads → `client`
 //! and `sn_client` tasks (sharing `context`; sending through `sending` with `pacer`, `timer`,
-//! `payload`; receiving through `delivery`) record into `stats` → `result` (mergeable) → `summary`.
+//! `payload`; receiving through `delivery`; connecting through `conn`, `tls`, `websocket`) record
+//! into `stats` → `result` (mergeable) → `summary`.
 //! Dependencies point one way, along that flow: no module imports one that imports it.
 
 pub mod accounting;
@@ -31,6 +32,7 @@ pub mod timer;
 pub mod tls;
 pub mod topic;
 pub mod validate;
+pub mod websocket;
 pub mod worker;
 
 pub use plan::RunPlan;

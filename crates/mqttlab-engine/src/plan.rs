@@ -91,6 +91,22 @@ pub struct BrokerTarget {
     pub port: u16,
     #[serde(default)]
     pub tls: Option<TlsOptions>,
+    /// MQTT over WebSocket (ws://, or wss:// with `tls`): the upgrade's path. Absent = MQTT
+    /// straight over TCP/TLS.
+    #[serde(default)]
+    pub websocket: Option<WebSocketOptions>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebSocketOptions {
+    /// The HTTP path of the broker's WebSocket listener.
+    #[serde(default = "default_ws_path")]
+    pub path: String,
+}
+
+fn default_ws_path() -> String {
+    crate::websocket::DEFAULT_PATH.to_string()
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

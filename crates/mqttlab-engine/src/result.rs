@@ -61,6 +61,13 @@ pub struct Counters {
     pub unmeasured: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
+    /// MQTT over WebSocket: bytes on the wire beyond the MQTT packets (the upgrade request and
+    /// answer, frame headers with their masking keys, control frames). Absent in results written
+    /// before WebSocket.
+    #[serde(default)]
+    pub websocket_bytes_out: u64,
+    #[serde(default)]
+    pub websocket_bytes_in: u64,
 }
 
 impl Counters {
@@ -83,6 +90,8 @@ impl Counters {
         self.unmeasured += o.unmeasured;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
+        self.websocket_bytes_out += o.websocket_bytes_out;
+        self.websocket_bytes_in += o.websocket_bytes_in;
     }
 }
 
@@ -179,7 +188,9 @@ pub struct RawResult {
     pub generator: Generator,
 }
 
-pub const HISTOGRAM_NAMES: [&str; 10] = ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt"];
+/// In the order of `stats::H`.
+pub const HISTOGRAM_NAMES: [&str; 11] =
+    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket"];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {

@@ -22,6 +22,8 @@ pub enum H {
     ScheduleLag,
     /// Round trip: publish → the echo of it back at the publisher.
     Rtt,
+    /// The WebSocket upgrade (ws:// and wss://).
+    WebSocket,
 }
 
 #[derive(Default)]

@@ -31,7 +31,8 @@ pub struct Summary {
     pub measurement: Measurement,
     /// Per second over the measured window.
     pub rates: Rates,
-    /// Per measure (e2e, e2e_uncorrected, puback, pubcomp, connect, tls, connack, suback, rtt):
+    /// Per measure (e2e, e2e_uncorrected, puback, pubcomp, connect, tls, websocket, connack,
+    /// suback, rtt):
     /// statistics in µs, null when the run has no samples of it.
     pub latency: BTreeMap<String, Option<Stats>>,
     pub violations: Vec<Violation>,
@@ -138,6 +139,10 @@ pub struct GeneratorSummary {
 pub struct Bytes {
     pub mqtt_out: u64,
     pub mqtt_in: u64,
+    /// MQTT over WebSocket: what the WebSocket layer added on the wire (upgrade, frame headers,
+    /// control frames); 0 over TCP/TLS. On the wire = mqtt + websocket (+ TCP/TLS headers).
+    pub websocket_out: u64,
+    pub websocket_in: u64,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -263,7 +268,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             schedule_lag_max_us: lag.as_ref().map(|l| l.max_us),
             late_sends: c.late_sends,
         },
-        bytes: Bytes { mqtt_out: c.mqtt_bytes_out, mqtt_in: c.mqtt_bytes_in },
+        bytes: Bytes { mqtt_out: c.mqtt_bytes_out, mqtt_in: c.mqtt_bytes_in, websocket_out: c.websocket_bytes_out, websocket_in: c.websocket_bytes_in },
         round_trip: plan.publishers.reply_filter.as_ref().map(|_| RoundTrip {
             sent: c.sent,
             replies: c.replies,

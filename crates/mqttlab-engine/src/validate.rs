@@ -109,6 +109,11 @@ impl RunPlan {
                 problems.push("broker.tls: cert_file and key_file go together".into());
             }
         }
+        if let Some(ws) = &self.broker.websocket {
+            if !ws.path.starts_with('/') || ws.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                problems.push(format!("broker.websocket.path: {:?} must start with / and hold no spaces or control characters", ws.path));
+            }
+        }
         if let Transport::MqttSn(sn) = &self.transport {
             problems.extend(mqtt_sn_problems(self, sn));
             if p.measure != Measure::Header || closed {
@@ -128,6 +133,9 @@ fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
     let mut problems = Vec::new();
     if plan.broker.tls.is_some() {
         problems.push("broker.tls: MQTT-SN runs over plain UDP (no DTLS); remove tls".into());
+    }
+    if plan.broker.websocket.is_some() {
+        problems.push("broker.websocket: MQTT-SN runs over UDP, not WebSocket; remove websocket".into());
     }
     if sn.retry_ms == 0 {
         problems.push("transport.retry_ms: must be > 0".into());

@@ -94,6 +94,18 @@ def _mochi() -> Launcher:
     return MochiLauncher()
 
 
+def _nanomq() -> Launcher:
+    from mqttlab.brokers.nanomq import NanomqLauncher
+
+    return NanomqLauncher()
+
+
+def _rsmb() -> Launcher:
+    from mqttlab.brokers.rsmb import RsmbLauncher
+
+    return RsmbLauncher()
+
+
 def _unavailable(name: str) -> Callable[[], Launcher]:
     def make() -> Launcher:
         from mqttlab.brokers.unavailable import Missing, UnavailableLauncher
@@ -108,7 +120,6 @@ def _unavailable(name: str) -> Callable[[], Launcher]:
 #: docs/brokers.md for every route that was tried)
 MISSING_REASONS = {
     "emqx": ("seeds 000 and 003", "EMQX is an Erlang release distributed as OS packages, containers and Hex; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
-    "nanomq": ("seed 003", "NanoMQ is C, released as source on GitHub and as OS packages; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
     "vernemq": ("seed 001", "VerneMQ is an Erlang release built from GitHub with Hex dependencies; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
 }
 
@@ -131,6 +142,8 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
     "rabbitmq": _rabbitmq,
     "ejabberd": _ejabberd,
     "mochi": _mochi,
+    "nanomq": _nanomq,
+    "rsmb": _rsmb,
     **{name: _unavailable(name) for name in MISSING_REASONS},
     "external": _external,
 }

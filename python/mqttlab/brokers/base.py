@@ -186,6 +186,8 @@ class RunningBroker:
     ca_file: Path | None = None
     pid: int | None = None
     v5_port: int | None = None
+    #: the MQTT-SN (UDP) listener of a broker that has one (RSMB)
+    mqtt_sn_port: int | None = None
     log_file: Path | None = None
     container: str | None = None
     managed: bool = True
@@ -221,6 +223,7 @@ class RunningBroker:
             "port": self.port,
             "tls_port": self.tls_port,
             "v5_port": self.v5_port,
+            "mqtt_sn_port": self.mqtt_sn_port,
             "pid": self.pid,
             "container": self.container,
             "ca_file": str(self.ca_file) if self.ca_file else None,
@@ -542,6 +545,7 @@ class Launcher:
             ca_file=material.ca_file if material else None,
             pid=child.pid,
             v5_port=self.v5_port(ports),
+            mqtt_sn_port=self.mqtt_sn_port(ports),
             log_file=log_file,
             config=self.config_record(),
             cgroup=cgroup,
@@ -553,4 +557,8 @@ class Launcher:
 
     def v5_port(self, ports: Ports) -> int | None:
         """The port of a separate MQTT 5 listener, for brokers that need one."""
+        return None
+
+    def mqtt_sn_port(self, ports: Ports) -> int | None:
+        """The UDP port of the broker's own MQTT-SN listener, for brokers that have one."""
         return None

@@ -58,6 +58,21 @@ def probe(host: str, port: int, timeout: float = 1.0) -> bool:
         return accepted
 
 
+def wait_until_answering(host: str, port: int, *, child: subprocess.Popen | None, timeout: float, log_file: Path,
+                         name: str = "the MQTT-SN gateway") -> None:
+    """Polls until an MQTT-SN CONNECT to udp://host:port is accepted; fails early if the child
+    exits, and on timeout, both with its log tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child is not None and child.poll() is not None:
+            raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{process.log_tail(log_file)}")
+        if probe(host, port, timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise BrokerStartError(f"{name} did not answer CONNECT on udp://{host}:{port} within {timeout:.0f} s. "
+                           f"Log tail:\n{process.log_tail(log_file)}")
+
+
 @dataclass
 class RunningGateway:
     host: str
@@ -132,23 +147,9 @@ class GatewayLauncher:
             raise BrokerStartError(f"cannot run the MQTT-SN gateway: {exc}") from None
         host = self.placement.reach_host
         try:
-            self._wait_until_serving(host, port, child, log_file)
+            wait_until_answering(host, port, child=child, timeout=self.start_timeout, log_file=log_file)
         except BaseException:
             process.terminate(child)
             raise
         return RunningGateway(host, port, broker_url, child.pid, log_file, config, _process=child)
 
-    def _wait_until_serving(self, host: str, port: int, child: subprocess.Popen, log_file: Path) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if child.poll() is not None:
-                raise BrokerStartError(
-                    f"the MQTT-SN gateway exited with code {child.returncode} during start-up:\n{process.log_tail(log_file)}"
-                )
-            if probe(host, port, timeout=0.5):
-                return
-            time.sleep(0.1)
-        raise BrokerStartError(
-            f"the MQTT-SN gateway did not answer CONNECT on udp://{host}:{port} within {self.start_timeout:.0f} s. "
-            f"Log tail:\n{process.log_tail(log_file)}"
-        )

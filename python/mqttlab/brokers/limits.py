@@ -71,12 +71,32 @@ class BrokerCgroup:
         self.name = f"mqttlab-{name}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
         self.version: int = 2
         self.paths: dict[str, Path] = {}
+        self.owned = True  # created here, so removed here
         try:
             self._create()
         except OSError as exc:
             self.remove()
             raise CgroupError(f"broker limits need a writable cgroup ({exc.strerror or exc}: {exc.filename}); "
                               "run as root on a host with cgroup v1 or v2 cpu and memory controllers") from None
+
+    @classmethod
+    def of_process(cls, limits: BrokerLimits, pid: int) -> BrokerCgroup:
+        """The cgroup another manager (a container runtime) put `pid` in with `limits`: read for
+        its counters like ours, left for that manager to remove."""
+        cgroup = cls.__new__(cls)
+        cgroup.limits, cgroup.name, cgroup.owned, cgroup.paths = limits, f"pid-{pid}", False, {}
+        lines = [line.split(":", 2) for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
+        root = _v2_root()
+        if root is not None:
+            cgroup.version = 2
+            cgroup.paths["unified"] = root / next(path for number, _, path in lines if number == "0").lstrip("/")
+            return cgroup
+        cgroup.version = 1
+        for _, controllers, path in lines:
+            for controller in ("cpu", "memory", "cpuset"):
+                if controller in controllers.split(","):
+                    cgroup.paths[controller] = CGROUP_ROOT / controller / path.lstrip("/")
+        return cgroup
 
     # -- creation -----------------------------------------------------------------------
 
@@ -188,6 +208,9 @@ class BrokerCgroup:
 
     def remove(self) -> None:
         """Removes the cgroup once its processes are gone (a cgroup with tasks cannot be removed)."""
+        if not self.owned:
+            self.paths = {}
+            return
         for path in self.paths.values():
             for _ in range(50):
                 try:

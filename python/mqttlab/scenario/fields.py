@@ -157,14 +157,21 @@ FilterTemplate = Annotated[str, AfterValidator(_filter_template)]
 # --- broker address ------------------------------------------------------------------------
 
 _BROKER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+#: a broker launched from a container image: image:emqx/emqx:5.8, image:localhost:5000/b@sha256:...
+IMAGE_PREFIX = "image:"
+_IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
 
 
 def _broker(value: Optional[str]) -> Optional[str]:
     if value is None:
         return None
+    if value.startswith(IMAGE_PREFIX):
+        if not _IMAGE_REFERENCE.fullmatch(value[len(IMAGE_PREFIX):]):
+            raise _problem(f"an image is given as image:REPOSITORY[:TAG][@DIGEST], e.g. image:emqx/emqx:5.8 (got {value!r})")
+        return value
     if "://" not in value:
         if not _BROKER_NAME.fullmatch(value):
-            raise _problem(f"must be an mqtt:// or mqtts:// URL or a broker name such as rumqttd or mosquitto (got {value!r})")
+            raise _problem(f"must be an mqtt:// or mqtts:// URL, a broker name such as rumqttd or mosquitto, or image:REF (got {value!r})")
         return value
     parsed = urlsplit(value)
     if parsed.scheme not in ("mqtt", "mqtts"):
@@ -188,6 +195,10 @@ Broker = Annotated[Optional[str], AfterValidator(_broker)]
 
 def is_url(broker: Optional[str]) -> bool:
     return broker is not None and "://" in broker
+
+
+def is_image(broker: Optional[str]) -> bool:
+    return broker is not None and broker.startswith(IMAGE_PREFIX)
 
 
 def split_url(url: str) -> tuple[str, str, int]:

@@ -231,6 +231,15 @@ class LaunchLimits(_Section):
     memory: Optional[ByteAmount] = Field(default=None, gt=0, description="Memory limit, e.g. 1GiB")
 
 
+class LaunchContainer(_Section):
+    """How a broker given as `image:REF` runs in a container (docs/brokers.md)."""
+
+    runtime: Literal["auto", "podman", "docker"] = Field(default="auto", description="auto = docker when its daemon answers, else podman")
+    port: Optional[int] = Field(default=None, ge=1, le=65535, description="The image's MQTT port inside the container; needed for an image without a preset")
+    tls_port: Optional[int] = Field(default=None, ge=1, le=65535, description="The image's MQTT-over-TLS port inside the container, if it has one")
+    network: Literal["mapped", "host"] = Field(default="mapped", description="mapped = a free 127.0.0.1 port mapped to the container's; host = the host's network")
+
+
 class Launch(_Section):
     """How mqttlab configures a broker it launches (docs/brokers.md); not for broker URLs."""
 
@@ -241,6 +250,7 @@ class Launch(_Section):
     version: Optional[str] = Field(default=None, description="Pin a broker version where its registry offers several")
     limits: Optional[LaunchLimits] = Field(default=None, description="Run the broker in a cgroup with these CPU and memory limits")
     tls: bool = Field(default=False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
+    container: Optional[LaunchContainer] = Field(default=None, description="For a broker given as image:REF: the container runtime, the image's ports, the network")
 
     def is_default(self) -> bool:
         return self == Launch()

@@ -4,7 +4,7 @@ own, and all of them run, so the user sees every broken rule in one listing."""
 from __future__ import annotations
 
 from mqttlab.scenario.errors import Problem
-from mqttlab.scenario.fields import MAX_PAYLOAD, is_url, split_url
+from mqttlab.scenario.fields import MAX_PAYLOAD, is_image, is_url, split_url
 from mqttlab.scenario.model import Scenario, payload_size_bounds
 
 # Every payload starts with publisher index (u32), sequence (u32), intended send time (u48 µs of
@@ -82,6 +82,8 @@ def _launch_problems(s: Scenario) -> list[Problem]:
         return []
     if is_url(s.broker):
         return [Problem("launch", "applies to a broker mqttlab launches (a name such as mosquitto), not to a broker URL", ("broker",))]
+    if s.launch.container is not None and not is_image(s.broker):
+        return [Problem("launch.container", "applies to a broker given as image:REF (e.g. image:emqx/emqx:5.8)", ("broker",))]
     if s.launch.tls and s.transport.kind == "mqtt-sn":
         return [Problem("launch.tls", "MQTT-SN runs over plain UDP through the gateway; it cannot use the TLS listener", ("transport.kind",))]
     if s.launch.tls and not s.tls.is_default():
