@@ -66,3 +66,40 @@ def test_a_bad_scenario_names_its_fields_at_once(tmp_path):
         mqttlab.run(None, set={"publishers.qos": 7, "publishers.rate": -1}, out=tmp_path / "run")
     listing = failure.value.listing()
     assert "publishers.qos" in listing and "publishers.rate" in listing
+
+
+def _engine_thread_cpus() -> set[str]:
+    """The CPU lists of this process's engine threads (named mqttlab-*), read from /proc."""
+    found = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            if not (task / "comm").read_text().startswith("mqttlab-"):
+                continue
+            status = (task / "status").read_text()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        found.add(next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list")))
+    return found
+
+
+def test_generator_cpus_pins_the_engine_threads_and_gives_the_caller_its_cpus_back(tmp_path):
+    import os
+
+    before = os.sched_getaffinity(0)
+    last = max(before)
+    seen: set[str] = set()
+    result = mqttlab.run(None, broker="mosquitto", set={**SHORT, "options.generator_cpus": str(last)}, out=tmp_path / "run",
+                         progress=lambda _: seen.update(_engine_thread_cpus()))
+    assert result.summary["messages"]["lost"] == 0
+    assert seen == {str(last)}
+    assert os.sched_getaffinity(0) == before
+
+
+def test_generator_cpus_not_on_this_host_is_refused_before_anything_starts(tmp_path):
+    import os
+
+    absent = max(os.sched_getaffinity(0)) + 1
+    with pytest.raises(mqttlab.RunFailed) as failure:
+        mqttlab.run(None, broker="mosquitto", set={**SHORT, "options.generator_cpus": f"0,{absent}"}, out=tmp_path / "run")
+    assert failure.value.code == Exit.BAD_INPUT
+    assert "options.generator_cpus" in str(failure.value) and f"CPU {absent}" in str(failure.value)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -204,10 +207,49 @@ def split_plan(plan: Plan, shards: int) -> list[Plan]:
     return pieces
 
 
-def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: Optional[str] = None) -> RunOutcome:
-    """Runs one shard and summarizes it. Ctrl-C during the run comes back as status
-    "interrupted", not as an exception. An exception from `progress` stops the run and is
-    raised once the engine has stopped. Raises BrokerUnreachable, HostCannotRun and PlanRejected."""
+def parse_cpus(text: str) -> set[int]:
+    """A CPU list as taskset -c takes it ("1", "0,2", "2-3") as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def cpus_problem(text: str) -> Optional[str]:
+    """Why the engine cannot be pinned to `text` on this host, or None when it can."""
+    cpus, allowed = parse_cpus(text), os.sched_getaffinity(0)
+    missing = sorted(cpus - allowed)
+    if missing:
+        return f"CPU {', '.join(map(str, missing))} is not one this process may run on ({_cpu_list(allowed)})"
+    return None
+
+
+def _cpu_list(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+@contextmanager
+def _pinned(cpus: Optional[set[int]]) -> Iterator[None]:
+    # The engine's worker threads are spawned by the thread that calls run_shard and inherit its
+    # affinity; pid 0 is that calling thread, so the rest of the process keeps its own CPUs.
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: Optional[str] = None,
+        cpus: Optional[set[int]] = None) -> RunOutcome:
+    """Runs one shard and summarizes it, its threads on `cpus` when given. Ctrl-C during the run
+    comes back as status "interrupted", not as an exception. An exception from `progress` stops
+    the run and is raised once the engine has stopped. Raises BrokerUnreachable, HostCannotRun
+    and PlanRejected."""
     engine = load_engine()
     plan_json = json.dumps(plan)
 
@@ -216,7 +258,8 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
             progress(json.loads(snapshot_json))
 
     try:
-        result_json = engine.run_shard(plan_json, forward if progress is not None else None)
+        with _pinned(cpus):
+            result_json = engine.run_shard(plan_json, forward if progress is not None else None)
     except ConnectionError as error:
         url = broker_url or _plan_url(plan)
         raise BrokerUnreachable(url, _reason(str(error), url)) from None

@@ -162,6 +162,7 @@ def execute(
     started_at = dt.datetime.now(dt.timezone.utc)
     if dask is None:
         _room_for_connections(scenario)
+        _check_generator_cpus(scenario)
     with ExitStack() as stack:
         network = _open_network(scenario, directory, stack)
         broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
@@ -191,7 +192,7 @@ def execute(
         faults = _fault_driver(scenario, broker, dask, sampler, network, url)
         try:
             with sampler, faults, (display or _no_display)(header, state) as show:
-                outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses)
+                outcome = _execute(plan, _observed(state, show, faults), url, dask, source_addresses, scenario.options.generator_cpus)
         except (engine.BrokerUnreachable, engine.HostCannotRun) as error:
             raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
@@ -301,6 +302,14 @@ def _room_for_connections(scenario: Scenario) -> None:
         raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
 
 
+def _check_generator_cpus(scenario: Scenario) -> None:
+    """options.generator_cpus names CPUs of this host, checked before anything is launched."""
+    cpus = scenario.options.generator_cpus
+    problem = engine.cpus_problem(cpus) if cpus else None
+    if problem:
+        raise RunFailed(f"error: options.generator_cpus: {problem}", Exit.BAD_INPUT)
+
+
 def _spread_source_addresses(plan: engine.Plan) -> None:
     """More connections to a loopback broker than one address has source ports: spread them."""
     from mqttlab.source_ports import spread_for_loopback
@@ -313,11 +322,13 @@ def _spread_source_addresses(plan: engine.Plan) -> None:
 
 
 def _execute(
-    plan: engine.Plan, progress: Progress, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None
+    plan: engine.Plan, progress: Progress, url: str, dask: Optional[str], source_addresses: Optional[dict[str, list[str]]] = None,
+    cpus: Optional[str] = None,
 ) -> engine.RunOutcome:
-    """One shard in this process, or the whole plan across a Dask cluster (mqttlab.distributed)."""
+    """One shard in this process (on `cpus` when given), or the whole plan across a Dask cluster
+    (mqttlab.distributed)."""
     if dask is None:
-        return engine.run(plan, progress=progress, broker_url=url)
+        return engine.run(plan, progress=progress, broker_url=url, cpus=engine.parse_cpus(cpus) if cpus else None)
     from mqttlab import distributed
 
     try:
@@ -376,10 +387,14 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
     from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
     from mqttlab.brokers.external import ExternalLauncher
 
+    from mqttlab.brokers.container import ContainerSetupError
+
     target = scenario.broker or EMBEDDED_BROKER
     try:
         launcher = get_launcher(target)
-    except UnknownBroker as error:
+        if scenario.launch.container is not None and hasattr(launcher, "use_container"):
+            launcher.use_container(scenario.launch.container.model_dump())
+    except (UnknownBroker, ContainerSetupError) as error:
         raise RunFailed(f"error: broker: {error}", Exit.BAD_INPUT) from None
     if placement is not None:
         if is_url(target):
@@ -391,6 +406,8 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
         launch = scenario.launch
         launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
         return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
+    except ContainerSetupError as error:
+        raise RunFailed(f"error: broker {target}: {error}", Exit.BAD_INPUT) from None
     except BrokerError as error:
         raise RunFailed(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
 

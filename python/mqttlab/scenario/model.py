@@ -21,6 +21,7 @@ from mqttlab.scenario.fields import (
     MqttVersion,
     Size,
     TopicTemplate,
+    is_url,
 )
 
 
@@ -94,6 +95,9 @@ PAYLOAD_KINDS = ("fixed", "uniform", "normal", "exponential")
 DEFAULT_QOS: Final = 1  # Final: mypy keeps it Literal[1], so it fits Literal[0, 1, 2]
 DEFAULT_DURATION = 10.0
 DEFAULT_WARMUP = 2.0
+# Every payload starts with publisher index (u32), sequence (u32), intended send time (u48 µs of
+# the engine's clock) and the lag of the actual send (u16).
+HEADER_BYTES = 16
 
 
 def _payload_shorthand(value: object) -> object:
@@ -195,6 +199,11 @@ class Options(_Section):
         default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
     )
+    generator_cpus: Optional[str] = Field(
+        default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+        description="CPUs the engine's threads run on, e.g. \"1\" or \"2-3\" (a list as taskset -c takes); with "
+                    "launch.limits.cpuset the broker and the generator get cores of their own instead of sharing them",
+    )
     capture: bool = Field(
         default=False,
         description="Capture the run's MQTT traffic with tshark and report message bundling, as `mqttlab run --capture` "
@@ -238,6 +247,7 @@ class LaunchContainer(_Section):
     port: Optional[int] = Field(default=None, ge=1, le=65535, description="The image's MQTT port inside the container; needed for an image without a preset")
     tls_port: Optional[int] = Field(default=None, ge=1, le=65535, description="The image's MQTT-over-TLS port inside the container, if it has one")
     network: Literal["mapped", "host"] = Field(default="mapped", description="mapped = a free 127.0.0.1 port mapped to the container's; host = the host's network")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables for the container, e.g. an image's own settings (quote yes/no: \"yes\")")
 
 
 class Launch(_Section):
@@ -319,9 +329,28 @@ class Scenario(_Section):
         elif load.duration is None:
             followed["load.duration"] = f"publishers.messages {pubs.messages}: no time limit, the run ends when every message is sent"
         if load.warmup is None:
-            load.warmup = 0.0 if pubs.messages is not None else DEFAULT_WARMUP
             if pubs.messages is not None:
-                followed["load.warmup"] = "publishers.messages: 0s, every message is measured"
+                load.warmup = 0.0
+                followed["load.warmup"] = "0s (publishers.messages: every message is measured)"
+            else:
+                # The default warm-up fits a short run the user asked for (`--duration 1s`):
+                # a fifth of it, at most the default; the header and summary say what it chose.
+                assert load.duration is not None
+                load.warmup = min(DEFAULT_WARMUP, round(load.duration / 5, 3))
+                if load.warmup != DEFAULT_WARMUP:
+                    followed["load.warmup"] = f"{load.warmup:g}s, a fifth of load.duration {load.duration:g}s (--warmup / load.warmup to choose)"
+        if not is_url(self.broker) and self.tls.insecure and not self.launch.tls and self.transport.kind == "mqtt" \
+                and (self.tls.ca, self.tls.cert, self.tls.key) == (None, None, None):
+            # `--insecure` (or scenarios/tls.yaml) with a broker mqttlab launches means its TLS
+            # listener; its throwaway CA is trusted, so the certificate is verified after all.
+            self.launch.tls = True
+            self.tls = TlsSettings()
+            followed["launch.tls"] = "tls.insecure with a launched broker: its TLS listener, its throwaway CA verified"
+        if "measure" not in pubs.model_fields_set and payload_size_bounds(pubs.payload)[0] < HEADER_BYTES and pubs.payload.dist in ("fixed", "uniform"):
+            # A payload too small for the measurement header is measured by its topic and a
+            # sequence number in the payload instead (seed 001's 1-byte messages).
+            pubs.measure = "topic-sequence"
+            followed["publishers.measure"] = f"payloads under {HEADER_BYTES} B, too small for the measurement header"
         return self
 
     @property
