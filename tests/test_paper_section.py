@@ -18,12 +18,12 @@ import yaml
 from typer.testing import CliRunner
 
 from mqttlab.analysis import compare_directories
-from mqttlab.analysis.paper_figures import (
-    DIFFERS, DOES_NOT_HOLD, HOLDS, MATCHES, NOT_HERE, NOT_MEASURED_HERE, FigureRow, _check, attach_paper, paper_name_for, paper_section,
-)
-from mqttlab.analysis.paper_file import Check, PaperFileError, load_paper, paper_path, validate_paper
+from mqttlab.reproductions.paper_figures import DIFFERS, MATCHES, NOT_HERE, FigureRow
+from mqttlab.reproductions.section import attach_paper, paper_name_for, paper_section
+from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS, NOT_MEASURED_HERE, _check
+from mqttlab.reproductions.paper_file import Check, PaperFileError, load_paper, paper_path, validate_paper
 from mqttlab.cli import app as cli_app
-from mqttlab.reports import write_report_bundle
+from mqttlab.reproductions.paper_section import write_report_with_paper
 
 cli_app._register()
 app = cli_app.app
@@ -66,7 +66,7 @@ def report(suite_dir, tmp_path_factory) -> Path:
     comparison = compare_directories([suite_dir])
     assert attach_paper(comparison, [suite_dir]) is not None  # found from suite.yaml's name
     out = tmp_path_factory.mktemp("report")
-    write_report_bundle(comparison, out, png=False)
+    write_report_with_paper(comparison, out, png=False)
     return out
 
 

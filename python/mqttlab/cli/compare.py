@@ -47,8 +47,9 @@ def compare_command(
     with confidence intervals, and each broker's difference from the baseline."""
     # Imported here: scipy and plotly would slow down every other command's start.
     from mqttlab.analysis import ComparisonError, compare_directories
-    from mqttlab.analysis.paper_figures import attach_paper, is_smc_directory
-    from mqttlab.analysis.paper_file import PaperFileError
+    from mqttlab.reproductions.paper_figures import is_smc_directory
+    from mqttlab.reproductions.section import attach_paper
+    from mqttlab.reproductions.paper_file import PaperFileError
 
     smc = [path for path in paths if is_smc_directory(path)]
     if smc:
@@ -70,9 +71,9 @@ def compare_command(
         if comparison.paper is not None:
             print_paper_section(Console(), comparison.paper)
     if out is not None:
-        from mqttlab.reports import write_report_bundle
+        from mqttlab.reproductions.paper_section import write_report_with_paper
 
-        written = write_report_bundle(comparison, out, title=title, png=not no_png)
+        written = write_report_with_paper(comparison, out, title=title, png=not no_png)
         typer.echo(f"report: {written['html']}", err=True)
     if page is not None:
         _write_page(page, comparison.paper, paths, comparison)
@@ -81,12 +82,12 @@ def compare_command(
 def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optional["Comparison"] = None) -> None:
     """The Markdown reproduction page, and beside it (in a folder named as the page) its tables as
     CSV and the comparison's summary PNGs at a size fit to commit."""
-    from mqttlab.reports.reproduction_page import write_page
+    from mqttlab.reproductions.page import write_page
 
     if section is None:
         typer.echo("error: --page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)", err=True)
         raise typer.Exit(BAD_INPUT)
-    from mqttlab.reports.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
+    from mqttlab.reproductions.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
     from mqttlab.reports.tables import summary_table, write_csv
 
     folder = page.parent / page.stem
@@ -134,8 +135,8 @@ def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: 
                  page: Optional[Path]) -> None:
     """Seed 000: its Tables 2, 3 and 4 (and the learned coefficients) from a `mqttlab smc paper`
     directory beside the paper's; no runs to compare, so the report is the section alone."""
-    from mqttlab.analysis.paper_figures import paper_section
-    from mqttlab.analysis.paper_file import PaperFileError
+    from mqttlab.reproductions.section import paper_section
+    from mqttlab.reproductions.paper_file import PaperFileError
 
     if len(smc) != 1 or len(paths) != 1:
         typer.echo("error: give one `mqttlab smc paper` directory alone (seed 000 has no runs to compare beside it)", err=True)
@@ -153,7 +154,7 @@ def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: 
     else:
         print_paper_section(Console(), section)
     if out is not None:
-        from mqttlab.reports.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_page, paper_rows
+        from mqttlab.reproductions.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_page, paper_rows
         from mqttlab.reports.tables import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
@@ -170,8 +171,8 @@ def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: 
 def print_paper_section(console: Console, section: Any) -> None:
     """Compact: the measured and flagged figures (the not-reproducible ones are counted, listed in
     the report), then each claim's verdict."""
-    from mqttlab.analysis.paper_figures import MEASURED, value_text
-    from mqttlab.reports.paper_section import BAD, GOOD
+    from mqttlab.reproductions.paper_figures import MEASURED, value_text
+    from mqttlab.reproductions.paper_section import BAD, GOOD
 
     coverage = section.coverage()
     table = Table(title=f"The paper (seed {section.seed}) vs this run", title_justify="left", header_style="bold", pad_edge=False)

@@ -308,9 +308,9 @@ def _print_progress(console: Console, index: int, total: int, record: RunRecord,
 
 def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) -> None:
     from mqttlab.analysis import ComparisonError, compare_directories
-    from mqttlab.analysis.paper_figures import attach_paper
-    from mqttlab.analysis.paper_file import PaperFileError
-    from mqttlab.reports import write_report_bundle
+    from mqttlab.reproductions.section import attach_paper
+    from mqttlab.reproductions.paper_file import PaperFileError
+    from mqttlab.reproductions.paper_section import write_report_with_paper
 
     try:
         comparison = compare_directories([suite_dir], baseline=baseline)
@@ -322,5 +322,5 @@ def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) ->
         attach_paper(comparison, [suite_dir])
     except PaperFileError as error:
         console.print(f"no paper section: {error}", style="yellow")
-    paths = write_report_bundle(comparison, suite_dir / "report")
+    paths = write_report_with_paper(comparison, suite_dir / "report")
     console.print(f"report: {paths['html']}")

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
+from mqttlab.reports.paper import paper_sd
 
 BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss",
                "broker_rss_mean")
@@ -144,8 +145,6 @@ def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
     for key in BAR_METRICS:
         if any(g.estimates[key].mean is not None for s in comparison.scenarios for g in s.groups.values()):
             figures.append(("Brokers by scenario", f"bars-{key}", metric_bars(comparison, key)))
-    from mqttlab.reports.paper import mean_sd_bars
-
     seed001 = mean_sd_bars(comparison)
     if seed001 is not None:
         figures.append(("As in seed 001: mean ± SD", "paper-mean-sd", seed001))
@@ -156,3 +155,37 @@ def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
         figures.append((f"Scenario {scenario.scenario}", f"time-{index}", over_time(comparison, scenario)))
     return figures
 
+
+def mean_sd_bars(comparison: Comparison) -> Optional[go.Figure]:
+    """Mean latency per scenario (x) and broker (colour), whiskers ± the seed-001 SD; a whisker
+    that would reach below zero is drawn to zero, as the seed omitted it."""
+    colors = broker_colors(comparison)
+    figure = go.Figure()
+    drawn = False
+    for broker in comparison.brokers:
+        x, means, up, down, kinds = [], [], [], [], []
+        for scenario in comparison.scenarios:
+            group = scenario.groups.get(broker)
+            if group is None or group.estimates["latency_mean"].mean is None:
+                continue
+            mean = group.estimates["latency_mean"].mean
+            sd, kind = paper_sd(group)
+            x.append(scenario.scenario)
+            means.append(mean)
+            up.append(sd or 0.0)
+            down.append(min(sd or 0.0, mean))
+            kinds.append(f"{kind}, n={len(group.runs)} runs")
+        if not x:
+            continue
+        drawn = True
+        figure.add_bar(name=broker, x=x, y=means, marker_color=colors[broker], customdata=kinds,
+                       error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": down, "visible": True},
+                       hovertemplate=f"{broker}<br>%{{x}}<br>mean %{{y:.4g}} ms ± SD (%{{customdata}})<extra></extra>")
+    if not drawn:
+        return None
+    figure.update_layout(
+        title="As in seed 001: mean latency (ms) ± standard deviation; one-message runs: SD of the per-run means, "
+              "others: SD of the pooled samples",
+        barmode="group", yaxis_title="ms", height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
+    )
+    return figure

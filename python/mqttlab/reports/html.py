@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
@@ -28,7 +28,9 @@ th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 """
 
 
-def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> str:
+def render_html(comparison: Comparison, title: str = "mqttlab comparison", first: Sequence[str] = ()) -> str:
+    """The report page; `first`: HTML sections placed before the summary (a seed's paper beside
+    the runs, which reproductions/ renders: reports never reach up to it)."""
     tables = all_tables(comparison)
     parts = [
         "<!DOCTYPE html>",
@@ -39,7 +41,7 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
         "</head><body>",
         f"<h1>{html.escape(title)}</h1>",
         _intro(comparison),
-        *_paper_section(comparison),
+        *first,
         "<h2>Summary</h2>",
         _summary_html(comparison, tables["summary"]),
         _csv_link("summary"),
@@ -97,15 +99,6 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison") -> st
         "</body></html>",
     ]
     return "\n".join(parts)
-
-
-def _paper_section(comparison: Comparison) -> list[str]:
-    """The paper vs this run, first after the introduction: the question a reader of a seed's suite asks first."""
-    if comparison.paper is None:
-        return []
-    from mqttlab.reports.paper_section import paper_html
-
-    return [paper_html(comparison.paper)]
 
 
 def _rtt_section(comparison: Comparison, tables: dict[str, list[dict[str, Any]]]) -> list[str]:

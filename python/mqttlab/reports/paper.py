@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import plotly.graph_objects as go
-
 from mqttlab.analysis import BrokerGroup, Comparison
 
 Table = list[dict[str, Any]]
@@ -57,40 +55,3 @@ def paper_statistics_table(comparison: Comparison) -> Table:
                 "broker_cpu_mean": estimates["broker_cpu"].mean,
             })  # fmt: skip
     return rows
-
-
-def mean_sd_bars(comparison: Comparison) -> Optional[go.Figure]:
-    """Mean latency per scenario (x) and broker (colour), whiskers ± the seed-001 SD; a whisker
-    that would reach below zero is drawn to zero, as the seed omitted it."""
-    from mqttlab.reports.figures import broker_colors
-
-    colors = broker_colors(comparison)
-    figure = go.Figure()
-    drawn = False
-    for broker in comparison.brokers:
-        x, means, up, down, kinds = [], [], [], [], []
-        for scenario in comparison.scenarios:
-            group = scenario.groups.get(broker)
-            if group is None or group.estimates["latency_mean"].mean is None:
-                continue
-            mean = group.estimates["latency_mean"].mean
-            sd, kind = paper_sd(group)
-            x.append(scenario.scenario)
-            means.append(mean)
-            up.append(sd or 0.0)
-            down.append(min(sd or 0.0, mean))
-            kinds.append(f"{kind}, n={len(group.runs)} runs")
-        if not x:
-            continue
-        drawn = True
-        figure.add_bar(name=broker, x=x, y=means, marker_color=colors[broker], customdata=kinds,
-                       error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": down, "visible": True},
-                       hovertemplate=f"{broker}<br>%{{x}}<br>mean %{{y:.4g}} ms ± SD (%{{customdata}})<extra></extra>")
-    if not drawn:
-        return None
-    figure.update_layout(
-        title="As in seed 001: mean latency (ms) ± standard deviation; one-message runs: SD of the per-run means, "
-              "others: SD of the pooled samples",
-        barmode="group", yaxis_title="ms", height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
-    )
-    return figure

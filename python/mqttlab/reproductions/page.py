@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
-from mqttlab.analysis.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, PaperSection, value_text
+from mqttlab.reproductions.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, value_text
+from mqttlab.reproductions.section import PaperSection
 from mqttlab.results import INVOCATIONS
 
 START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
@@ -136,7 +137,7 @@ def _figure_table(section: PaperSection) -> str:
 
 def _source(source: str) -> str:
     """A built-in paper file by its place in the repository, not this machine's path."""
-    from mqttlab.analysis.paper_file import BUILTIN_DIR
+    from mqttlab.reproductions.paper_file import BUILTIN_DIR
 
     path = Path(source)
     return f"{BUILTIN_DIR.name}/{path.name}" if path.parent == BUILTIN_DIR else source

@@ -13,13 +13,13 @@ import fnmatch
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, TypeGuard, Union
+from typing import Any, Optional, TypeGuard, Union
 
 from mqttlab.analysis.compare import BrokerGroup, Comparison
 from mqttlab.analysis.configuration import scenario_value
-from mqttlab.analysis.paper_file import Check, Claim, Figure, PaperFile, Reproduce, load_paper, paper_path
+from mqttlab.reproductions.paper_file import Figure, Reproduce
 
 # Row statuses.
 MATCHES = "matches"  # exact figure, equal
@@ -30,8 +30,6 @@ NO_PAPER_NUMBER = "no number in the paper"  # a plot without numbers: ours shown
 NOT_MEASURED = "not measured in these results"
 NOT_HERE = "not reproducible here"
 MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES)
-
-HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", "not measured here", "not judged"
 
 # Keys of a dict-valued exact figure that still depend on the host (an SPRT row's wall time):
 # compared with the tolerance, never flagged.
@@ -64,104 +62,7 @@ class FigureRow:
         return asdict(self)
 
 
-@dataclass
-class ClaimVerdict:
-    claim: str
-    text: str
-    verdict: str
-    evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class PaperSection:
-    seed: str
-    title: str
-    source: str  # the paper file
-    rows: list[FigureRow]
-    claims: list[ClaimVerdict]
-
-    @property
-    def flagged(self) -> list[FigureRow]:
-        return [row for row in self.rows if row.flagged]
-
-    def coverage(self) -> dict[str, int]:
-        figures = {row.figure: row for row in self.rows}
-        return {"figures": len(figures), "not_here": sum(r.status == NOT_HERE for r in figures.values()),
-                "measured": len({r.figure for r in self.rows if r.status in MEASURED or (r.status == NO_PAPER_NUMBER and r.ours is not None)})}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "title": self.title, "source": self.source, "coverage": self.coverage(),
-                "figures": [row.to_dict() for row in self.rows], "claims": [claim.to_dict() for claim in self.claims]}
-
-
-# ------------------------------------------------------------------------------------------------
-# Which paper applies
-
-
-def paper_name_for(paths: Iterable[Path]) -> Optional[str]:
-    """The built-in paper of the suite the results come from: the suite directory's suite.yaml
-    names it (`name: seed003`); None when no path is a suite directory of a seed."""
-    import yaml
-
-    for path in paths:
-        for candidate in (Path(path), *Path(path).parents[:4]):  # a run lies at <suite>/runs/<scenario>/<broker>/rep-N
-            copy = candidate / "suite.yaml"
-            if not copy.is_file():
-                continue
-            try:
-                name = (yaml.safe_load(copy.read_text(encoding="utf-8")) or {}).get("name")
-            except (OSError, ValueError):
-                continue
-            if name:
-                try:
-                    paper_path(str(name))
-                    return str(name)
-                except Exception:  # a suite without a paper file
-                    return None
-    return None
-
-
-def is_smc_directory(path: Path) -> bool:
-    """A `mqttlab smc paper` output directory (seed 000), not a results directory."""
-    return (Path(path) / "paper.json").is_file() and (Path(path) / "table3-4-sprt.csv").exists()
-
-
-def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[str] = None) -> Optional[PaperSection]:
-    """Sets `comparison.paper` to the section of `paper`, or of the seed whose suite the results
-    come from; leaves it None when neither applies. A malformed paper file raises PaperFileError."""
-    name = paper if paper is not None else paper_name_for(paths)
-    if name is None:
-        return None
-    comparison.paper = paper_section(name, comparison)
-    return comparison.paper
-
-
-# ------------------------------------------------------------------------------------------------
-# The section
-
-
-def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Comparison] = None,
-                  smc_directory: Optional[Path] = None) -> PaperSection:
-    """Every figure of the paper beside ours from `comparison` (a suite's runs) and/or a seed-000
-    `smc paper` directory, and a verdict per claim."""
-    source = str(paper_path(paper)) if not isinstance(paper, PaperFile) else (paper.source or "")
-    if not isinstance(paper, PaperFile):
-        paper = load_paper(paper)
-    smc = SmcPaperResults(Path(smc_directory)) if smc_directory is not None else None
-    rows: list[FigureRow] = []
-    for figure in paper.figures:
-        rows += _figure_rows(figure, comparison, smc)
-    by_figure: dict[str, list[FigureRow]] = {}
-    for row in rows:
-        by_figure.setdefault(row.figure, []).append(row)
-    claims = [_verdict(claim, by_figure) for claim in paper.claims]
-    return PaperSection(paper.seed, paper.title, source, rows, claims)
-
-
-def _figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
+def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
     how = figure.reproduce
     paper = _paper_value(figure)
     base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
@@ -210,7 +111,7 @@ def _paper_value(figure: Figure) -> Value:
 # ---- measured: a suite's runs -------------------------------------------------------------------
 
 
-def _base_name(label: str) -> str:
+def base_name(label: str) -> str:
     # Runs of one name configured differently are labelled "name [field=value, ...]" (compare.py).
     return label.split(" [", 1)[0]
 
@@ -224,7 +125,7 @@ def _groups(how: Reproduce, comparison: Optional[Comparison]) -> list[tuple[str,
         return []
     wanted = [how.broker] if how.broker else how.brokers
     return [(scenario.scenario, broker, group) for scenario in comparison.scenarios
-            if fnmatch.fnmatchcase(_base_name(scenario.scenario), how.scenario)
+            if fnmatch.fnmatchcase(base_name(scenario.scenario), how.scenario)
             for broker, group in scenario.groups.items() if _broker_matches(broker, wanted)]
 
 
@@ -316,7 +217,7 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
             value, inputs = _publish_overhead(data)
         else:  # connect_bytes
             value, inputs = _connect(data)
-            if _number(figure.value) and int(figure.value) - extra != value:
+            if number(figure.value) and int(figure.value) - extra != value:
                 # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
                 implied = int(inputs.split("client id ", 1)[1].split(" B", 1)[0]) + int(figure.value) - extra - value
                 inputs += f" (the paper's {figure.value} B imply a client id of {implied} B without credentials)"
@@ -361,7 +262,7 @@ def _connect(data: dict[str, Any]) -> tuple[int, str]:
 # ---- judging a row -------------------------------------------------------------------------------
 
 
-def _number(value: Any) -> TypeGuard[float]:
+def number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
@@ -372,19 +273,19 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         return
     if isinstance(paper, dict):
         _judge_values(row, paper, ours if isinstance(ours, dict) else {}, how.tolerance)
-    elif isinstance(paper, list) and len(paper) == 2 and all(_number(v) for v in paper):
+    elif isinstance(paper, list) and len(paper) == 2 and all(number(v) for v in paper):
         low, high = float(paper[0]), float(paper[1])
         span: list[Any] = ours if isinstance(ours, list) else [ours, ours]  # numbers, checked next
-        if not all(_number(v) for v in span):
+        if not all(number(v) for v in span):
             row.status = NO_PAPER_NUMBER
             return
         # A range of ours (over brokers) agrees when it overlaps the paper's.
         row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
-    elif _number(paper):
+    elif number(paper):
         value = float(paper)
-        if isinstance(ours, list) and all(_number(v) for v in ours):
+        if isinstance(ours, list) and all(number(v) for v in ours):
             row.status = AGREES if all(_within(float(v), value, how.tolerance) for v in ours) else DISAGREES
-        elif _number(ours):
+        elif number(ours):
             row.difference = float(ours) - value
             row.ratio = float(ours) / value if value else None
             if figure.exact:
@@ -410,7 +311,7 @@ def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], t
         if theirs is None or mine is None or (isinstance(mine, float) and math.isnan(mine)):
             continue
         compared += 1
-        if _number(theirs) and _number(mine):
+        if number(theirs) and number(mine):
             same = (math.isclose(float(mine), float(theirs), rel_tol=1e-9, abs_tol=1e-9) if row.exact and key not in HOST_DEPENDENT_KEYS
                     else _within(float(mine), float(theirs), tolerance))
         else:
@@ -420,7 +321,7 @@ def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], t
     if not compared:
         row.status = NO_PAPER_NUMBER
         return
-    if "mean" in paper and _number(paper.get("mean")) and _number(ours.get("mean")):
+    if "mean" in paper and number(paper.get("mean")) and number(ours.get("mean")):
         row.difference = float(ours["mean"]) - float(paper["mean"])
         row.ratio = float(ours["mean"]) / float(paper["mean"]) if paper["mean"] else None
     row.status = AGREES if not differing else DISAGREES
@@ -468,183 +369,13 @@ def _text(value: Any) -> str:
 value_text = _text
 
 
-# ---- claims ----------------------------------------------------------------------------------------
-
-
-def _verdict(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
-    if claim.not_here:
-        return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [claim.not_here])
-    if not claim.check:
-        evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}"
-                    for name in claim.figures for row in rows.get(name, []) if row.ours is not None]
-        return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE,
-                            evidence or ["no figure of this claim is measured in these results"])
-    outcomes = [_check(check, rows) for check in claim.check]
-    evidence = [line for _, lines in outcomes for line in lines]
-    results = [ok for ok, _ in outcomes]
-    if any(ok is False for ok in results):
-        verdict = DOES_NOT_HOLD
-    elif all(ok is None for ok in results):
-        verdict = NOT_MEASURED_HERE
-    else:
-        verdict = HOLDS
-        unmeasured = sum(ok is None for ok in results)
-        if unmeasured:
-            evidence.append(f"{unmeasured} of {len(results)} conditions not measured here")
-    return ClaimVerdict(claim.id, claim.text, verdict, evidence)
-
-
-def _at(row: FigureRow) -> str:
-    where = ", ".join(part for part in (row.scenario, row.broker) if part)
-    return f" ({where})" if where else ""
-
-
-def _scalar(row: FigureRow) -> Optional[float]:
-    value = row.ours
-    if isinstance(value, dict):
-        value = value.get("mean")
-    if isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value):
-        return (float(value[0]) + float(value[1])) / 2
-    return float(value) if _number(value) else None
-
-
-def _by_broker(rows: list[FigureRow]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for row in rows:
-        value = _scalar(row)
-        if value is not None:
-            out.setdefault(row.broker or "", []).append(value)
-    return out
-
-
-def _aligned(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[str, list[float]]]:
-    """Our values of each figure by broker, for comparing figures broker by broker; figures of one
-    broker each (Aedes vs Mosquitto) are compared with each other under one key."""
-    per_figure = [_by_broker(rows.get(name, [])) for name in names]
-    common = [b for b in per_figure[0] if all(b in figure for figure in per_figure)] if per_figure else []
-    if not common and per_figure and all(len(figure) == 1 for figure in per_figure):
-        return [{"": next(iter(figure.values()))} for figure in per_figure]
-    return [{b: figure[b] for b in common} for figure in per_figure]
-
-
-def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[bool], list[str]]:
-    """(True / False / None = not measured, the numbers it rests on)."""
-    if check.agree is not None:
-        measured = [row for name in check.agree for row in rows.get(name, []) if row.status in MEASURED]
-        if not measured:
-            return None, [f"not measured: {', '.join(check.agree)}"]
-        bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
-        lines = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)} → {row.status}" for row in measured]
-        return not bad, lines
-    if check.increasing is not None or check.decreasing is not None:
-        names = check.increasing or check.decreasing or []
-        rising = check.increasing is not None
-        per_figure = _aligned(names, rows)
-        brokers = list(per_figure[0]) if per_figure else []
-        if not brokers:
-            return None, [f"not measured together: {', '.join(names)}"]
-        lines, ok = [], True
-        for broker in brokers:
-            spans = [(min(f[broker]), max(f[broker])) for f in per_figure]
-            steady = all((a[1] < b[0]) if rising else (a[0] > b[1]) for a, b in zip(spans, spans[1:]))
-            ok &= steady
-            sign = " < " if rising else " > "
-            lines.append(f"{broker or 'ours'}: " + sign.join(f"{_text(s[0] if s[0] == s[1] else list(s))} ({n})" for s, n in zip(spans, names))
-                         + ("" if steady else " — not " + ("rising" if rising else "falling")))
-        return ok, lines
-    if check.best is not None:
-        scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
-        candidates = [(row, value) for row, value in scored if value is not None]
-        if not any(row.figure == check.best for row, _ in candidates):
-            return None, [f"not measured: {check.best}"]
-        winner, value = (max if check.higher_is_better else min)(candidates, key=lambda item: item[1])
-        ok = winner.figure == check.best
-        return ok, [f"best: {winner.figure}{_at(winner)} {_text(value)} (expected {check.best}; of "
-                    + ", ".join(f"{row.broker or row.figure} {_text(v)}" for row, v in candidates) + ")"]
-    if check.ratio is not None:
-        top, bottom = _aligned(check.ratio, rows)
-        brokers = list(top)
-        if not brokers:
-            return None, [f"not measured together: {' / '.join(check.ratio)}"]
-        low, high = check.within or (0.0, math.inf)
-        lines, ok = [], True
-        for broker in brokers:
-            a, b = sum(top[broker]) / len(top[broker]), sum(bottom[broker]) / len(bottom[broker])
-            ratio = a / b if b else math.inf
-            ok &= low <= ratio <= high
-            lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
-                         f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
-        return ok, lines
-    if check.trend is not None:
-        # A configuration may be a row of several of the figures: each counts once.
-        unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
-        return _trend(check, list(unique.values()))
-    scored = [(row, _scalar(row)) for row in rows.get(check.figure or "", []) if _where(check, row)]
-    numbers = [(row, v) for row, v in scored if v is not None]
-    if not numbers:
-        return None, [f"not measured: {check.figure}"]
-    low, high = check.within or (0.0, math.inf)
-    ok = all(low <= v <= high for _, v in numbers)
-    return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
-                for row, v in numbers]
-
-
-def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[str]]:
-    """Rows that differ only in the `along` axis (the rest of the scenario name and the broker
-    the same) form a configuration; the trend holds in a share of them."""
-    along = check.along or []
-    groups: dict[tuple[str, str], dict[int, float]] = {}
-    for row in rows:
-        value, name = _scalar(row), _base_name(row.scenario or "")
-        if value is None or not _where(check, row):
-            continue
-        for position, label in enumerate(along):
-            rest = _without_segment(name, label)
-            if rest is not None:
-                groups.setdefault((rest, row.broker or ""), {})[position] = value
-                break
-    compared = {key: [values[k] for k in sorted(values)] for key, values in groups.items() if len(values) >= 2}
-    if not compared:
-        return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
-
-    def holds(values: list[float]) -> bool:
-        if check.trend == "flat":
-            return min(values) > 0 and max(values) / min(values) <= check.tolerance
-        pairs = list(zip(values, values[1:]))
-        return all(b > a for a, b in pairs) if check.trend == "rises" else all(b < a for a, b in pairs)
-
-    held = {key: holds(values) for key, values in compared.items()}
-    share = sum(held.values()) / len(held)
-    what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
-    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {sum(held.values())} of {len(held)} configurations"
-             f" ({share:.0%}; {check.at_least:.0%} asked)"]
-    for key in sorted(compared, key=lambda k: held[k])[:6]:  # those that break it first
-        rest, broker = key
-        lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(_text(v) for v in compared[key])
-                     + ("" if held[key] else " ✗"))
-    return share >= check.at_least - 1e-9, lines
-
-
-def _where(check: Check, row: FigureRow) -> bool:
-    """Whether the row's scenario is one the check's `where` (a glob or several) names."""
-    if not check.where:
-        return True
-    globs = [check.where] if isinstance(check.where, str) else check.where
-    return any(fnmatch.fnmatchcase(_base_name(row.scenario or ""), glob) for glob in globs)
-
-
-def _without_segment(name: str, label: str) -> Optional[str]:
-    """`name` with the dash-delimited run `label` replaced by `*` (`loss-10-qos0` minus `loss-10`:
-    `*-qos0`), or None when it is not there as a whole (`loss-1` is not in `loss-10-qos0`)."""
-    parts, wanted = name.split("-"), label.split("-")
-    for start in range(len(parts) - len(wanted) + 1):
-        if parts[start:start + len(wanted)] == wanted:
-            return "-".join([*parts[:start], "*", *parts[start + len(wanted):]])
-    return None
-
-
 # ------------------------------------------------------------------------------------------------
 # Seed 000: a `mqttlab smc paper` directory
+
+
+def is_smc_directory(path: Path) -> bool:
+    """A `mqttlab smc paper` output directory (seed 000), not a results directory."""
+    return (Path(path) / "paper.json").is_file() and (Path(path) / "table3-4-sprt.csv").exists()
 
 
 class SmcPaperResults:
@@ -735,7 +466,6 @@ def _float(value: Any) -> Optional[float]:
 
 
 __all__ = [
-    "AGREES", "DIFFERS", "DISAGREES", "DOES_NOT_HOLD", "HOLDS", "MATCHES", "NOT_HERE", "NOT_JUDGED", "NOT_MEASURED",
-    "NOT_MEASURED_HERE", "NO_PAPER_NUMBER", "ClaimVerdict", "FigureRow", "PaperSection",
-    "SmcPaperResults", "attach_paper", "group_value", "is_smc_directory", "paper_name_for", "paper_section", "value_text",
+    "AGREES", "DIFFERS", "DISAGREES", "MATCHES", "MEASURED", "NOT_HERE", "NOT_MEASURED", "NO_PAPER_NUMBER", "FigureRow",
+    "SmcPaperResults", "figure_rows", "group_value", "is_smc_directory", "value_text",
 ]

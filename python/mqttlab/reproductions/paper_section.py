@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from pathlib import Path
 from typing import Any
 
-from mqttlab.analysis.paper_figures import DIFFERS, DISAGREES, DOES_NOT_HOLD, HOLDS, MATCHES, AGREES, PaperSection, value_text
+from mqttlab.analysis import Comparison
+from mqttlab.reports import write_report_bundle
+from mqttlab.reproductions.paper_figures import AGREES, DIFFERS, DISAGREES, MATCHES, value_text
+from mqttlab.reproductions.section import PaperSection
+from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS
 
 Table = list[dict[str, Any]]
 CSV_NAME = "paper_vs_ours"
@@ -103,3 +108,14 @@ def paper_page(section: PaperSection, title: str) -> str:
         f"<style>{STYLE}</style>", "</head><body>", f"<h1>{html.escape(title)}</h1>",
         f'<p class="note">Made by mqttlab {__version__} on {now}.</p>', paper_html(section), "</body></html>",
     ])
+
+
+def write_report_with_paper(comparison: Comparison, directory: Path, *, title: str = "mqttlab comparison",
+                            png: bool = True) -> dict[str, Path]:
+    """The report bundle (reports/), with the paper's section first and its two CSVs when the
+    comparison has a paper attached."""
+    section = comparison.paper
+    if section is None:
+        return write_report_bundle(comparison, directory, title=title, png=png)
+    return write_report_bundle(comparison, directory, title=title, png=png,
+                               tables={CSV_NAME: paper_rows(section), CLAIMS_CSV: claim_rows(section)}, first=[paper_html(section)])

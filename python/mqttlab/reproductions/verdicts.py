@@ -1,0 +1,198 @@
+"""A verdict on each of the paper's claims, from the paper file's `check:` rules applied to the
+rows of paper_figures (each paper figure beside ours)."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from mqttlab.reproductions.paper_figures import DIFFERS, DISAGREES, MEASURED, FigureRow, base_name, number, value_text as _text
+from mqttlab.reproductions.paper_file import Check, Claim
+
+HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", "not measured here", "not judged"
+
+
+@dataclass
+class ClaimVerdict:
+    claim: str
+    text: str
+    verdict: str
+    evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+
+def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
+    if claim.not_here:
+        return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [claim.not_here])
+    if not claim.check:
+        evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}"
+                    for name in claim.figures for row in rows.get(name, []) if row.ours is not None]
+        return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE,
+                            evidence or ["no figure of this claim is measured in these results"])
+    outcomes = [_check(check, rows) for check in claim.check]
+    evidence = [line for _, lines in outcomes for line in lines]
+    results = [ok for ok, _ in outcomes]
+    if any(ok is False for ok in results):
+        verdict = DOES_NOT_HOLD
+    elif all(ok is None for ok in results):
+        verdict = NOT_MEASURED_HERE
+    else:
+        verdict = HOLDS
+        unmeasured = sum(ok is None for ok in results)
+        if unmeasured:
+            evidence.append(f"{unmeasured} of {len(results)} conditions not measured here")
+    return ClaimVerdict(claim.id, claim.text, verdict, evidence)
+
+
+def _at(row: FigureRow) -> str:
+    where = ", ".join(part for part in (row.scenario, row.broker) if part)
+    return f" ({where})" if where else ""
+
+
+def _scalar(row: FigureRow) -> Optional[float]:
+    value = row.ours
+    if isinstance(value, dict):
+        value = value.get("mean")
+    if isinstance(value, list) and len(value) == 2 and all(number(v) for v in value):
+        return (float(value[0]) + float(value[1])) / 2
+    return float(value) if number(value) else None
+
+
+def _by_broker(rows: list[FigureRow]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        value = _scalar(row)
+        if value is not None:
+            out.setdefault(row.broker or "", []).append(value)
+    return out
+
+
+def _aligned(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[str, list[float]]]:
+    """Our values of each figure by broker, for comparing figures broker by broker; figures of one
+    broker each (Aedes vs Mosquitto) are compared with each other under one key."""
+    per_figure = [_by_broker(rows.get(name, [])) for name in names]
+    common = [b for b in per_figure[0] if all(b in figure for figure in per_figure)] if per_figure else []
+    if not common and per_figure and all(len(figure) == 1 for figure in per_figure):
+        return [{"": next(iter(figure.values()))} for figure in per_figure]
+    return [{b: figure[b] for b in common} for figure in per_figure]
+
+
+def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[bool], list[str]]:
+    """(True / False / None = not measured, the numbers it rests on)."""
+    if check.agree is not None:
+        measured = [row for name in check.agree for row in rows.get(name, []) if row.status in MEASURED]
+        if not measured:
+            return None, [f"not measured: {', '.join(check.agree)}"]
+        bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
+        lines = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)} → {row.status}" for row in measured]
+        return not bad, lines
+    if check.increasing is not None or check.decreasing is not None:
+        names = check.increasing or check.decreasing or []
+        rising = check.increasing is not None
+        per_figure = _aligned(names, rows)
+        brokers = list(per_figure[0]) if per_figure else []
+        if not brokers:
+            return None, [f"not measured together: {', '.join(names)}"]
+        lines, ok = [], True
+        for broker in brokers:
+            spans = [(min(f[broker]), max(f[broker])) for f in per_figure]
+            steady = all((a[1] < b[0]) if rising else (a[0] > b[1]) for a, b in zip(spans, spans[1:]))
+            ok &= steady
+            sign = " < " if rising else " > "
+            lines.append(f"{broker or 'ours'}: " + sign.join(f"{_text(s[0] if s[0] == s[1] else list(s))} ({n})" for s, n in zip(spans, names))
+                         + ("" if steady else " — not " + ("rising" if rising else "falling")))
+        return ok, lines
+    if check.best is not None:
+        scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
+        candidates = [(row, value) for row, value in scored if value is not None]
+        if not any(row.figure == check.best for row, _ in candidates):
+            return None, [f"not measured: {check.best}"]
+        winner, value = (max if check.higher_is_better else min)(candidates, key=lambda item: item[1])
+        ok = winner.figure == check.best
+        return ok, [f"best: {winner.figure}{_at(winner)} {_text(value)} (expected {check.best}; of "
+                    + ", ".join(f"{row.broker or row.figure} {_text(v)}" for row, v in candidates) + ")"]
+    if check.ratio is not None:
+        top, bottom = _aligned(check.ratio, rows)
+        brokers = list(top)
+        if not brokers:
+            return None, [f"not measured together: {' / '.join(check.ratio)}"]
+        low, high = check.within or (0.0, math.inf)
+        lines, ok = [], True
+        for broker in brokers:
+            a, b = sum(top[broker]) / len(top[broker]), sum(bottom[broker]) / len(bottom[broker])
+            ratio = a / b if b else math.inf
+            ok &= low <= ratio <= high
+            lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
+                         f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
+        return ok, lines
+    if check.trend is not None:
+        # A configuration may be a row of several of the figures: each counts once.
+        unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
+        return _trend(check, list(unique.values()))
+    scored = [(row, _scalar(row)) for row in rows.get(check.figure or "", []) if _where(check, row)]
+    numbers = [(row, v) for row, v in scored if v is not None]
+    if not numbers:
+        return None, [f"not measured: {check.figure}"]
+    low, high = check.within or (0.0, math.inf)
+    ok = all(low <= v <= high for _, v in numbers)
+    return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
+                for row, v in numbers]
+
+
+def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[str]]:
+    """Rows that differ only in the `along` axis (the rest of the scenario name and the broker
+    the same) form a configuration; the trend holds in a share of them."""
+    along = check.along or []
+    groups: dict[tuple[str, str], dict[int, float]] = {}
+    for row in rows:
+        value, name = _scalar(row), base_name(row.scenario or "")
+        if value is None or not _where(check, row):
+            continue
+        for position, label in enumerate(along):
+            rest = _without_segment(name, label)
+            if rest is not None:
+                groups.setdefault((rest, row.broker or ""), {})[position] = value
+                break
+    compared = {key: [values[k] for k in sorted(values)] for key, values in groups.items() if len(values) >= 2}
+    if not compared:
+        return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
+
+    def holds(values: list[float]) -> bool:
+        if check.trend == "flat":
+            return min(values) > 0 and max(values) / min(values) <= check.tolerance
+        pairs = list(zip(values, values[1:]))
+        return all(b > a for a, b in pairs) if check.trend == "rises" else all(b < a for a, b in pairs)
+
+    held = {key: holds(values) for key, values in compared.items()}
+    share = sum(held.values()) / len(held)
+    what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
+    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {sum(held.values())} of {len(held)} configurations"
+             f" ({share:.0%}; {check.at_least:.0%} asked)"]
+    for key in sorted(compared, key=lambda k: held[k])[:6]:  # those that break it first
+        rest, broker = key
+        lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(_text(v) for v in compared[key])
+                     + ("" if held[key] else " ✗"))
+    return share >= check.at_least - 1e-9, lines
+
+
+def _where(check: Check, row: FigureRow) -> bool:
+    """Whether the row's scenario is one the check's `where` (a glob or several) names."""
+    if not check.where:
+        return True
+    globs = [check.where] if isinstance(check.where, str) else check.where
+    return any(fnmatch.fnmatchcase(base_name(row.scenario or ""), glob) for glob in globs)
+
+
+def _without_segment(name: str, label: str) -> Optional[str]:
+    """`name` with the dash-delimited run `label` replaced by `*` (`loss-10-qos0` minus `loss-10`:
+    `*-qos0`), or None when it is not there as a whole (`loss-1` is not in `loss-10-qos0`)."""
+    parts, wanted = name.split("-"), label.split("-")
+    for start in range(len(parts) - len(wanted) + 1):
+        if parts[start:start + len(wanted)] == wanted:
+            return "-".join([*parts[:start], "*", *parts[start + len(wanted):]])
+    return None
