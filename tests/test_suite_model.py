@@ -114,7 +114,12 @@ def test_builtin_suites_are_valid_in_full_and_quick(name):
 def test_seed003_has_the_seed_topologies_qos_levels_and_repetitions():
     runs = expand_suite(load_suite("seed003"))
     names = {run.scenario_name for run in runs}
-    assert names == {f"{case}-{rate}" for case in ("p2p-qos0", "p2p-qos1", "p2p-qos2", "fan-in-qos1", "fan-out-qos1") for rate in ("r20", "r200")}
+    assert names == {f"{case}-{rate}" for case in ("p2p-qos0", "p2p-qos1", "p2p-qos2", "fan-in-qos1", "fan-out-qos1") for rate in ("r20", "r200")} | {
+        "p2p-window1-qos1-r200", "p2p-window1-qos2-r200"}
+    # the control matched to emqtt-bench: one message in flight per publisher
+    assert {run.scenario["publishers"]["inflight"] for run in runs if "window1" in run.scenario_name} == {1}
+    # broker and generator on cores of their own, the generator on a 1 ms grid
+    assert all(run.scenario["launch"]["limits"]["cpuset"] == "0" and run.scenario["options"]["generator_cpus"] == "1" for run in runs)
     p2p = next(run for run in runs if run.scenario_name == "p2p-qos1-r20").scenario
     assert (p2p["publishers"]["count"], p2p["subscribers"]["count"], p2p["publishers"]["rate"], p2p["publishers"]["payload"]) == (100, 100, 20, 64)
     # the reading that matches the seed's reported 13-20k msg/s: 100 publishers x 200 msg/s
@@ -172,7 +177,7 @@ def test_cli_show_lists_runs_and_bad_suites_exit_2(tmp_path):
     runner = CliRunner()
     result = runner.invoke(cli_app.app, ["suite", "show", "seed003", "--quick", "--brokers", "mosquitto"])
     assert result.exit_code == 0, result.output
-    assert "10 runs" in result.output and "fan-out-qos1" in result.output
+    assert "14 runs" in result.output and "fan-out-qos1" in result.output  # 7 cases x 2 repetitions
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"scenarios": {"a": {"publishers": {"qos": 9}}}}))
     result = runner.invoke(cli_app.app, ["suite", "run", str(bad), "--out", str(tmp_path / "out")])
