@@ -111,6 +111,10 @@ def _unavailable(name: str) -> Callable[[], Launcher]:
         from mqttlab.brokers.unavailable import Missing, UnavailableLauncher
 
         seeds, reason = MISSING_REASONS[name]
+        if name in IMAGE_ROUTES:
+            from mqttlab.brokers.container import runtime_note
+
+            reason += f"; its image runs instead: --broker image:{IMAGE_ROUTES[name]} ({runtime_note()})"
         return UnavailableLauncher(Missing(name, seeds, reason))
 
     return make
@@ -119,9 +123,11 @@ def _unavailable(name: str) -> Callable[[], Launcher]:
 #: the seeds' brokers that no registry reachable here offers in a form that installs (see
 #: docs/brokers.md for every route that was tried)
 MISSING_REASONS = {
-    "emqx": ("seeds 000 and 003", "EMQX is an Erlang release distributed as OS packages, containers and Hex; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
-    "vernemq": ("seed 001", "VerneMQ is an Erlang release built from GitHub with Hex dependencies; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
+    "emqx": ("seeds 000 and 003", "EMQX is an Erlang release shipped as OS packages, container images and Hex; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
+    "vernemq": ("seed 001", "VerneMQ is an Erlang release shipped as container images and built from GitHub with Hex dependencies; none is in Debian, PyPI, npm, crates.io, Maven Central or the Go module proxy"),
 }
+#: the image each of them runs from through docker or podman (brokers/container.py)
+IMAGE_ROUTES = {"emqx": "emqx/emqx:5.8", "vernemq": "vernemq/vernemq"}
 
 
 def _external() -> Launcher:
@@ -161,8 +167,12 @@ def available_launcher_names() -> list[str]:
 
 
 def get_launcher(name: str) -> Launcher:
-    """The launcher for `name`, or for an external broker given as a URL
-    (`mqtt://HOST:PORT?pid=N` / `?container=NAME`)."""
+    """The launcher for `name`, for a broker image (`image:emqx/emqx:5.8`), or for an external
+    broker given as a URL (`mqtt://HOST:PORT?pid=N` / `?container=NAME`)."""
+    if name.startswith("image:"):
+        from mqttlab.brokers.container import ContainerLauncher
+
+        return ContainerLauncher(name)
     if name.startswith(_URL_SCHEMES):
         from mqttlab.brokers.external import ExternalLauncher
 
@@ -170,7 +180,7 @@ def get_launcher(name: str) -> Launcher:
     factory = _LAUNCHERS.get(name.strip().lower())
     if factory is None:
         raise UnknownBroker(
-            f"unknown broker {name!r}; known: {', '.join(launcher_names())}, or a URL mqtt://HOST:PORT"
+            f"unknown broker {name!r}; known: {', '.join(launcher_names())}, a URL mqtt://HOST:PORT, or image:REF"
         )
     return factory()
 
