@@ -24,7 +24,7 @@ from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_con
 T = TypeVar("T")
 
 LAUNCHED = ["rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette",
-            "hivemq", "activemq", "rabbitmq", "ejabberd", "mochi"]
+            "hivemq", "activemq", "rabbitmq", "ejabberd", "mochi", "nanomq", "rsmb"]
 
 # Messages of npm, pip, apt, maven and cargo when the network or registry is out of reach.
 REGISTRY_UNREACHABLE = re.compile(
@@ -57,7 +57,10 @@ def ensure_installed(launcher: Launcher) -> None:
 # once, now and then (its log: "SUBSCRIBE received on already closed connection"): it marks the
 # connection connected asynchronously. Here that hit 6% of round trips, in bursts. That is the
 # broker's defect, for benchmarks to show; these tests, about the launcher, try again after a pause.
-KNOWN_RACES = {"moquette": "closed the connection"}
+# NanoMQ 0.25.3 closes a TLS connection now and then when a packet follows its CONNACK at once (its
+# log: "tlstran_pipe_send_start: pro_ver of the msg is not 3, 4 or 5"): 5 of 60 TLS round trips
+# here, none of 60 plain ones. Also the broker's defect, retried here like Moquette's.
+KNOWN_RACES = {"moquette": "closed the connection", "nanomq": "closed the connection"}
 RACE_TRIES = 4
 RACE_PAUSE_S = 0.3
 
@@ -94,9 +97,15 @@ def port_is_closed(port: int) -> bool:
 def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
     launcher = get_launcher(request.param)
     ensure_installed(launcher)
-    broker = launcher.start(tmp_path_factory.mktemp(request.param), tls=True)
+    broker = launcher.start(tmp_path_factory.mktemp(request.param), tls=launcher.has_tls)
     yield broker
     broker.stop()
+
+
+def needs_tls(broker: RunningBroker) -> None:
+    if not get_launcher(broker.name).has_tls:
+        assert broker.tls_port is None
+        pytest.skip(f"{broker.name} has no TLS listener")
 
 
 def test_broker_reports_name_version_and_loopback_listeners(started: RunningBroker) -> None:
@@ -104,8 +113,9 @@ def test_broker_reports_name_version_and_loopback_listeners(started: RunningBrok
     assert re.search(r"\d+\.\d+", started.version)
     assert started.host == "127.0.0.1"
     assert started.url() == f"mqtt://127.0.0.1:{started.port}"
-    assert started.url(tls=True) == f"mqtts://127.0.0.1:{started.tls_port}"
-    assert started.ca_file is not None and started.ca_file.is_file()
+    if get_launcher(started.name).has_tls:
+        assert started.url(tls=True) == f"mqtts://127.0.0.1:{started.tls_port}"
+        assert started.ca_file is not None and started.ca_file.is_file()
     assert started.pid is not None and psutil.pid_exists(started.pid)
     for conn in psutil.Process(started.pid).net_connections(kind="tcp"):
         if conn.status == psutil.CONN_LISTEN:
@@ -127,12 +137,14 @@ def test_plain_listener_delivers_a_published_message(started: RunningBroker, qos
 
 
 def test_tls_listener_delivers_a_published_message(started: RunningBroker) -> None:
+    needs_tls(started)
     context = client_tls_context(str(started.ca_file))
     message = served_round_trip(started, started.tls_port, tls_context=context, payload=b"over tls")
     assert message.payload == b"over tls"
 
 
 def test_tls_listener_is_refused_by_a_client_that_trusts_another_ca(started: RunningBroker) -> None:
+    needs_tls(started)
     context = ssl.create_default_context()  # the system CAs, which never signed our throwaway cert
     with pytest.raises(ssl.SSLCertVerificationError):
         MqttProbe(started.host, started.tls_port, client_id="untrusting", tls_context=context)

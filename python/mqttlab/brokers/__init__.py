@@ -153,7 +153,7 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
     **{name: _unavailable(name) for name in MISSING_REASONS},
     "external": _external,
 }
-_URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://")
+_URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://", "ws://", "wss://")
 
 
 def launcher_names() -> list[str]:

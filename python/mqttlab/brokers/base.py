@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from mqttlab.brokers.limits import BrokerCgroup, BrokerLimits
 
 LOOPBACK = "127.0.0.1"
+#: the path every launcher serves MQTT over WebSocket at (the convention of Mosquitto, HiveMQ,
+#: NanoMQ, EMQX and RabbitMQ's web-mqtt), so a launched broker's ws:// URL is the same shape
+WEBSOCKET_PATH = "/mqtt"
 #: which certificate a TLS listener serves: the valid one, or a defective one for failure tests
 TLS_CERTIFICATES = ("valid", "expired", "wrong-name")
 
@@ -104,6 +107,10 @@ class Ports:
     plain: int
     tls: int | None
     extra: tuple[int, ...] = ()
+    #: MQTT over WebSocket, plain and over TLS (the latter with a TLS listener only), for a
+    #: launcher with `has_websocket` asked for one (`Launcher.websocket`); serve it at /mqtt
+    ws: int | None = None
+    wss: int | None = None
 
 
 def data_dir() -> Path:
@@ -193,6 +200,10 @@ class RunningBroker:
     managed: bool = True
     #: an external broker given as mqtts:// only: `port` is its TLS listener too
     tls_only: bool = False
+    #: its MQTT-over-WebSocket listeners (plain and TLS), served at `websocket_path`
+    ws_port: int | None = None
+    wss_port: int | None = None
+    websocket_path: str = WEBSOCKET_PATH
     #: how it was configured: mode, file, and the settings mqttlab applied (with why)
     config: dict[str, object] | None = None
     #: user name and password clients must send (None: anonymous clients are accepted)
@@ -206,8 +217,14 @@ class RunningBroker:
     #: serves MQTT: what a restart fault needs; None for brokers we did not start as a process
     _respawn: Callable[[], subprocess.Popen] | None = field(default=None, repr=False)
 
-    def url(self, tls: bool = False) -> str:
-        """The broker's URL; for a TLS-only broker always its mqtts:// one."""
+    def url(self, tls: bool = False, websocket: bool = False) -> str:
+        """The broker's URL; for a TLS-only broker always its mqtts:// one; with `websocket`, its
+        ws:// (with `tls`, wss://) one."""
+        if websocket:
+            port = self.wss_port if tls else self.ws_port
+            if port is None:
+                raise BrokerError(f"{self.name} was started without a {'wss' if tls else 'ws'}:// listener")
+            return f"{'wss' if tls else 'ws'}://{self.host}:{port}{self.websocket_path}"
         if tls or self.tls_only:
             if self.tls_port is None:
                 raise BrokerError(f"{self.name} was started without a TLS listener (start it with tls=True)")
@@ -222,6 +239,8 @@ class RunningBroker:
             "host": self.host,
             "port": self.port,
             "tls_port": self.tls_port,
+            "ws_port": self.ws_port,
+            "wss_port": self.wss_port,
             "v5_port": self.v5_port,
             "mqtt_sn_port": self.mqtt_sn_port,
             "pid": self.pid,
@@ -358,6 +377,10 @@ class Launcher:
     start_timeout: float = 30.0
     #: ports beyond the plain and TLS listeners (e.g. a second protocol version)
     extra_ports: int = 0
+    #: whether `command` adds a WebSocket listener (at /mqtt) when `Ports.ws` is given
+    has_websocket: bool = False
+    #: set on an instance to give the broker its WebSocket listeners (ws, and wss with TLS)
+    websocket: bool = False
     #: user name and password every client must send, for brokers without anonymous login
     credentials: tuple[str, str] | None = None
     #: the highest QoS the broker supports (a lower one is granted to higher subscriptions)
@@ -487,11 +510,15 @@ class Launcher:
     def _start_once(
         self, workdir: Path, material: TlsMaterial | None, version: str | None, detach: bool, verify: bool
     ) -> RunningBroker:
-        picked = free_ports(1 + (1 if material else 0) + self.extra_ports)
+        websocket = self.websocket and self.has_websocket
+        picked = free_ports(1 + (1 if material else 0) + self.extra_ports + (1 + (1 if material else 0) if websocket else 0))
+        ws_ports = [picked.pop() for _ in range(1 + (1 if material else 0))] if websocket else [None, None]
         ports = Ports(
             plain=picked[0],
             tls=picked[1] if material else None,
             extra=tuple(picked[2 if material else 1:]),
+            ws=ws_ports[0],
+            wss=ws_ports[1] if material else None,
         )
         log_file = workdir / f"{self.name}.log"
         log_file.write_bytes(b"")
@@ -521,6 +548,11 @@ class Launcher:
                 wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,
                                    tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
                                    name=f"{self.name} (TLS)", credentials=self.credentials)
+            for ws_port in (ports.ws, ports.wss):
+                if ws_port is not None:
+                    # Bound is ready: the upgrade itself is the engine's, and fails in one line.
+                    wait_until_listening(host, ws_port, child=child, timeout=self.start_timeout,
+                                         log_file=log_file, name=f"{self.name} (WebSocket)")
         except BaseException:
             process.terminate(child)
             if cgroup is not None:
@@ -542,6 +574,8 @@ class Launcher:
             host=host,
             port=ports.plain,
             tls_port=ports.tls,
+            ws_port=ports.ws,
+            wss_port=ports.wss,
             ca_file=material.ca_file if material else None,
             pid=child.pid,
             v5_port=self.v5_port(ports),
