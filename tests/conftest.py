@@ -74,3 +74,17 @@ def run_losing_a_worker(client: Any, scheduler: str, broker_url: str, victim_pid
     finally:
         called_off.set()
         killer.join(10)
+
+
+def skip_unless_capture_on_lo() -> None:
+    """Skips, saying why, unless a run of mosquitto on loopback can be captured here: tshark,
+    root (CAP_NET_RAW) and mosquitto installed."""
+    from mqttlab.brokers import get_launcher
+    from mqttlab.netem.capture import tshark_path
+
+    if tshark_path() is None:
+        pytest.skip("tshark is not installed (scripts/install-test-tools.sh)")
+    if os.geteuid() != 0:
+        pytest.skip("capturing on lo needs root (CAP_NET_RAW)")
+    if not get_launcher("mosquitto").find():
+        pytest.skip("mosquitto is not installed")

@@ -5,13 +5,13 @@ real mosquitto on loopback, real tshark. Capturing needs tshark and the right to
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import skip_unless_capture_on_lo
 from mqttlab.netem.capture import bundling, parse_fields, tshark_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,14 +33,7 @@ def test_fields_output_is_split_per_direction_and_message_type():
 
 
 def test_capture_of_a_qos1_run_counts_every_publish_and_ack(tmp_path):
-    from mqttlab.brokers import get_launcher
-
-    if tshark_path() is None:
-        pytest.skip("tshark is not installed (scripts/install-test-tools.sh)")
-    if os.geteuid() != 0:
-        pytest.skip("capturing on lo needs root (CAP_NET_RAW)")
-    if not get_launcher("mosquitto").find():
-        pytest.skip("mosquitto is not installed")
+    skip_unless_capture_on_lo()
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "mqttlab", "run", "--broker", "mosquitto", "--pubs", "2", "--subs", "2",

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 CAPTURE_FILE = "capture.pcapng"
 START_TIMEOUT = 10.0
@@ -63,6 +63,7 @@ class Capture:
         self.directory = Path(directory)
         self.path = self.directory / CAPTURE_FILE
         self.dropped: Optional[int] = None
+        self.clock: Optional[dict[str, int]] = None
         self._process: Optional[subprocess.Popen] = None
         self._log = self.directory / "tshark.log"
 
@@ -93,6 +94,7 @@ class Capture:
                 # tshark says so when dumpcap has opened the device, a moment before the filter is
                 # attached and packets flow: a run's first CONNECTs were missing now and then.
                 time.sleep(START_SETTLE_S)
+                self.clock = clock_pair()
                 return
             if self._process.poll() is not None:
                 raise CaptureError(f"tshark on {self.device} ended at once: {_last_line(text)}")
@@ -124,42 +126,67 @@ class Capture:
         """The bundling section for summary.json (see `bundling`), from the capture file."""
         frames = read_frames(self.path, self.port)
         out = bundling(frames)
-        out.update({"device": self.device, "port": self.port, "file": CAPTURE_FILE, "capture_dropped": self.dropped})
+        out.update({"device": self.device, "port": self.port, "file": CAPTURE_FILE, "capture_dropped": self.dropped,
+                    "clock": self.clock})
         return out
+
+
+def clock_pair() -> dict[str, int]:
+    """The capture's clock (wall time, which tshark stamps frames with) read against the engine's
+    (CLOCK_MONOTONIC, which stamps each payload's intended send time): a frame's time can then be
+    set against a message's send time. The monotonic clock is read on both sides of the wall clock."""
+    before = time.monotonic_ns()
+    unix = time.time_ns()
+    after = time.monotonic_ns()
+    return {"unix_ns": unix, "mono_ns": (before + after) // 2}
+
+
+def tshark_fields(path: Path, port: int, fields: list[str], display_filter: Optional[str] = None) -> Iterator[list[str]]:
+    """One list of cells per frame of the capture, tshark's MQTT dissector applied to `port`, in
+    the order of `fields`; a field that occurs several times in a frame (one per MQTT packet) is
+    one cell with the values joined by commas. Streamed: a large capture's rows are not all held."""
+    tshark = tshark_path()
+    if tshark is None:
+        raise CaptureError("tshark is not installed (Debian: apt-get install tshark)")
+    command = [tshark, "-n", "-r", str(path), "-d", f"tcp.port=={port},mqtt", "-T", "fields",
+               "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
+    if display_filter:
+        command += ["-Y", display_filter]
+    for name in fields:
+        command += ["-e", name]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None and process.stderr is not None
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            if line.strip():
+                yield (line.split("\t") + [""] * len(fields))[: len(fields)]
+        error = process.stderr.read()
+        if process.wait() != 0:
+            raise CaptureError(f"tshark cannot read {path}: {_last_line(error)}")
+
+
+FRAME_FIELDS = ["frame.number", "tcp.dstport", "tcp.len", "tcp.analysis.retransmission", "mqtt.msgtype"]
 
 
 def read_frames(path: Path, port: int) -> list[dict[str, Any]]:
     """One row per captured TCP frame: direction, TCP payload length, MQTT message types it
     completes (in order) and whether TCP analysis marks it a retransmission."""
-    tshark = tshark_path()
-    if tshark is None:
-        raise CaptureError("tshark is not installed (Debian: apt-get install tshark)")
-    fields = ["frame.number", "tcp.dstport", "tcp.len", "tcp.analysis.retransmission", "mqtt.msgtype"]
-    command = [tshark, "-n", "-r", str(path), "-d", f"tcp.port=={port},mqtt", "-T", "fields",
-               "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
-    for name in fields:
-        command += ["-e", name]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise CaptureError(f"tshark cannot read {path}: {_last_line(done.stderr)}")
-    return parse_fields(done.stdout, port)
+    return [_frame(cells, port) for cells in tshark_fields(path, port, FRAME_FIELDS)]
 
 
 def parse_fields(text: str, port: int) -> list[dict[str, Any]]:
     """Rows of tshark's `-T fields` output in the column order of `read_frames`."""
-    frames = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        cells = (line.split("\t") + [""] * 5)[:5]
-        _, dstport, length, retransmission, types = cells
-        frames.append({
-            "direction": "up" if dstport and int(dstport.split(",")[0]) == port else "down",
-            "tcp_len": int(length.split(",")[0] or 0),
-            "retransmission": bool(retransmission),
-            "types": [int(t) for t in types.split(",") if t.strip()],
-        })  # fmt: skip
-    return frames
+    return [_frame((line.split("\t") + [""] * 5)[:5], port) for line in text.splitlines() if line.strip()]
+
+
+def _frame(cells: list[str], port: int) -> dict[str, Any]:
+    _, dstport, length, retransmission, types = cells
+    return {
+        "direction": "up" if dstport and int(dstport.split(",")[0]) == port else "down",
+        "tcp_len": int(length.split(",")[0] or 0),
+        "retransmission": bool(retransmission),
+        "types": [int(t) for t in types.split(",") if t.strip()],
+    }  # fmt: skip
 
 
 def bundling(frames: list[dict[str, Any]]) -> dict[str, Any]:

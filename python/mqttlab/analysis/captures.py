@@ -1,0 +1,329 @@
+"""Protocol figures measured from a run's packet capture (seed 002's tables, as a capture gives
+them): the bytes of each MQTT packet and of the frame that carries it, the overhead of a PUBLISH
+exchange per QoS, the cost of a connection, message bundling, and each message's round trip.
+
+The capture is the one `mqttlab run --capture` keeps in a results directory
+(`capture/capture.pcapng`, netem/capture.py); Wireshark's MQTT dissector reads it through tshark,
+which reassembles a packet split over several segments and reports it in the segment that
+completes it. Nothing here is computed from the protocol: every byte is one the capture saw.
+
+Frame bytes are what the capture device carried: on `lo` and on a veth an Ethernet header of
+14 bytes, on a TUN device (the user-space link emulator) none, so each table says the link header
+it saw. TCP retransmissions are left out of every figure (they repeat bytes already counted) and
+counted apart."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from mqttlab.netem.capture import CAPTURE_FILE, DIRECTIONS, MESSAGE_TYPES, bundling, tshark_fields
+
+PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 3, 4, 5, 6, 7
+CONNECT, CONNACK, DISCONNECT = 1, 2, 14
+ACKNOWLEDGEMENTS = (PUBACK, PUBREC, PUBREL, PUBCOMP)
+_FIELDS = ["frame.time_epoch", "frame.len", "ip.len", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn",
+           "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len"]  # fmt: skip
+
+
+class CaptureAnalysisError(Exception):
+    """A results directory without a capture that can be read; the message says what to do."""
+
+
+@dataclass
+class Packet:
+    type: int
+    qos: int  # of a PUBLISH; 0 for the other types
+    size: int  # bytes of the whole MQTT packet: fixed header, remaining length, the rest
+
+
+@dataclass
+class Frame:
+    time: float  # the capture's clock (Unix seconds)
+    stream: int  # tshark's TCP connection index
+    up: bool  # clients → broker
+    frame_bytes: int
+    ip_bytes: int
+    tcp_len: int
+    control: bool  # SYN or FIN: connection set-up or tear-down
+    retransmission: bool
+    packets: list[Packet] = field(default_factory=list)  # the MQTT packets this segment completes, in order
+
+    @property
+    def bare_ack(self) -> bool:
+        return self.tcp_len == 0 and not self.control
+
+    @property
+    def carries_publish(self) -> bool:
+        """Whether any of its TCP payload is PUBLISH bytes: it completes a PUBLISH, or it carries
+        more than the small packets it completes (a middle or first segment of a large PUBLISH)."""
+        if any(p.type == PUBLISH for p in self.packets):
+            return True
+        return self.tcp_len > sum(p.size for p in self.packets)
+
+
+def _remaining_length_bytes(n: int) -> int:
+    # The fixed header's Remaining Length field takes one byte per 7 bits of the length.
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def _packets(flags: str, lengths: str) -> list[Packet]:
+    out = []
+    for flag, length in zip(flags.split(","), lengths.split(",")):
+        if not flag.strip() or not length.strip():
+            continue
+        value, remaining = int(flag, 0), int(length)
+        kind = value >> 4
+        out.append(Packet(kind, (value >> 1) & 3 if kind == PUBLISH else 0, 1 + _remaining_length_bytes(remaining) + remaining))
+    return out
+
+
+def capture_info(directory: Path) -> dict[str, Any]:
+    """The manifest's `capture` section of a run (device, port, clock), or CaptureAnalysisError."""
+    directory = Path(directory)
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CaptureAnalysisError(f"{directory}: no readable manifest.json ({error})") from None
+    info = manifest.get("capture") or {}
+    if not info.get("port") or not (directory / "capture" / CAPTURE_FILE).is_file():
+        raise CaptureAnalysisError(f"{directory}: the run was not captured (run it with --capture or options.capture: true)")
+    return dict(info)
+
+
+def read_frames(directory: Path) -> list[Frame]:
+    """Every TCP frame of a run's capture with the MQTT packets it completes."""
+    info = capture_info(directory)
+    port = int(info["port"])
+    frames = []
+    for cells in tshark_fields(Path(directory) / "capture" / CAPTURE_FILE, port, _FIELDS):
+        when, length, ip_len, stream, dstport, tcp_len, syn, fin, retransmission, flags, lengths = cells
+        frames.append(Frame(
+            time=float(when), stream=int(_first(stream) or -1), up=_first(dstport) == str(port),
+            frame_bytes=int(length), ip_bytes=int(_first(ip_len) or 0), tcp_len=int(_first(tcp_len) or 0),
+            control=_first(syn) in ("1", "True") or _first(fin) in ("1", "True"), retransmission=bool(retransmission),
+            packets=_packets(flags, lengths),
+        ))  # fmt: skip
+    return frames
+
+
+def _first(cell: str) -> str:
+    # A frame may repeat a field (an ICMP error quoting the TCP header it answers): the frame's own comes first.
+    return cell.split(",")[0]
+
+
+def _most_common(values: Iterable[int]) -> Optional[int]:
+    counts = Counter(values)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _name(packet: Packet) -> str:
+    return MESSAGE_TYPES.get(packet.type, f"type {packet.type}")
+
+
+def link_header_bytes(frames: list[Frame]) -> Optional[int]:
+    """The link-layer header the capture device puts before IP: 14 (Ethernet) on lo and veth, 0 on TUN."""
+    return _most_common(f.frame_bytes - f.ip_bytes for f in frames if f.ip_bytes)
+
+
+def packet_table(frames: list[Frame]) -> list[dict[str, Any]]:
+    """Per direction and MQTT packet type (PUBLISH per QoS): how many, their size at the MQTT
+    layer (the most common, the smallest, the largest), and the frames that carry one such packet
+    and nothing else: how many, their frame and IP bytes (most common)."""
+    groups: dict[tuple[str, str], list[tuple[Packet, Frame]]] = {}
+    for frame in frames:
+        if frame.retransmission:
+            continue
+        for packet in frame.packets:
+            kind = _name(packet) + (f" QoS {packet.qos}" if packet.type == PUBLISH else "")
+            groups.setdefault(("up" if frame.up else "down", kind), []).append((packet, frame))
+    rows = []
+    for (direction, kind), members in sorted(groups.items(), key=lambda item: (item[0][0] != "up", item[1][0][0].type, item[0][1])):
+        sizes = [p.size for p, _ in members]
+        alone = [f for p, f in members if len(f.packets) == 1 and f.tcp_len == p.size]
+        rows.append({
+            "direction": direction, "packet": kind, "packets": len(members),
+            "mqtt_bytes": _most_common(sizes), "mqtt_bytes_min": min(sizes), "mqtt_bytes_max": max(sizes),
+            "frames_alone": len(alone), "frame_bytes_alone": _most_common(f.frame_bytes for f in alone),
+            "ip_bytes_alone": _most_common(f.ip_bytes for f in alone),
+        })  # fmt: skip
+    return rows
+
+
+def exchange_table(frames: list[Frame]) -> list[dict[str, Any]]:
+    """The overhead of a PUBLISH exchange per QoS, on the connections whose PUBLISH packets all
+    have that QoS, from each connection's first PUBLISH to its last acknowledgement (connection
+    set-up and tear-down left out): per PUBLISH, the acknowledgements (PUBACK; PUBREC, PUBREL,
+    PUBCOMP) in packets and MQTT bytes, and the frames that carry no PUBLISH byte (acknowledgements
+    alone and bare TCP ACKs) in count and frame bytes. A frame carrying a PUBLISH and an
+    acknowledgement (piggy-backed) costs the acknowledgement's MQTT bytes and no frame."""
+    by_stream: dict[int, list[Frame]] = {}
+    for frame in frames:
+        if not frame.retransmission:
+            by_stream.setdefault(frame.stream, []).append(frame)
+    tallies: dict[int, Counter] = {}
+    for stream_frames in by_stream.values():
+        publishes = [p for f in stream_frames for p in f.packets if p.type == PUBLISH]
+        levels = {p.qos for p in publishes}
+        if len(levels) != 1:
+            continue  # no PUBLISH, or several QoS levels on one connection: not one exchange's figure
+        qos = levels.pop()
+        marks = [i for i, f in enumerate(stream_frames) if any(p.type in (PUBLISH, *ACKNOWLEDGEMENTS) for p in f.packets)]
+        window = stream_frames[marks[0]: marks[-1] + 1]
+        # The bare ACK that answers the last frame of the window belongs to the exchange too.
+        after = stream_frames[marks[-1] + 1: marks[-1] + 2]
+        window += [f for f in after if f.bare_ack]
+        tally = tallies.setdefault(qos, Counter())
+        tally["connections"] += 1
+        for frame in window:
+            acks = [p for p in frame.packets if p.type in ACKNOWLEDGEMENTS]
+            tally["publishes"] += sum(p.type == PUBLISH for p in frame.packets)
+            tally["ack_packets"] += len(acks)
+            tally["ack_mqtt_bytes"] += sum(p.size for p in acks)
+            for p in acks:
+                tally[MESSAGE_TYPES[p.type]] += 1
+            if frame.carries_publish:
+                tally["publish_frames"] += 1
+                tally["piggybacked_acks"] += len(acks)
+            elif frame.bare_ack:
+                tally["bare_acks"] += 1
+                tally["bare_ack_bytes"] += frame.frame_bytes
+            elif acks:
+                tally["ack_frames"] += 1
+                tally["ack_frame_bytes"] += frame.frame_bytes
+    rows = []
+    for qos, t in sorted(tallies.items()):
+        n = t["publishes"]
+
+        def per(key: str, t: Counter = t, n: int = n) -> Optional[float]:
+            return round(t[key] / n, 3) if n else None
+
+        rows.append({
+            "qos": qos, "connections": t["connections"], "publishes": n,
+            "ack_packets_per_publish": per("ack_packets"),
+            **{f"{MESSAGE_TYPES[a].lower()}_per_publish": per(MESSAGE_TYPES[a]) for a in ACKNOWLEDGEMENTS},
+            "ack_mqtt_bytes_per_publish": per("ack_mqtt_bytes"),
+            "ack_frames_per_publish": per("ack_frames"), "bare_acks_per_publish": per("bare_acks"),
+            "piggybacked_acks_per_publish": per("piggybacked_acks"),
+            # What a PUBLISH costs beyond its own frames: the paper's "MQTT+TCP" column.
+            "overhead_frame_bytes_per_publish": round((t["ack_frame_bytes"] + t["bare_ack_bytes"]) / n, 1) if n else None,
+            "ack_frame_bytes_per_publish": per("ack_frame_bytes"), "bare_ack_bytes_per_publish": per("bare_ack_bytes"),
+        })  # fmt: skip
+    return rows
+
+
+def connection_table(frames: list[Frame]) -> list[dict[str, Any]]:
+    """Per connection with a CONNECT: the TCP handshake (SYN, SYN-ACK and ACK frames and bytes),
+    the CONNECT and CONNACK frames, the bare TCP ACKs between the CONNECT and the client's next
+    MQTT packet, the DISCONNECT frame and the bare ACKs between it and the first FIN."""
+    by_stream: dict[int, list[Frame]] = {}
+    for frame in frames:
+        if not frame.retransmission:
+            by_stream.setdefault(frame.stream, []).append(frame)
+    rows = []
+    for stream, mine in sorted(by_stream.items()):
+        connect = next((i for i, f in enumerate(mine) if any(p.type == CONNECT for p in f.packets)), None)
+        if connect is None:
+            continue
+        handshake = [f for f in mine[:connect] if f.control or f.bare_ack]
+        later = next((i for i in range(connect + 1, len(mine)) if mine[i].up and mine[i].packets), len(mine))
+        connack = next((f for f in mine[connect:later] if any(p.type == CONNACK for p in f.packets)), None)
+        disconnect = next((i for i, f in enumerate(mine) if any(p.type == DISCONNECT for p in f.packets)), None)
+        fin = next((i for i in range((disconnect or 0) + 1, len(mine)) if mine[i].control), len(mine))
+        rows.append({
+            "connection": stream,
+            "handshake_frames": len(handshake), "handshake_bytes": sum(f.frame_bytes for f in handshake),
+            "connect_mqtt_bytes": _size(mine[connect], CONNECT), "connect_frame_bytes": _alone(mine[connect], CONNECT),
+            "connack_mqtt_bytes": _size(connack, CONNACK), "connack_frame_bytes": _alone(connack, CONNACK),
+            "connect_tcp_acks": [f.frame_bytes for f in mine[connect + 1: later] if f.bare_ack],
+            "disconnect_mqtt_bytes": _size(mine[disconnect], DISCONNECT) if disconnect is not None else None,
+            "disconnect_frame_bytes": _alone(mine[disconnect], DISCONNECT) if disconnect is not None else None,
+            "disconnect_tcp_acks": [f.frame_bytes for f in mine[disconnect + 1: fin] if f.bare_ack] if disconnect is not None else [],
+        })  # fmt: skip
+    return rows
+
+
+def _size(frame: Optional[Frame], kind: int) -> Optional[int]:
+    if frame is None:
+        return None
+    return next((p.size for p in frame.packets if p.type == kind), None)
+
+
+def _alone(frame: Optional[Frame], kind: int) -> Optional[int]:
+    """The frame's bytes when it carries that one packet and nothing else (else None: shared)."""
+    if frame is None or len(frame.packets) != 1 or frame.packets[0].type != kind or frame.tcp_len != frame.packets[0].size:
+        return None
+    return frame.frame_bytes
+
+
+def bundling_table(frames: list[Frame]) -> dict[str, Any]:
+    """MQTT packets per TCP segment, per direction and type (netem/capture.py's tally)."""
+    return bundling([{"direction": DIRECTIONS[0] if f.up else DIRECTIONS[1], "tcp_len": f.tcp_len,
+                      "retransmission": f.retransmission, "types": [p.type for p in f.packets]} for f in frames])
+
+
+def measure(directory: Path) -> dict[str, Any]:
+    """Every capture figure of one run, as plain data: the link header seen, the packets, the
+    exchanges per QoS, the connections, bundling and the retransmitted segments left out."""
+    info = capture_info(directory)
+    frames = read_frames(directory)
+    return {
+        "device": info.get("device"), "port": info.get("port"), "capture_dropped": info.get("capture_dropped"),
+        "frames": len(frames), "retransmitted_frames": sum(f.retransmission for f in frames),
+        "link_header_bytes": link_header_bytes(frames),
+        "packets": packet_table(frames), "exchanges": exchange_table(frames),
+        "connections": connection_table(frames), "bundling": bundling_table(frames),
+    }  # fmt: skip
+
+
+# ---- each message's round trip ---------------------------------------------------------------
+
+
+@dataclass
+class RoundTrip:
+    publisher: int
+    sequence: int
+    send_s: float  # intended send time, seconds from the start of the measured load (after warm-up)
+    rtt_ms: float  # from the intended send to the echo's arrival at the capture device
+
+
+def round_trips(directory: Path) -> list[RoundTrip]:
+    """Each echoed message's round trip, from the capture: the echo is the PUBLISH coming back
+    (broker → client) with the same measurement header (publisher, sequence) on another topic
+    than the message was sent on. Its send time is the intended send time the header carries
+    (the engine's monotonic clock), set on the capture's clock by the pair of readings the capture
+    took when it started; so the round trip includes the schedule's lag and every queue on the
+    way, as the engine's own figure does, and ends where the capture device saw the echo. Payloads
+    shorter than the 16-byte header (the topic-sequence method) have no header to match."""
+    info = capture_info(directory)
+    clock = info.get("clock")
+    if not clock:
+        raise CaptureAnalysisError(f"{directory}: the capture has no clock reading (captured by an older mqttlab): run it again")
+    try:
+        start_mono_ns = int(json.loads((Path(directory) / "result.json").read_text(encoding="utf-8"))["start_mono_ns"])
+    except (OSError, ValueError, KeyError) as error:
+        raise CaptureAnalysisError(f"{directory}: no result.json with the load's start ({error})") from None
+    port = int(info["port"])
+    offset_ns = int(clock["unix_ns"]) - int(clock["mono_ns"])  # capture time = monotonic + offset
+    sent: dict[tuple[int, int], tuple[str, int]] = {}  # header -> (topic, intended monotonic ns)
+    back: dict[tuple[int, int], float] = {}
+    fields = ["frame.time_epoch", "tcp.dstport", "mqtt.topic", "mqtt.msg"]
+    for when, dstport, topics, messages in tshark_fields(Path(directory) / "capture" / CAPTURE_FILE, port, fields, "mqtt.msgtype == 3"):
+        up = dstport.split(",")[0] == str(port)
+        for topic, message in zip(topics.split(","), messages.split(",")):
+            if len(message) < 32:  # hex: the 16-byte header
+                continue
+            key = (int(message[0:8], 16), int(message[8:16], 16))
+            intended_ns = int(message[16:28], 16) * 1000
+            if up:
+                sent.setdefault(key, (topic, intended_ns))
+            elif key in sent and topic != sent[key][0] and key not in back:
+                back[key] = float(when)
+    trips = []
+    for key, arrived in back.items():
+        intended_ns = sent[key][1]
+        trips.append(RoundTrip(key[0], key[1], (intended_ns - start_mono_ns) / 1e9, (arrived * 1e9 - intended_ns - offset_ns) / 1e6))
+    return sorted(trips, key=lambda trip: trip.send_s)

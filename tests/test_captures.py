@@ -1,0 +1,133 @@
+"""Protocol figures measured from the capture of real runs (analysis/captures.py): a round trip
+through real mosquitto on loopback at QoS 0, 1 and 2, captured by real tshark, and the bytes the
+capture saw checked against MQTT 3.1.1 and the Linux TCP/IP headers on `lo` (Ethernet 14, IPv4
+20, TCP 20 + 12 of timestamp option). Capturing needs tshark and root; without them the test
+skips and says why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import skip_unless_capture_on_lo
+from mqttlab.analysis.captures import CaptureAnalysisError, measure, round_trips
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADERS = 14 + 20 + 32  # a frame on lo: Ethernet, IPv4, TCP with timestamps
+PUBLISHER, SUBSCRIBER = "mqttlabpub0", "mqttlabsub0-x"  # 11 and 13 bytes: CONNECT sizes differ
+TOPIC = "captures/0/msg"
+PAYLOAD = 32
+MESSAGES = 8
+
+SCENARIO = f"""
+name: captures
+broker: mosquitto
+publishers: {{count: 1, client_id: "mqttlabpub%i", topic: "captures/%i/msg", reply_filter: "captures/%i/rtt", rate: 8, payload: {PAYLOAD}B}}
+subscribers: {{count: 1, client_id: "mqttlabsub%i-x", filters: ["captures/%i/msg"], echo_topic: "captures/%i/rtt"}}
+load: {{duration: 1s, warmup: 0s}}
+options: {{capture: true}}
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    skip_unless_capture_on_lo()
+    base = tmp_path_factory.mktemp("captures")
+    scenario = base / "captures.yaml"
+    scenario.write_text(SCENARIO)
+    out = {}
+    for qos in (0, 1, 2):
+        directory = base / f"qos{qos}"
+        done = subprocess.run(
+            [sys.executable, "-m", "mqttlab", "run", str(scenario), "--set", f"publishers.qos={qos}",
+             "--set", f"subscribers.qos={qos}", "--out", str(directory)],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+        out[qos] = directory
+    return out
+
+
+def _summary(directory: Path) -> dict:
+    return json.loads((directory / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_every_packet_has_the_size_the_protocol_gives_it(runs, qos):
+    figures = measure(runs[qos])
+    assert figures["link_header_bytes"] == 14 and figures["retransmitted_frames"] == 0 and figures["capture_dropped"] == 0
+    rows = {(r["direction"], r["packet"]): r for r in figures["packets"]}
+    sent = _summary(runs[qos])["messages"]["sent"]
+    assert sent == MESSAGES
+    # CONNECT: fixed header 2 + protocol name 6 + level 1 + flags 1 + keep-alive 2 + client id 2 + id.
+    connects = rows[("up", "CONNECT")]
+    assert (connects["mqtt_bytes_min"], connects["mqtt_bytes_max"]) == (12 + 2 + len(PUBLISHER), 12 + 2 + len(SUBSCRIBER))
+    for direction, packet, size in [("down", "CONNACK", 4), ("up", "DISCONNECT", 2)]:
+        row = rows[(direction, packet)]
+        assert (row["packets"], row["mqtt_bytes_max"], row["frame_bytes_alone"]) == (2, size, size + HEADERS)
+    # PUBLISH: fixed header 2 + topic length 2 + topic + packet id from QoS 1 + payload; every leg:
+    # publisher → broker and back (the echo), broker → subscriber and back.
+    publish = 2 + 2 + len(TOPIC) + (2 if qos else 0) + PAYLOAD
+    for direction in ("up", "down"):
+        row = rows[(direction, f"PUBLISH QoS {qos}")]
+        assert (row["packets"], row["mqtt_bytes_min"], row["mqtt_bytes_max"]) == (2 * sent, publish, publish)
+    acknowledgements = {0: [], 1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}[qos]
+    for direction in ("up", "down"):
+        for packet in acknowledgements:
+            row = rows[(direction, packet)]
+            assert (row["packets"], row["mqtt_bytes_min"], row["mqtt_bytes_max"]) == (2 * sent, 4, 4)
+            assert row["frames_alone"] == 0 or row["frame_bytes_alone"] == 4 + HEADERS
+    assert not any(packet in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP") for _, packet in rows if packet not in acknowledgements)
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_a_publish_exchange_costs_its_acknowledgements(runs, qos):
+    (exchange,) = measure(runs[qos])["exchanges"]
+    assert exchange["qos"] == qos and exchange["publishes"] == 4 * MESSAGES and exchange["connections"] == 2
+    assert exchange["ack_packets_per_publish"] == {0: 0, 1: 1, 2: 3}[qos]
+    assert exchange["ack_mqtt_bytes_per_publish"] == {0: 0, 1: 4, 2: 12}[qos]
+    # Every frame without a PUBLISH byte carries acknowledgements (66 B of headers + 4 B each, when
+    # not piggy-backed on a PUBLISH) or nothing (a bare TCP ACK, 66 B).
+    alone = exchange["ack_packets_per_publish"] - exchange["piggybacked_acks_per_publish"]
+    assert exchange["ack_frame_bytes_per_publish"] == pytest.approx(exchange["ack_frames_per_publish"] * HEADERS + 4 * alone, abs=0.1)
+    assert exchange["bare_ack_bytes_per_publish"] == pytest.approx(exchange["bare_acks_per_publish"] * HEADERS, abs=0.1)
+    assert exchange["overhead_frame_bytes_per_publish"] == pytest.approx(
+        exchange["ack_frame_bytes_per_publish"] + exchange["bare_ack_bytes_per_publish"], abs=0.1)
+    if qos == 0:
+        assert exchange["ack_frames_per_publish"] == 0 and exchange["bare_acks_per_publish"] > 0
+
+
+def test_connection_set_up_and_tear_down_frames(runs):
+    connections = measure(runs[1])["connections"]
+    assert len(connections) == 2
+    for row in connections:
+        assert row["handshake_frames"] == 3  # SYN, SYN-ACK, ACK
+        assert row["connack_frame_bytes"] == 4 + HEADERS and row["disconnect_frame_bytes"] == 2 + HEADERS
+        assert row["connect_frame_bytes"] == row["connect_mqtt_bytes"] + HEADERS
+        assert all(size == HEADERS for size in row["connect_tcp_acks"] + row["disconnect_tcp_acks"])
+
+
+@pytest.mark.parametrize("qos", [0, 2])
+def test_each_message_round_trip_from_the_capture_is_within_the_engine_s(runs, qos):
+    trips = round_trips(runs[qos])
+    assert sorted(t.sequence for t in trips) == list(range(MESSAGES))
+    engine = _summary(runs[qos])["latency"]["rtt"]
+    # The capture sees the echo arrive a moment before the engine reads it: never later, so its
+    # round trips are positive and their mean is at most the engine's (plus the clock pairing's
+    # microseconds); a wrong clock offset or a wrong match would move them by far more.
+    assert min(t.rtt_ms for t in trips) > 0
+    mean = sum(t.rtt_ms for t in trips) / len(trips)
+    assert 0.5 * engine["mean_us"] / 1000 <= mean <= engine["mean_us"] / 1000 + 0.05
+    assert max(t.rtt_ms for t in trips) <= engine["max_us"] / 1000 + 0.05
+    sends = [t.send_s for t in trips]
+    assert sends == sorted(sends) and 0 <= sends[0] < 0.2 and sends[-1] < 1.0  # 8 msg/s from the start of the load
+
+
+def test_a_run_without_a_capture_is_refused_with_what_to_do(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "mqttlab-results/1"}))
+    with pytest.raises(CaptureAnalysisError, match="--capture"):
+        measure(tmp_path)
