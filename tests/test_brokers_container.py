@@ -25,6 +25,8 @@ from mqttlab.scenario import ScenarioError, validate_scenario
 ROOT = Path(__file__).resolve().parent.parent
 #: named so that the eclipse-mosquitto preset applies, as to the official image
 IMAGE = "mqttlab-test/eclipse-mosquitto:local"
+#: the same files under a name no preset knows, its broker reading a config of its own
+GENERIC = "mqttlab-test/generic-broker:local"
 MOSQUITTO = "/usr/sbin/mosquitto"
 
 
@@ -41,6 +43,7 @@ def _root_filesystem(directory: Path) -> None:
     (directory / "etc/group").write_text("root:x:0:\nmosquitto:x:1883:\n")
     for folder in ("mosquitto/config", "mosquitto/data", "tmp"):
         (directory / folder).mkdir(parents=True, exist_ok=True)
+    (directory / "etc/generic.conf").write_text("listener 1883\nallow_anonymous true\n")
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +58,11 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
     archive = rootfs.parent / "rootfs.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(rootfs, arcname=".")
-    imported = subprocess.run(
-        runtime.argv("import", "--change", f'CMD ["{MOSQUITTO}", "-c", "/mosquitto/config/mosquitto.conf"]',
-                     str(archive), IMAGE), capture_output=True, text=True, timeout=120)
-    if imported.returncode != 0:
-        pytest.skip(f"podman cannot import an image here: {imported.stderr.strip().splitlines()[-1:]}")
+    for name, config in ((IMAGE, "/mosquitto/config/mosquitto.conf"), (GENERIC, "/etc/generic.conf")):
+        imported = subprocess.run(runtime.argv("import", "--change", f'CMD ["{MOSQUITTO}", "-c", "{config}"]', str(archive), name),
+                                  capture_output=True, text=True, timeout=120)
+        if imported.returncode != 0:
+            pytest.skip(f"podman cannot import an image here: {imported.stderr.strip().splitlines()[-1:]}")
     # `mosquitto -h` exits 3 after printing its usage: the container ran.
     tried = subprocess.run(runtime.argv("run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
                                         IMAGE, MOSQUITTO, "-h"), capture_output=True, text=True, timeout=120)
@@ -98,6 +101,19 @@ def test_the_launcher_round_trips_every_qos_in_plain_and_tls_and_removes_its_con
         name = broker.container
     assert name not in _containers(podman)
     print(f"container start to CONNACK (plain and TLS): {seconds:.2f} s")
+
+
+def test_an_image_without_a_preset_runs_with_its_port_given_and_a_preset_on_the_hosts_network(podman: Runtime, tmp_path: Path) -> None:
+    generic = get_launcher(f"image:{GENERIC}")
+    generic.use_container({"port": 1883})
+    with generic.start(tmp_path / "generic") as broker:
+        assert broker.name == "generic-broker" and broker.config["mode"] == "as-shipped"
+        assert round_trip(broker.host, broker.port, qos=1).qos == 1
+    host = get_launcher(f"image:{IMAGE}")
+    host.use_container({"network": "host"})
+    with host.start(tmp_path / "host") as broker:
+        assert podman.call("inspect", "--format", "{{.HostConfig.NetworkMode}}", broker.container or "") == "host"
+        assert round_trip(broker.host, broker.port, qos=2).qos == 2
 
 
 def test_limits_become_the_containers_cgroup(podman: Runtime, tmp_path: Path) -> None:
