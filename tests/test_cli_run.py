@@ -72,9 +72,10 @@ def test_scenario_schema_prints_the_json_schema():
 def test_run_reports_bad_flags_together_with_exit_code_2():
     result = invoke("run", "--qos", "3", "--size", "8", "--duration", "1s", "--warmup", "2s")
     assert result.exit_code == 2
-    assert "publishers.qos: must be 0, 1 or 2 (got 3)" in result.output
-    assert "subscribers.qos: must be 0, 1 or 2 (got 3)" in result.output
-    assert "load.warmup: must be shorter than load.duration" in result.output
+    # --qos sets both QoS fields: its problem is said once, naming the flag.
+    assert "publishers.qos (--qos): must be 0, 1 or 2 (got 3)" in result.output
+    assert "subscribers.qos" not in result.output and "2 problems" in result.output
+    assert "load.warmup (--warmup): must be shorter than load.duration" in result.output
     assert "Traceback" not in result.output
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -262,7 +263,7 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
             result_json = engine.run_shard(plan_json, forward if progress is not None else None)
     except ConnectionError as error:
         url = broker_url or _plan_url(plan)
-        raise BrokerUnreachable(url, _reason(str(error), url)) from None
+        raise BrokerUnreachable(url, _reason(str(error), url, mqtt5=plan["mqtt"]["version"] == 5)) from None
     except OSError as error:  # after ConnectionError, its subclass
         raise HostCannotRun(str(error)) from None
     except ValueError as error:
@@ -300,10 +301,35 @@ def _plan_url(plan: Plan) -> str:
     return f"{scheme}://{broker['host']}:{broker['port']}"
 
 
-def _reason(message: str, url: str) -> str:
+def _reason(message: str, url: str, mqtt5: bool = False) -> str:
     # The engine's one-line reason may already name the address; don't say it twice.
     text = message.strip().splitlines()[0] if message.strip() else "connection failed"
     for prefix in (f"cannot connect to {url}:", "cannot connect:"):
         if text.lower().startswith(prefix.lower()):
             text = text[len(prefix):].strip()
+    return _with_remedy(text, url, mqtt5)
+
+
+# What the first byte of a peer that is not an MQTT broker usually is.
+_FOREIGN_FIRST_BYTES = {ord("H"): "looks like HTTP", 0x15: "a TLS alert: it speaks TLS, use mqtts://", 0x16: "a TLS handshake: it speaks TLS, use mqtts://"}
+
+
+def _with_remedy(text: str, url: str, mqtt5: bool) -> str:
+    """The engine's connect failure said in the user's terms, with what to do about it: a peer
+    that is not MQTT (its first byte read back from the decoder's complaint), a broker that does
+    not speak MQTT 5, a certificate signed by a CA the client was not given."""
+    flags = re.search(r"invalid fixed header flags 0x([0-9a-f]+) for packet type (\d+)", text)
+    if flags:
+        first = int(flags.group(2)) << 4 | int(flags.group(1), 16)
+        like = _FOREIGN_FIRST_BYTES.get(first) or (f"first byte {chr(first)!r}" if 32 < first < 127 else f"first byte {first:#04x}")
+        return f"the peer at {url} answered with something that is not MQTT ({like}); is it an MQTT broker's port? ({text})"
+    if re.search(r"invalid packet type 0\b", text):
+        return f"the peer at {url} answered with something that is not MQTT; is it an MQTT broker's port? ({text})"
+    if mqtt5 and re.search(r"reason code 0x1 is not valid in packet type 2", text):
+        return (f"the broker refused MQTT 5 with MQTT 3.1.1's 'unacceptable protocol version': it does not speak MQTT 5; "
+                f"use --mqtt-version 3 (mqtt.version: 3) ({text})")
+    if mqtt5 and "closed the connection before CONNACK" in text:
+        return f"{text}; if it does not speak MQTT 5, use --mqtt-version 3 (mqtt.version: 3)"
+    if "unknown CA" in text:
+        return f"{text}; give its CA with --ca FILE (tls.ca), or --insecure (tls.insecure) to skip verification"
     return text

@@ -105,7 +105,9 @@ FOLLOWED_WORDS = {
     "subscribers.filters": "subscribers subscribe to the publish topic template ({0}; no filter given)",
     "subscribers.qos": "subscribers' QoS follows the publishers' ({0})",
     "load.duration": "no time limit ({0})",
-    "load.warmup": "no warm-up ({0})",
+    "load.warmup": "warm-up {0}",
+    "launch.tls": "over TLS ({0})",
+    "publishers.measure": "measured by topic and sequence number, not the 16-byte header ({0})",
 }
 
 

@@ -45,44 +45,81 @@ Text = Optional[str]
 
 def flag_overrides(**flags: Any) -> dict[str, Any]:
     """Scenario field paths set by emqtt-bench style flags; flags left out override nothing."""
-    paths = {
-        "broker": ("broker",),
-        "pubs": ("publishers.count",),
-        "subs": ("subscribers.count",),
-        "topic": ("publishers.topic",),
-        "filters": ("subscribers.filters",),
-        "qos": ("publishers.qos", "subscribers.qos"),
-        "size": ("publishers.payload",),
-        "rate": ("publishers.rate",),
-        "arrival": ("publishers.arrival",),
-        "duration": ("load.duration",),
-        "warmup": ("load.warmup",),
-        "messages": ("publishers.messages",),
-        "inflight": ("publishers.inflight",),
-        "mqtt_version": ("mqtt.version",),
-        "username": ("mqtt.username",),
-        "password": ("mqtt.password",),
-        "ca": ("tls.ca",),
-        "cert": ("tls.cert",),
-        "key": ("tls.key",),
-        "connect_rate": ("load.connect_rate",),
-        "seed": ("load.seed",),
-    }
     overrides: dict[str, Any] = {}
     for flag, value in flags.items():
         if value is None or value == []:
             continue
         if flag in ("ca", "cert", "key"):
             value = str(Path(value).absolute())  # relative to where the command runs, not the scenario
-        for path in paths[flag]:
+        for path in FLAG_PATHS[flag]:
             overrides[path] = value
     return overrides
+
+
+# The scenario fields each flag sets, so that a problem with one of them names the flag too.
+FLAG_PATHS = {
+    "broker": ("broker",),
+    "pubs": ("publishers.count",),
+    "subs": ("subscribers.count",),
+    "topic": ("publishers.topic",),
+    "filters": ("subscribers.filters",),
+    "qos": ("publishers.qos", "subscribers.qos"),
+    "size": ("publishers.payload",),
+    "rate": ("publishers.rate",),
+    "arrival": ("publishers.arrival",),
+    "duration": ("load.duration",),
+    "warmup": ("load.warmup",),
+    "messages": ("publishers.messages",),
+    "inflight": ("publishers.inflight",),
+    "mqtt_version": ("mqtt.version",),
+    "username": ("mqtt.username",),
+    "password": ("mqtt.password",),
+    "ca": ("tls.ca",),
+    "cert": ("tls.cert",),
+    "key": ("tls.key",),
+    "connect_rate": ("load.connect_rate",),
+    "seed": ("load.seed",),
+}
+
+
+def _naming_flags(error: Any, given: Mapping[str, Any]) -> str:
+    """The scenario's problem listing, each problem with a field a flag set naming that flag:
+    `load.warmup (--warmup): ...`."""
+    flags = {path: "--" + flag.replace("_", "-") for flag, paths in FLAG_PATHS.items() if given.get(flag) not in (None, []) for path in paths}
+    lines: list[str] = []
+    said = set()
+    for problem in error.problems:
+        flag = flags.get(problem.path)
+        if flag is not None and (flag, problem.message) in said:
+            continue  # `--qos 3` sets both QoS fields: its one problem is said once
+        said.add((flag, problem.message))
+        lines.append(f"  {problem.path} ({flag}): {problem.message}" if flag else f"  {problem}")
+    count = len(lines)
+    lines.insert(0, f"{error.source}: {count} problem{'s' if count != 1 else ''}")
+    return "\n".join(lines)
+
+
+def _one_broker(broker: Optional[list[str]]) -> Optional[str]:
+    """`run` measures one broker: several (`-b a -b b`, `-b a,b`) are pointed to the commands
+    that measure several."""
+    names = [name for given in broker or [] for name in ([given] if "://" in given else given.split(","))]
+    if len(names) > 1:
+        raise _fail(f"error: --broker: `run` measures one broker (got {', '.join(names)}); for several, "
+                    f"`mqttlab suite run SUITE --brokers {','.join(names)}`, or one `run` each and then `mqttlab compare DIR DIR`", Exit.BAD_INPUT)
+    return names[0] if names else None
+
+
+def _check_assignments(assignments: list[str]) -> None:
+    """`--set publishers.qos 2` would take `2` as the scenario file: refuse a --set without `=`."""
+    for text in assignments:
+        if "=" not in text:
+            raise _fail(f"error: --set {text}: expected KEY=VALUE without spaces, e.g. --set publishers.qos=2", Exit.BAD_INPUT)
 
 
 @app.command("run")
 def run_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
-    broker: Annotated[Text, typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, or a broker to launch (rumqttd, mosquitto, ...). Default: the embedded rumqttd.")] = None,
+    broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, or a broker to launch (rumqttd, mosquitto, ...). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set publishers.qos=2 (repeatable).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<scenario name>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
@@ -91,11 +128,11 @@ def run_command(
     topic: Annotated[Text, typer.Option("--topic", "-t", help="Publish topic template (%i = index, %c = client id).")] = None,
     filters: Annotated[Optional[list[str]], typer.Option("--filter", "-f", help="Subscription filter template (repeatable).")] = None,
     qos: Annotated[Optional[int], typer.Option("--qos", "-q", help="QoS of publishes and subscriptions: 0, 1 or 2.")] = None,
-    size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB (1000 B), 1KiB (1024 B); at least 16.")] = None,
+    size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB (1000 B), 1KiB (1024 B); under 16 B measured by topic and sequence number instead of the 16-byte header.")] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", "-r", help="Messages per second per publisher.")] = None,
-    arrival: Annotated[Text, typer.Option("--arrival", help="Send schedule: constant or poisson.")] = None,
+    arrival: Annotated[Text, typer.Option("--arrival", help="Send schedule: constant or poisson; closed = the next send when the previous completed (the file's rate is dropped).")] = None,
     duration: Annotated[Text, typer.Option("--duration", "-d", help="Load phase, warm-up included: 10s, 2m, ...")] = None,
-    warmup: Annotated[Text, typer.Option("--warmup", help="Warm-up excluded from the statistics: 2s, ...")] = None,
+    warmup: Annotated[Text, typer.Option("--warmup", help="Warm-up at the start of the duration, excluded from the statistics. Default: 2s, or a fifth of a --duration under 10s.")] = None,
     messages: Annotated[Optional[int], typer.Option("--messages", "-n", help="Messages per publisher (instead of running for the duration).")] = None,
     inflight: Annotated[Optional[int], typer.Option("--inflight", help="QoS>0 window per publisher; sends due while it is full are dropped.")] = None,
     mqtt_version: Annotated[Text, typer.Option("--mqtt-version", "-V", help="3 (= 3.1.1) or 5.")] = None,
@@ -104,7 +141,8 @@ def run_command(
     ca: Annotated[Text, typer.Option("--ca", help="CA certificate file (mqtts://).")] = None,
     cert: Annotated[Text, typer.Option("--cert", help="Client certificate file (mqtts://).")] = None,
     key: Annotated[Text, typer.Option("--key", help="Client key file (mqtts://).")] = None,
-    insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate verification.")] = False,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate verification (mqtts://); with a launched broker: its TLS listener, as --tls.")] = False,
+    tls: Annotated[bool, typer.Option("--tls", help="Launched broker: clients connect over its TLS listener (a throwaway CA, verified). For a URL: mqtts://.")] = False,
     connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
@@ -118,22 +156,29 @@ def run_command(
 ) -> None:
     """Run a load test against a broker and write a results directory."""
     from mqttlab import engine, results, session
-    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.scenario import ScenarioError
 
-    overrides = flag_overrides(
-        broker=broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
+    _check_assignments(assignments or [])
+    one_broker = _one_broker(broker)
+    flags = dict(
+        broker=one_broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
         mqtt_version=mqtt_version, username=username, password=password, ca=ca, cert=cert, key=key,
         connect_rate=connect_rate, seed=seed,
     )  # fmt: skip
+    overrides = flag_overrides(**flags)
     if insecure:
         overrides["tls.insecure"] = True
+    if tls:
+        overrides["launch.tls"] = True
+    if arrival == "closed" and rate is None:
+        overrides["publishers.rate"] = None  # a file's open-loop rate does not apply to closed loop
     if no_latency:
         overrides["options.record_latency"] = False
     try:
-        scenario = load_scenario(scenario_file, overrides=overrides, assignments=assignments or ())
+        scenario = _load_checked(scenario_file, overrides=overrides, assignments=assignments or ())
     except ScenarioError as error:
-        raise _fail(error.listing(), Exit.BAD_INPUT) from None
+        raise _fail(_naming_flags(error, flags), Exit.BAD_INPUT) from None
     routing = _check_routing(scenario, strict)
 
     addresses: dict[str, list[str]] = {}
@@ -178,6 +223,19 @@ def run_command(
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
+
+
+def _load_checked(path: Optional[Path], **changes: Any) -> Scenario:
+    """The scenario (load_scenario) checked against the broker it names too (mqttlab.preflight):
+    what `run` refuses before anything starts, and so what `scenario validate` refuses."""
+    from mqttlab.preflight import broker_problems
+    from mqttlab.scenario import ScenarioError, load_scenario
+
+    scenario = load_scenario(path, **changes)
+    problems = broker_problems(scenario)
+    if problems:
+        raise ScenarioError(problems, str(path) if path is not None else "built-in default scenario")
+    return scenario
 
 
 def _check_routing(scenario: Scenario, strict: bool) -> RoutingCheck:
@@ -379,12 +437,12 @@ def scenario_validate_command(
     files: Annotated[list[Path], typer.Argument(help="Scenario YAML files.", show_default=False)],
 ) -> None:
     """Check scenario files and list every problem; exit code 2 when any file has one."""
-    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.scenario import ScenarioError
 
     broken = 0
     for path in files:
         try:
-            scenario = load_scenario(path)
+            scenario = _load_checked(path)
         except ScenarioError as error:
             broken += 1
             typer.echo(error.listing(), err=True)

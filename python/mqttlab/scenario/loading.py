@@ -40,7 +40,8 @@ def read_scenario_data(path: Path) -> dict[str, Any]:
 
 
 def set_by_path(data: dict[str, Any], path: str, value: Any) -> None:
-    """Sets data["a"]["b"] for path "a.b", creating sections that are absent."""
+    """Sets data["a"]["b"] for path "a.b", creating sections that are absent; None (`--set
+    publishers.rate=null`) removes the key, so the field is as if never written (its default)."""
     keys = path.split(".")
     if not path or any(not key for key in keys):
         raise ScenarioError([Problem("--set", f"{path!r} is not a field path such as publishers.qos")], "command line")
@@ -53,7 +54,10 @@ def set_by_path(data: dict[str, Any], path: str, value: Any) -> None:
             parent = ".".join(keys[: depth + 1])
             raise ScenarioError([Problem("--set", f"cannot set {path}: {parent} is not a section")], "command line")
         section = child
-    section[keys[-1]] = value
+    if value is None:
+        section.pop(keys[-1], None)
+    else:
+        section[keys[-1]] = value
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from mqttlab.scenario.errors import Problem
 from mqttlab.scenario.fields import MAX_PAYLOAD, is_image, is_url, split_url
-from mqttlab.scenario.model import Scenario, payload_size_bounds
-
-# Every payload starts with publisher index (u32), sequence (u32), intended send time (u48 µs of
-# the engine's clock) and the lag of the actual send (u16).
-HEADER_BYTES = 16
+from mqttlab.scenario.model import HEADER_BYTES, Scenario, payload_size_bounds
 
 
 def cross_field_problems(scenario: Scenario) -> list[Problem]:
@@ -175,7 +171,8 @@ def _timing_problems(s: Scenario) -> list[Problem]:
     assert s.load.warmup is not None  # Scenario's after-validator always fills it in
     if s.load.duration is not None and s.load.warmup >= s.load.duration:
         problems.append(
-            Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s)", ("load.duration",))
+            Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s): "
+                    "a shorter --warmup (load.warmup), or a longer --duration", ("load.duration",))
         )
     problems += _measures_nothing_problems(s)
     if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None and not closed:
@@ -211,7 +208,7 @@ def _measures_nothing_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem(
             "publishers.rate",
             "is not used with publishers.arrival: closed (the next message goes when the previous one completed); "
-            "leave it out, or use arrival: constant or poisson",
+            "leave it out (on the command line: --set publishers.rate=null), or use arrival: constant or poisson",
             ("publishers.arrival",),
         ))
     return problems
@@ -220,8 +217,13 @@ def _measures_nothing_problems(s: Scenario) -> list[Problem]:
 def _protocol_problems(s: Scenario) -> list[Problem]:
     problems = []
     uses_tls = is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts"
-    if not s.tls.is_default() and not uses_tls:
+    if not s.tls.is_default() and not uses_tls and is_url(s.broker):
         problems.append(Problem("tls", "is set but the broker is not an mqtts:// URL", ("broker",)))
+    elif not s.tls.is_default() and not is_url(s.broker) and not s.launch.tls:
+        # Left here only with a certificate file: a tls: section of insecure alone turns on
+        # launch.tls (model.py).
+        problems.append(Problem("tls", "a broker mqttlab launches has its own throwaway CA: use --tls (launch.tls: true) "
+                                "and leave --ca/--cert/--key (tls:) out", ("broker", "launch.tls")))
     if (s.tls.cert is None) != (s.tls.key is None):
         problems.append(Problem("tls.key" if s.tls.key is None else "tls.cert", "tls.cert and tls.key must be given together", ("tls",)))
     if s.mqtt.version == 3 and s.mqtt.session_expiry > 0:

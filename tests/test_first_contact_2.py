@@ -1,0 +1,205 @@
+"""First contact, second pass (issue 28): defaults that follow what the user set, errors that say
+how to fix them before anything starts, nothing half-written, a run that says what it does.
+Each test is one finding of the issue, through the command line as a newcomer types it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from mqttlab.cli import app as cli_app
+from mqttlab.scenario import ScenarioError, load_scenario, validate_scenario
+
+cli_app._register()
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--pubs", "1", "--subs", "1", "--rate", "20"]  # a real run, as small as can still mean something
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli_app.app, list(args))
+
+
+def said(result) -> str:
+    """The command's output with rich's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
+def summary_of(directory: Path) -> dict:
+    return json.loads((directory / "summary.json").read_text())
+
+
+# --- 1. defaults that follow ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("duration, warmup", [("1s", 0.2), ("2s", 0.4), ("3s", 0.6), ("10s", 2.0), ("1m", 2.0)])
+def test_the_default_warmup_fits_the_duration_the_user_set(duration: str, warmup: float):
+    scenario = load_scenario(None, overrides={"load.duration": duration})
+    assert scenario.load.warmup == warmup
+    assert ("load.warmup" in scenario.defaults_followed) == (warmup != 2.0)
+
+
+def test_a_one_second_run_works_and_says_the_warmup_it_chose(tmp_path: Path):
+    out = tmp_path / "run"
+    result = invoke("run", "--duration", "1s", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output  # 1 only for findings a loaded host can cause
+    assert "(0.2 s warm-up)" in said(result) and "warm-up 0.2s, a fifth of load.duration 1s" in said(result)
+    summary = summary_of(out)
+    assert summary["warmup_s"] == pytest.approx(0.2) and summary["measured_s"] == pytest.approx(0.8, abs=0.1)
+
+
+def test_a_warmup_too_long_for_the_duration_names_the_flag():
+    result = invoke("run", "--duration", "1s", "--warmup", "2s")
+    assert result.exit_code == 2
+    assert "load.warmup (--warmup): must be shorter than load.duration (2s >= 1s): a shorter --warmup" in said(result)
+
+
+def test_the_readme_says_the_warmup_is_inside_the_duration():
+    readme = (ROOT / "README.md").read_text()
+    assert "10 s after a 2 s warm-up" not in readme
+    assert "for 10 s, of which the first 2 s are a warm-up: 8 s measured" in readme
+
+
+def test_a_payload_too_small_for_the_header_is_measured_by_topic_sequence(tmp_path: Path):
+    assert validate_scenario({"publishers": {"payload": 1}}).publishers.measure == "topic-sequence"
+    assert validate_scenario({"publishers": {"payload": 16}}).publishers.measure == "header"
+    out = tmp_path / "run"
+    result = invoke("run", "--size", "1", "--duration", "1s", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert "measured by topic and sequence number, not the 16-byte header (payloads under 16 B" in said(result)
+    summary = summary_of(out)
+    assert summary["measurement"]["method"] == "topic-sequence" and summary["messages"]["lost"] == 0
+    assert "at least 16" not in invoke("run", "--help").output
+
+
+def test_closed_loop_from_the_command_line_drops_the_files_rate(tmp_path: Path):
+    scenario = load_scenario(ROOT / "scenarios" / "default.yaml", assignments=["publishers.arrival=closed", "publishers.rate=null"])
+    assert scenario.publishers.arrival == "closed" and "rate" not in scenario.publishers.model_fields_set
+    out = tmp_path / "run"
+    result = invoke("run", str(ROOT / "scenarios" / "default.yaml"), "--arrival", "closed", "--duration", "1s", "--warmup", "200ms",
+                    "--pubs", "1", "--subs", "1", "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert "closed loop" in said(result) and summary_of(out)["messages"]["sent"] > 0
+    refused = invoke("run", "--arrival", "closed", "--rate", "50")  # a rate the user gave with closed loop is still an error
+    assert refused.exit_code == 2 and "--set publishers.rate=null" in said(refused)
+
+
+@pytest.mark.parametrize("args", [["--tls"], ["--insecure"], [str(ROOT / "scenarios" / "tls.yaml")]])
+def test_tls_with_a_launched_broker_is_one_flag(tmp_path: Path, args: list[str]):
+    from mqttlab.brokers import get_launcher
+
+    if not get_launcher("mosquitto").find():
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
+    out = tmp_path / "run"
+    # The file's own warm-up (2s) is the user's: a shorter run says so (--warmup).
+    result = invoke("run", *args, "--broker", "mosquitto", "--duration", "1s", "--warmup", "200ms", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert "at mqtts://127.0.0.1:" in said(result)
+    assert summary_of(out)["latency"]["tls"]["count"] == 2
+
+
+def test_a_ca_file_with_a_launched_broker_points_to_tls(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read: refused before")
+    result = invoke("run", "--broker", "mosquitto", "--ca", str(ca), "--out", str(tmp_path / "run"))
+    assert result.exit_code == 2 and "use --tls (launch.tls: true)" in said(result)
+    assert not (tmp_path / "run").exists()
+
+
+# --- 2. errors that say how to fix them, before anything is launched -------------------------
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--broker", "aedes", "--mqtt-version", "5"], "mqtt.version (--mqtt-version): aedes speaks MQTT 3.1.1, not 5"),
+    (["--broker", "rabbitmq", "-V", "5"], "rabbitmq speaks MQTT 3.1, 3.1.1, not 5 (`mqttlab brokers list`); use --mqtt-version 3"),
+    (["--broker", "rsmb", "--tls"], "launch.tls: rsmb has no TLS listener"),
+    (["--broker", "nosuch"], "broker (--broker): unknown broker 'nosuch'"),
+])
+def test_what_a_launched_broker_cannot_serve_is_refused_before_it_starts(tmp_path: Path, args: list[str], says: str):
+    out = tmp_path / "run"
+    result = invoke("run", *args, "--out", str(out))
+    assert result.exit_code == 2 and says in result.output
+    assert not out.exists()
+
+
+def test_scenario_validate_refuses_what_run_refuses(tmp_path: Path):
+    file = tmp_path / "v5.yaml"
+    file.write_text("broker: aedes\nmqtt: {version: 5}\n")
+    result = invoke("scenario", "validate", str(file))
+    assert result.exit_code == 2 and "mqtt.version: aedes speaks MQTT 3.1.1, not 5" in said(result)
+
+
+@pytest.mark.parametrize("brokers", [["--broker", "mosquitto", "--broker", "aedes"], ["--broker", "mosquitto,aedes"]])
+def test_several_brokers_in_run_point_to_suite_and_compare(brokers: list[str]):
+    result = invoke("run", *brokers)
+    assert result.exit_code == 2
+    assert "`run` measures one broker (got mosquitto, aedes)" in said(result)
+    assert "suite run SUITE --brokers mosquitto,aedes" in said(result) and "mqttlab compare" in said(result)
+
+
+def test_a_set_without_equals_is_refused_not_taken_for_the_scenario_file():
+    result = invoke("run", "--set", "publishers.qos", "2")
+    assert result.exit_code == 2
+    assert "error: --set publishers.qos: expected KEY=VALUE without spaces, e.g. --set publishers.qos=2" in said(result)
+    assert "file not found" not in result.output
+
+
+def test_qos_3_is_reported_once():
+    result = invoke("run", "--qos", "3")
+    assert result.exit_code == 2 and result.output.count("must be 0, 1 or 2") == 1 and "(--qos)" in said(result)
+
+
+@pytest.fixture
+def http_peer() -> Iterator[int]:
+    """A TCP peer that answers anything with an HTTP error, as a web server on the port would."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_a_peer_that_is_not_mqtt_is_named_as_such(tmp_path: Path, http_peer: int):
+    url = f"mqtt://127.0.0.1:{http_peer}"
+    result = invoke("run", "--broker", url, "--duration", "1s", *SMALL, "--out", str(tmp_path / "run"))
+    assert result.exit_code == 3
+    assert f"the peer at {url} answered with something that is not MQTT (looks like HTTP)" in said(result)
+
+
+def test_an_unknown_ca_suggests_ca_or_insecure(tmp_path: Path):
+    from mqttlab.brokers import get_launcher
+
+    launcher = get_launcher("mosquitto")
+    if not launcher.find():
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
+    with launcher.start(tmp_path / "broker", tls=True) as broker:
+        result = invoke("run", "--broker", broker.url(tls=True), "--duration", "1s", *SMALL, "--out", str(tmp_path / "run"))
+    assert result.exit_code == 3
+    assert "unknown CA; give its CA with --ca FILE (tls.ca), or --insecure (tls.insecure) to skip verification" in said(result)
+
+
+def test_a_set_to_null_removes_what_the_file_set():
+    with pytest.raises(ScenarioError, match="publishers.rate: is not used with publishers.arrival: closed"):
+        load_scenario(ROOT / "scenarios" / "default.yaml", assignments=["publishers.arrival=closed"])
