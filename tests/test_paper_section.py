@@ -18,10 +18,10 @@ import yaml
 from typer.testing import CliRunner
 
 from mqttlab.analysis import compare_directories
-from mqttlab.reproductions.paper_figures import DIFFERS, MATCHES, NOT_HERE, FigureRow
+from mqttlab.reproductions.paper_figures import AGREES, CANNOT_TELL, DIFFERS, LIMITED, MATCHES, NOT_HERE, FigureRow
 from mqttlab.reproductions.section import attach_paper, paper_name_for, paper_section
-from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS, NOT_MEASURED_HERE, _check
-from mqttlab.reproductions.paper_file import Check, PaperFileError, load_paper, paper_path, validate_paper
+from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS, NOT_MEASURED_HERE, _check, judge_claim, rule_text
+from mqttlab.reproductions.paper_file import Check, Claim, PaperFileError, load_paper, paper_path, validate_paper
 from mqttlab.cli import app as cli_app
 from mqttlab.reproductions.paper_section import write_report_with_paper
 
@@ -99,7 +99,7 @@ def test_exact_publish_overhead_matches_with_the_papers_topic_and_is_flagged_wit
     assert verdicts["loss-25-aborts"].verdict == NOT_MEASURED_HERE
 
 
-def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(report):
+def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(report, suite_dir):
     html = (report / "report.html").read_text(encoding="utf-8")
     assert "The paper vs this run" in html
     assert "exact figure(s) differ from the paper" in html and 'class="worse flagged">publish-overhead' in html
@@ -115,7 +115,10 @@ def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(repor
     assert len(rtt) == 2 and all(float(row["ours"]) > 0 for row in rtt)  # our round trip (ms), one row per configuration
     assert any(row["status"] == NOT_HERE and row["reason"] for row in rows)
     claims = {row["claim"]: row["verdict"] for row in _rows(report / "paper_claims.csv")}
-    assert claims["qos-overhead-fixed"] == HOLDS and claims["rtt-milliseconds"] == HOLDS
+    assert claims["qos-overhead-fixed"] == HOLDS
+    # Measured rows judge only from runs this host kept on schedule (a loaded host flags them).
+    limited = [json.loads(path.read_text())["generator_limited"] for path in suite_dir.glob("runs/**/summary.json")]
+    assert claims["rtt-milliseconds"] == (LIMITED if limited and all(limited) else HOLDS)
 
     paper = json.loads((report / "comparison.json").read_text())["paper"]
     assert paper["seed"] == "002" and paper["coverage"]["figures"] == 47
@@ -141,7 +144,7 @@ def test_compare_writes_a_reproduction_page_and_keeps_the_hand_written_text(suit
     assert text.startswith("# Seed 002: ")
     assert "mqttlab suite run seed002 -n 1" in text and "Host: " in text and "2 runs over 2 configurations" in text
     # Paper, ours and status side by side; the differing exact figure flagged with its reason.
-    assert "| publish-overhead | full-bandwidth-qos0-p1B-r10, rumqttd | 46 bytes | 46 bytes | 1 | matches |" in text
+    assert "| publish-overhead | full-bandwidth-qos0-p1B-r10, rumqttd | 46 bytes | 46 bytes | 1 | matches | equal (exact) |" in text
     assert "⚑ **publish-overhead**: ours 7 ≠ the paper's 46" in text and "| ⚑ differs |" in text
     assert "| publish-overhead-46 |" in text and f"| {DOES_NOT_HOLD} |" in text and f"| {HOLDS} |" in text
     assert "### Our figures" in text and "| full-bandwidth-qos0-p1B-r10 | rumqttd | 1 |" in text
@@ -267,10 +270,63 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "mqttlab smc paper --cases 30    # 2026-11-23T10:00:00+00:00\n" in text
     chernoff = [line for line in text.splitlines() if line.startswith("| chernoff-samples |")]
-    assert len(chernoff) == 1 and chernoff[0].endswith("| matches |") and chernoff[0].count("1060") == 2, chernoff
+    assert len(chernoff) == 1 and chernoff[0].endswith("| matches | equal (exact) |") and chernoff[0].count("1060") == 2, chernoff
     assert sorted(f.name for f in (page.parent / "seed000").iterdir()) == ["paper_claims.csv", "paper_vs_ours.csv"]
     assert "[paper_vs_ours.csv](seed000/paper_vs_ours.csv)" in text
     assert rows["sprt-up1-t30-c70-mosquitto"]["ours"].startswith("h0 0.87, h1 0.97, result H1")
     assert rows["mc-time-up2-mosquitto"]["ours"] == "50 3.5"
     assert rows["regression-mosquitto-active-msgs"]["ours"].startswith("estimate 1.4")  # µs → ms
     assert "The paper vs this run" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+
+
+def _runs(figure: str, scenario: str, samples: list[float], status: str = "no number in the paper") -> FigureRow:
+    row = _row(figure, scenario, sum(samples) / len(samples))
+    row.samples, row.status = samples, status
+    return row
+
+
+def test_a_difference_is_judged_per_configuration_with_welchs_interval():
+    # MQTT about 50 ms slower than MQTT-SN: pairs differ only in the protocol label (mqtt-sn is not read as mqtt).
+    rows = {"mqtt": [_runs("mqtt", "s01-1p1s-r1-mqtt", [200.0]), _runs("mqtt", "s01-1p1s-r10-mqtt", [190.0, 210.0, 200.0])],
+            "sn": [_runs("sn", "s01-1p1s-r1-mqtt-sn", [150.0]), _runs("sn", "s01-1p1s-r10-mqtt-sn", [150.0, 152.0, 148.0])]}
+    gap = Check(difference=["mqtt", "sn"], along=["mqtt", "mqtt-sn"], within=[25, 75], unit="ms")
+    ok, lines = _check(gap, rows)
+    # r1: one run a side, the point decides (50 in range); r10: 50 ± ~25, inside [25, 75] only just or not: judged by the interval
+    assert lines[0].startswith("mqtt − sn: in [25, 75] ms in ")
+    assert any(line.startswith("s01-1p1s-r1-* (mosquitto): 200 − 150 = 50 ms (n = 1 and 1) in [25, 75]") for line in lines)
+    r10 = next(line for line in lines if line.startswith("s01-1p1s-r10-*"))
+    assert "95% CI" in r10 and "n = 3 and 3" in r10
+    assert ok == (True if " in [25, 75]" in r10 else CANNOT_TELL)
+    # A wide interval across the edge cannot tell; one wholly outside does not hold.
+    rows["mqtt"][1].samples = [150.0, 250.0, 200.0]
+    assert _check(gap, rows)[0] == CANNOT_TELL
+    assert _check(gap.model_copy(update={"within": [100, 200]}), rows)[0] is False
+    assert "mqtt − sn in [25, 75] ms, configurations paired mqtt vs mqtt-sn in every configuration" in rule_text(gap)
+
+
+def test_generator_limited_rows_never_judge_and_the_verdict_says_so():
+    claim = Claim(id="low-load", text="...", figures=["mqtt"], check=[Check(figure="mqtt", within=[0, 100])])
+    limited = _runs("mqtt", "s01-1p1s-r1-mqtt", [500.0], status=LIMITED)
+    verdict = judge_claim(claim, {"mqtt": [limited]})
+    assert verdict.verdict == LIMITED and "1 configuration(s) left out: generator-limited runs only" in verdict.evidence
+    kept = _runs("mqtt", "s01-1p1s-r10-mqtt", [50.0])
+    verdict = judge_claim(claim, {"mqtt": [limited, kept]})
+    assert verdict.verdict == HOLDS and verdict.rule == "every row of mqtt in [0, 100]"  # the 500 ms run does not count
+
+
+def test_a_row_prints_its_tolerance_and_an_interval_across_the_edge_cannot_tell():
+    paper = validate_paper({"seed": "9", "title": "t", "figures": [
+        {"id": "lat", "quote": "q", "where": "w", "kind": "latency", "unit": "ms", "exact": False, "value": 200,
+         "reproduce": {"scenario": "s", "metric": "latency_mean"}},
+        {"id": "lat3", "quote": "q", "where": "w", "kind": "latency", "unit": "ms", "exact": False, "value": 200,
+         "reproduce": {"scenario": "s", "metric": "latency_mean", "tolerance": 1.5}}]}, "test")
+    from mqttlab.reproductions.paper_figures import _judge
+
+    row = _runs("lat", "s", [150.0])
+    row.paper = 200
+    _judge(row, paper.figure("lat"), paper.figure("lat").reproduce, "")
+    assert (row.status, row.rule, row.uncertainty) == (AGREES, "within ×2 (default tolerance) of the paper's 200 ms, i.e. in [100, 400]", "n = 1")
+    row = _runs("lat3", "s", [120.0, 140.0, 160.0])
+    row.paper, row.interval = 200, [90.0, 190.0]
+    _judge(row, paper.figure("lat3"), paper.figure("lat3").reproduce, "")
+    assert row.status == CANNOT_TELL and row.rule.startswith("within ×1.5 of the paper's 200 ms") and row.uncertainty == "CI 90–190, n = 3"

@@ -109,20 +109,22 @@ def _figure_table(section: PaperSection) -> str:
     lines = ["### The paper's figures beside ours", "",
              f"Seed {section.seed}, *{section.title}* ({_source(section.source)}): {coverage['figures']} figures, "
              f"{coverage['measured']} measured here, {coverage['not_here']} not reproducible here. Exact figures must be "
-             "equal (⚑ when not); a measured one agrees when it lies in the paper's range or within the stated "
-             "tolerance factor of the paper's number."
+             "equal (⚑ when not); a measured one is judged by the rule beside it (the paper's range, or a tolerance "
+             "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval "
+             "must lie wholly inside (across an edge: cannot tell); n = 1 is said. Runs flagged generator-limited "
+             "are left out of every verdict."
              + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
                 "\"Our figures\" and in the PNGs." if plots > MAX_PLOT_ROWS else ""), ""]
     for row in section.flagged:
         lines.append(f"- ⚑ **{_cell(row.figure)}**: {_cell(row.reason)}")
     if section.flagged:
         lines.append("")
-    lines += ["| figure | where | paper | ours | ours/paper | status |", "|---|---|---|---|---|---|"]
+    lines += ["| figure | where | paper | ours | ours/paper | status | rule |", "|---|---|---|---|---|---|---|"]
     # Rows equal but for their configuration (an exact figure, the same in every run) become one.
     same: dict[tuple, list[Any]] = {}
     for row in section.rows:
         if row.status in shown and row.ours is not None:
-            key = (row.figure, value_text(row.paper), value_text(row.ours), row.status, row.flagged, row.broker)
+            key = (row.figure, value_text(row.paper), value_text(row.ours), row.status, row.flagged, row.broker, row.uncertainty, row.rule)
             same.setdefault(key, []).append(row)
     for rows in same.values():
         row = rows[0]
@@ -130,8 +132,9 @@ def _figure_table(section: PaperSection) -> str:
         where = ", ".join(part for part in (scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
         status = ("⚑ " if row.flagged else "") + row.status
+        ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
-                     f"{_cell(_value(row.ours, row.unit))} | {ratio} | {status} |")
+                     f"{_cell(ours)} | {ratio} | {status} | {_cell(row.rule)} |")
     return "\n".join(lines)
 
 
@@ -164,11 +167,11 @@ def _not_measured(section: PaperSection) -> str:
 def _claims(section: PaperSection) -> str:
     if not section.claims:
         return ""
-    lines = ["### The paper's claims", "", "| claim | the paper says | verdict here | the numbers it rests on |", "|---|---|---|---|"]
+    lines = ["### The paper's claims", "", "| claim | the paper says | verdict here | rule | the numbers it rests on |", "|---|---|---|---|---|"]
     for claim in section.claims:
         evidence = claim.evidence[:EVIDENCE_SHOWN] + ([f"… {len(claim.evidence) - EVIDENCE_SHOWN} more in paper_claims.csv"]
                                                       if len(claim.evidence) > EVIDENCE_SHOWN else [])
-        lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell('; '.join(evidence))} |")
+        lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell(claim.rule)} | {_cell('; '.join(evidence))} |")
     return "\n".join(lines)
 
 

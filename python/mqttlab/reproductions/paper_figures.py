@@ -13,28 +13,33 @@ import fnmatch
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypeGuard, Union
 
 from mqttlab.analysis.compare import BrokerGroup, Comparison
+from mqttlab.analysis.runs import RunFigures
+from mqttlab.analysis.stats import mean_interval
 from mqttlab.analysis.configuration import scenario_value
 from mqttlab.reproductions.paper_file import Figure, Reproduce
 
 # Row statuses.
 MATCHES = "matches"  # exact figure, equal
 DIFFERS = "differs"  # exact figure, not equal: flagged
-AGREES = "agrees"  # in the paper's range, or within the mapping's tolerance factor
-DISAGREES = "disagrees"
+AGREES = "agrees"  # in the paper's range, or within the mapping's tolerance factor (its interval wholly so)
+DISAGREES = "disagrees"  # outside (its interval wholly outside)
+CANNOT_TELL = "cannot tell"  # our interval straddles the edge of the agreement region
+LIMITED = "not judged: generator-limited runs only"  # every run of the row was flagged generator-limited
 NO_PAPER_NUMBER = "no number in the paper"  # a plot without numbers: ours shown, nothing to compare
 NOT_MEASURED = "not measured in these results"
 NOT_HERE = "not reproducible here"
-MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES)
+MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES, CANNOT_TELL)
 
 # Keys of a dict-valued exact figure that still depend on the host (an SPRT row's wall time):
 # compared with the tolerance, never flagged.
 HOST_DEPENDENT_KEYS = {"time_s"}
 FRAME_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32 with timestamps, as seed 002's captures counted
+DEFAULT_TOLERANCE = 2.0  # a mapping without `tolerance:`; every row judged with it says "(default)"
 
 Value = Union[float, str, list, dict, None]
 
@@ -57,6 +62,22 @@ class FigureRow:
     difference: Optional[float] = None  # ours - paper's
     flagged: bool = False
     reason: str = ""  # why a flagged figure differs, or why it is not measured
+    rule: str = ""  # how the status was decided: "within ×2 (default tolerance) of 200 ms", "equal (exact)"
+    samples: list[float] = field(default_factory=list)  # per-run values behind `ours` (the runs judged)
+    interval: Optional[list[float]] = None  # the confidence interval of `ours`, from the samples (n >= 2)
+    limited: int = 0  # runs flagged generator-limited, left out of `ours` (or, when all are, of every verdict)
+
+    @property
+    def uncertainty(self) -> str:
+        """`n = 1`, or `95% CI 140–160, n = 3`; and how many generator-limited runs were left out."""
+        parts = []
+        if self.interval is not None:
+            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}, n = {len(self.samples)}")
+        elif self.samples:
+            parts.append(f"n = {len(self.samples)}")
+        if self.limited:
+            parts.append(f"{self.limited} generator-limited run{'s' * (self.limited != 1)} left out")
+        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,8 +105,11 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
     rows = []
     for match in found:
         row = FigureRow(**base, ours=match.value, status="", scenario=match.scenario, broker=match.broker, runs=match.runs,
-                        source=match.source)
-        _judge(row, figure, how, match.inputs)
+                        source=match.source, samples=match.samples, interval=match.interval, limited=match.limited)
+        if match.limited_only:
+            row.status, row.rule = LIMITED, "every run of this configuration was flagged generator-limited"
+        else:
+            _judge(row, figure, how, match.inputs)
         rows.append(row)
     return rows
 
@@ -98,6 +122,10 @@ class _Ours:
     broker: Optional[str] = None
     runs: Optional[int] = None
     inputs: str = ""  # for a computed figure: what it was computed from (the "why" of a difference)
+    samples: list[float] = field(default_factory=list)
+    interval: Optional[list[float]] = None
+    limited: int = 0
+    limited_only: bool = False
 
 
 def _paper_value(figure: Figure) -> Value:
@@ -130,47 +158,50 @@ def _groups(how: Reproduce, comparison: Optional[Comparison]) -> list[tuple[str,
 
 
 def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
+    """Ours per configuration and broker, from the runs not flagged generator-limited (all runs,
+    marked, when every one was: shown, never judged)."""
     found = []
+    confidence = comparison.confidence if comparison is not None else 0.95
     for scenario, broker, group in _groups(how, comparison):
-        value = group_value(group, how.metric or "", how.statistic)
-        if value is None:
+        usable = [run for run in group.runs if not run.generator_limited]
+        runs = usable or group.runs
+        per_run = [v for v in (run_value(run, how.metric or "") for run in runs) if v is not None]
+        if not per_run:
             continue
-        n = len(group.runs)
+        value: Value = max(per_run) if how.statistic == "best" else sum(per_run) / len(per_run)
+        if how.metric == "latency_mean_sd":
+            from mqttlab.reports.paper import paper_sd  # which SD the seeds drew lives with their statistics table
+
+            value = {"mean": value, "std": paper_sd(group)[0]}
+        estimate = mean_interval(per_run, confidence) if usable and how.statistic == "mean" else None
+        interval = [estimate.low, estimate.high] if estimate is not None and estimate.low is not None and estimate.high is not None else None
+        n = len(runs)
+        limited = len(group.runs) - len(usable)
         found.append(_Ours(value, f"{how.metric}, {'best' if how.statistic == 'best' else 'mean'} of {n} run{'s' * (n != 1)}",
-                           scenario, broker, n))
+                           scenario, broker, n, samples=per_run, interval=interval, limited=limited, limited_only=not usable))
     if how.aggregate == "range" and found:
-        numbers = [f.value for f in found if isinstance(f.value, (int, float))]
+        judged = [f for f in found if not f.limited_only] or found
+        numbers = [float(f.value) for f in judged if number(f.value)]
         if not numbers:
             return []
         return [_Ours([min(numbers), max(numbers)], f"{how.metric}: range over {len(numbers)} broker/configuration groups",
-                      how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in found)), sum(f.runs or 0 for f in found))]
+                      how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in judged)), sum(f.runs or 0 for f in judged),
+                      limited=sum(f.limited for f in found), limited_only=all(f.limited_only for f in found))]
     return found
 
 
-def group_value(group: BrokerGroup, metric: str, statistic: str = "mean") -> Value:
-    """Our figure `metric` (paper_file.METRIC_UNITS) of one scenario on one broker."""
-    def pick(key: str) -> Optional[float]:
-        estimate = group.estimates[key]
-        return estimate.best if statistic == "best" else estimate.mean
-
+def run_value(run: RunFigures, metric: str) -> Optional[float]:
+    """Our figure `metric` (paper_file.METRIC_UNITS) of one run; latency_mean_sd: its mean."""
     if metric == "latency_mean_sd":
-        from mqttlab.reports.paper import paper_sd  # which SD the seeds drew lives with their statistics table
-
-        mean = pick("latency_mean")
-        sd, _ = paper_sd(group)
-        return None if mean is None else {"mean": mean, "std": sd}
+        metric = "latency_mean"
     if metric == "broker_cpu_percent":
-        cores = pick("broker_cpu")
+        cores = run.figures.get("broker_cpu")
         return None if cores is None else 100.0 * cores
     if metric == "sent":
-        per_run = [(run.results.summary.get("messages") or {}).get("sent") for run in group.runs]
-        sent = [s for s in per_run if s is not None]
-        if not sent:
-            return None
-        return float(max(sent)) if statistic == "best" else sum(sent) / len(sent)
-    if metric in group.estimates:
-        return pick(metric)
-    return None
+        sent = (run.results.summary.get("messages") or {}).get("sent")
+        return None if sent is None else float(sent)
+    value = run.figures.get(metric)
+    return None if value is None else float(value)
 
 
 # ---- computed: deterministic figures -----------------------------------------------------------
@@ -268,30 +299,44 @@ def number(value: Any) -> TypeGuard[float]:
 
 def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
     paper, ours = row.paper, row.ours
+    tolerance = how.tolerance if how.tolerance is not None else DEFAULT_TOLERANCE
+    factor = f"×{tolerance:g}" + ("" if how.tolerance is not None else " (default tolerance)")
+    unit = f" {row.unit}" if row.unit else ""
     if ours is None:
         row.status, row.reason = NOT_MEASURED, "no value in these results"
         return
     if isinstance(paper, dict):
-        _judge_values(row, paper, ours if isinstance(ours, dict) else {}, how.tolerance)
+        _judge_values(row, paper, ours if isinstance(ours, dict) else {}, tolerance)
+        row.rule = "equal key by key (exact)" if figure.exact else f"each key within {factor} of the paper's"
     elif isinstance(paper, list) and len(paper) == 2 and all(number(v) for v in paper):
         low, high = float(paper[0]), float(paper[1])
         span: list[Any] = ours if isinstance(ours, list) else [ours, ours]  # numbers, checked next
         if not all(number(v) for v in span):
             row.status = NO_PAPER_NUMBER
             return
-        # A range of ours (over brokers) agrees when it overlaps the paper's.
-        row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
+        if isinstance(ours, list):
+            # A range of ours (over brokers or configurations) agrees when it overlaps the paper's.
+            row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
+            row.rule = f"our range overlaps the paper's [{_text(low)}, {_text(high)}]{unit}"
+        else:
+            row.rule = f"in the paper's range [{_text(low)}, {_text(high)}]{unit}"
+            row.status = AGREES if low <= float(span[0]) <= high else DISAGREES
+            _interval_status(row, (low, high))
     elif number(paper):
         value = float(paper)
         if isinstance(ours, list) and all(number(v) for v in ours):
-            row.status = AGREES if all(_within(float(v), value, how.tolerance) for v in ours) else DISAGREES
+            row.status = AGREES if all(_within(float(v), value, tolerance) for v in ours) else DISAGREES
+            row.rule = f"both ends within {factor} of the paper's {_text(value)}{unit}"
         elif number(ours):
             row.difference = float(ours) - value
             row.ratio = float(ours) / value if value else None
             if figure.exact:
                 row.status = MATCHES if math.isclose(float(ours), value, rel_tol=1e-9, abs_tol=1e-9) else DIFFERS
+                row.rule = "equal (exact)"
             else:
-                row.status = AGREES if _within(float(ours), value, how.tolerance) else DISAGREES
+                row.status = AGREES if _within(float(ours), value, tolerance) else DISAGREES
+                row.rule = f"within {factor} of the paper's {_text(value)}{unit}, i.e. in [{_text(value / tolerance)}, {_text(value * tolerance)}]"
+                _interval_status(row, (value / tolerance, value * tolerance))
         else:
             row.status = NO_PAPER_NUMBER
     else:
@@ -301,6 +346,20 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         row.reason = _why(row, figure, inputs)
     elif figure.exact and row.status == AGREES:
         row.status = MATCHES
+
+
+def _interval_status(row: FigureRow, region: tuple[float, float]) -> None:
+    """With an interval on ours: agrees when it lies wholly in the region, disagrees when wholly
+    outside, else cannot tell (one run, or no interval: the point decides, and the page says n = 1)."""
+    if row.interval is None:
+        return
+    low, high = row.interval
+    if region[0] <= low and high <= region[1]:
+        row.status = AGREES
+    elif high < region[0] or low > region[1]:
+        row.status = DISAGREES
+    else:
+        row.status = CANNOT_TELL
 
 
 def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], tolerance: float) -> None:
@@ -466,6 +525,6 @@ def _float(value: Any) -> Optional[float]:
 
 
 __all__ = [
-    "AGREES", "DIFFERS", "DISAGREES", "MATCHES", "MEASURED", "NOT_HERE", "NOT_MEASURED", "NO_PAPER_NUMBER", "FigureRow",
-    "SmcPaperResults", "figure_rows", "group_value", "is_smc_directory", "value_text",
+    "AGREES", "CANNOT_TELL", "DEFAULT_TOLERANCE", "DIFFERS", "LIMITED", "DISAGREES", "MATCHES", "MEASURED", "NOT_HERE", "NOT_MEASURED", "NO_PAPER_NUMBER", "FigureRow",
+    "SmcPaperResults", "figure_rows", "run_value", "is_smc_directory", "value_text",
 ]

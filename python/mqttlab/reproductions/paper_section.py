@@ -24,9 +24,10 @@ EXPLANATION = (
     "Each figure the paper states beside ours for the same configuration, as the paper file's "
     "<code>reproduce:</code> maps it. Exact figures (protocol bytes, sample sizes) must be equal: one that differs is "
     "flagged with the reason. Others agree when ours lies in the paper's range (a range of ours over brokers: when the "
-    "ranges overlap) or within the mapping's tolerance factor (2 unless stated) of the paper's number; figures drawn "
-    "without a number show ours alone. A claim holds when every condition of its check holds on the measured "
-    "figures; claims without a check list the numbers they rest on."
+    "ranges overlap) or within the mapping's tolerance factor of the paper's number, each row printing its rule; with "
+    "two or more runs the confidence interval of ours must lie wholly inside (wholly outside: disagrees; across an "
+    "edge: cannot tell). Runs flagged generator-limited are left out. Figures drawn without a number show ours alone. "
+    "A claim holds when every condition of its rule holds on the measured figures; claims without a rule say why."
 )
 
 
@@ -37,12 +38,13 @@ def paper_rows(section: PaperSection) -> Table:
         "paper": value_text(row.paper), "ours": value_text(row.ours),
         "ratio": row.ratio, "difference": row.difference, "status": row.status,
         "flagged": row.flagged, "scenario": row.scenario, "broker": row.broker, "runs": row.runs,
-        "source": row.source, "reason": row.reason, "quote": row.quote,
+        "source": row.source, "reason": row.reason, "quote": row.quote, "rule": row.rule, "uncertainty": row.uncertainty,
     } for row in section.rows]  # fmt: skip
 
 
 def claim_rows(section: PaperSection) -> Table:
-    return [{"claim": c.claim, "verdict": c.verdict, "evidence": " | ".join(c.evidence), "text": c.text} for c in section.claims]
+    return [{"claim": c.claim, "verdict": c.verdict, "rule": c.rule, "evidence": " | ".join(c.evidence), "text": c.text}
+            for c in section.claims]
 
 
 def paper_html(section: PaperSection) -> str:
@@ -84,17 +86,17 @@ def paper_html(section: PaperSection) -> str:
         evidence = "<br>".join(html.escape(line) for line in claim.evidence)
         claims.append(f'<tr><td class="text">{html.escape(claim.claim)}</td><td class="text">{html.escape(claim.text)}</td>'
                       f'<td class="text"><span class="{style}">{html.escape(claim.verdict)}</span></td>'
-                      f'<td class="text">{evidence}</td></tr>')
+                      f'<td class="text">{html.escape(claim.rule)}</td><td class="text">{evidence}</td></tr>')
     parts.append('<div class="wide"><table class="claims"><thead><tr><th class="text">claim</th><th class="text">the paper says</th>'
-                 f'<th class="text">verdict here</th><th class="text">the numbers it rests on</th></tr></thead><tbody>{"".join(claims)}'
-                 "</tbody></table></div>")
+                 '<th class="text">verdict here</th><th class="text">rule</th><th class="text">the numbers it rests on</th></tr></thead>'
+                 f'<tbody>{"".join(claims)}</tbody></table></div>')
     parts.append(f'<p class="csv">CSV: <a href="{CLAIMS_CSV}.csv">{CLAIMS_CSV}.csv</a></p>')
     return "\n".join(parts)
 
 
-COLUMNS = ("figure", "paper", "ours", "unit", "ratio", "difference", "status", "flagged", "scenario", "broker", "runs",
-           "source", "reason", "quote")
-TEXT_COLUMNS = {"figure", "paper", "ours", "unit", "status", "scenario", "broker", "source", "reason", "quote"}
+COLUMNS = ("figure", "paper", "ours", "unit", "uncertainty", "ratio", "difference", "status", "rule", "flagged", "scenario", "broker",
+           "runs", "source", "reason", "quote")
+TEXT_COLUMNS = {"figure", "paper", "ours", "unit", "uncertainty", "status", "rule", "scenario", "broker", "source", "reason", "quote"}
 
 
 def paper_page(section: PaperSection, title: str) -> str:

@@ -1,17 +1,28 @@
 """A verdict on each of the paper's claims, from the paper file's `check:` rules applied to the
-rows of paper_figures (each paper figure beside ours)."""
+rows of paper_figures (each paper figure beside ours). Every verdict carries its rule as text
+(what was compared, with which tolerance) and the uncertainty of the numbers it rests on (their
+interval, or n = 1). Rows whose runs were all flagged generator-limited never judge: a check
+with nothing else says "not judged: generator-limited runs only".
+
+A check's outcome is True (holds), False (does not hold), None (not measured), CANNOT_TELL (an
+interval straddles the edge of what the rule asks) or LIMITED."""
 
 from __future__ import annotations
 
 import fnmatch
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from mqttlab.reproductions.paper_figures import DIFFERS, DISAGREES, MEASURED, FigureRow, base_name, number, value_text as _text
+from mqttlab.analysis.stats import welch_difference
+from mqttlab.reproductions.paper_figures import (
+    CANNOT_TELL, DIFFERS, DISAGREES, LIMITED, MEASURED, FigureRow, base_name, number, value_text as _text,
+)
 from mqttlab.reproductions.paper_file import Check, Claim
 
 HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", "not measured here", "not judged"
+Outcome = Union[bool, None, str]  # True, False, None (not measured), CANNOT_TELL, LIMITED
+CONFIDENCE = 0.95  # of the Welch interval on a difference of two configurations
 
 
 @dataclass
@@ -19,7 +30,8 @@ class ClaimVerdict:
     claim: str
     text: str
     verdict: str
-    evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on
+    evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on, each with its uncertainty
+    rule: str = ""  # the rule applied, with its tolerance; or, for a claim not judged, why in one line
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -28,25 +40,67 @@ class ClaimVerdict:
 
 def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
     if claim.not_here:
-        return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [claim.not_here])
+        return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [], f"not judged here: {claim.not_here}")
     if not claim.check:
-        evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}"
+        evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}{_n(row)}"
                     for name in claim.figures for row in rows.get(name, []) if row.ours is not None]
-        return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE,
-                            evidence or ["no figure of this claim is measured in these results"])
-    outcomes = [_check(check, rows) for check in claim.check]
+        return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE, evidence,
+                            f"not judged: {claim.unjudged}" if claim.unjudged else "no rule in the paper file: the numbers are listed, not judged")
+    usable = {name: [row for row in found if row.status != LIMITED] for name, found in rows.items()}
+    limited = {name: [row for row in found if row.status == LIMITED] for name, found in rows.items()}
+    outcomes = []
+    for check in claim.check:
+        ok, lines = _check(check, usable)
+        left_out = sum(len(limited.get(name, [])) for name in dict.fromkeys(check.figure_ids()))
+        if left_out:
+            lines.append(f"{left_out} configuration(s) left out: generator-limited runs only")
+            if ok is None:
+                ok = LIMITED
+        outcomes.append((ok, lines))
     evidence = [line for _, lines in outcomes for line in lines]
     results = [ok for ok, _ in outcomes]
     if any(ok is False for ok in results):
         verdict = DOES_NOT_HOLD
+    elif any(ok == CANNOT_TELL for ok in results):
+        verdict = CANNOT_TELL
     elif all(ok is None for ok in results):
         verdict = NOT_MEASURED_HERE
+    elif all(ok is None or ok == LIMITED for ok in results):
+        verdict = LIMITED
     else:
         verdict = HOLDS
-        unmeasured = sum(ok is None for ok in results)
-        if unmeasured:
-            evidence.append(f"{unmeasured} of {len(results)} conditions not measured here")
-    return ClaimVerdict(claim.id, claim.text, verdict, evidence)
+        unjudged = sum(ok is None or ok == LIMITED for ok in results)
+        if unjudged:
+            evidence.append(f"{unjudged} of {len(results)} conditions not judged here (not measured, or generator-limited only)")
+    return ClaimVerdict(claim.id, claim.text, verdict, evidence, "; and ".join(rule_text(check) for check in claim.check))
+
+
+def rule_text(check: Check) -> str:
+    """The check as a sentence a reader can apply by hand to the numbers beside it."""
+    if check.agree is not None:
+        return f"every measured row of {', '.join(check.agree)} agrees with the paper (each row's tolerance beside it)"
+    if check.increasing is not None or check.decreasing is not None:
+        names = check.increasing or check.decreasing or []
+        return f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping"
+    if check.best is not None:
+        return f"{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}"
+    within = f"[{_text((check.within or [0, 0])[0])}, {_text((check.within or [0, 0])[1])}]"
+    share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
+    if check.ratio is not None:
+        return f"{check.ratio[0]} / {check.ratio[1]} in {within}"
+    if check.difference is not None:
+        first, second = check.along or ["", ""]
+        return (f"{check.difference[0]} − {check.difference[1]} in {within}" + (f" {check.unit}" if check.unit else "")
+                + f", configurations paired {first} vs {second}{share}; with two or more runs a side, the Welch "
+                f"{CONFIDENCE:.0%} interval must lie inside (straddling an edge: cannot tell)")
+    if check.trend is not None:
+        what = f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat" else check.trend
+        return f"{', '.join(check.figures or [])} {what} along {' → '.join(check.along or [])}{share}"
+    return f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+
+
+def _n(row: FigureRow) -> str:
+    return f" ({row.uncertainty})" if row.uncertainty else ""
 
 
 def _at(row: FigureRow) -> str:
@@ -82,15 +136,17 @@ def _aligned(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[st
     return [{b: figure[b] for b in common} for figure in per_figure]
 
 
-def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[bool], list[str]]:
+def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
     """(True / False / None = not measured, the numbers it rests on)."""
     if check.agree is not None:
         measured = [row for name in check.agree for row in rows.get(name, []) if row.status in MEASURED]
         if not measured:
             return None, [f"not measured: {', '.join(check.agree)}"]
         bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
-        lines = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)} → {row.status}" for row in measured]
-        return not bad, lines
+        lines = [f"{row.figure}{_at(row)}: {row.status}: ours {_text(row.ours)}{_n(row)}, {row.rule}" for row in measured]
+        if bad:
+            return False, lines
+        return (CANNOT_TELL if any(row.status == CANNOT_TELL for row in measured) else True), lines
     if check.increasing is not None or check.decreasing is not None:
         names = check.increasing or check.decreasing or []
         rising = check.increasing is not None
@@ -130,6 +186,8 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
             lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
                          f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
         return ok, lines
+    if check.difference is not None:
+        return _difference(check, rows)
     if check.trend is not None:
         # A configuration may be a row of several of the figures: each counts once.
         unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
@@ -144,7 +202,7 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Optional[boo
                 for row, v in numbers]
 
 
-def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[str]]:
+def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     """Rows that differ only in the `along` axis (the rest of the scenario name and the broker
     the same) form a configuration; the trend holds in a share of them."""
     along = check.along or []
@@ -153,11 +211,9 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[st
         value, name = _scalar(row), base_name(row.scenario or "")
         if value is None or not _where(check, row):
             continue
-        for position, label in enumerate(along):
-            rest = _without_segment(name, label)
-            if rest is not None:
-                groups.setdefault((rest, row.broker or ""), {})[position] = value
-                break
+        found = _position(name, along)
+        if found is not None:
+            groups.setdefault((found[1], row.broker or ""), {})[found[0]] = value
     compared = {key: [values[k] for k in sorted(values)] for key, values in groups.items() if len(values) >= 2}
     if not compared:
         return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
@@ -178,6 +234,57 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Optional[bool], list[st
         lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(_text(v) for v in compared[key])
                      + ("" if held[key] else " ✗"))
     return share >= check.at_least - 1e-9, lines
+
+
+def _position(name: str, along: list[str]) -> Optional[tuple[int, str]]:
+    """(which label of `along` the scenario name holds, the name without it); the longest label
+    first, so that `mqtt-sn` is not read as `mqtt`."""
+    for position, label in sorted(enumerate(along), key=lambda item: -len(item[1])):
+        rest = _without_segment(name, label)
+        if rest is not None:
+            return position, rest
+    return None
+
+
+def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
+    """first − second per configuration, pairing a row of the first figure with the row of the
+    second whose scenario differs only in the `along` label (and on the same broker)."""
+    sides: list[dict[tuple[str, str], FigureRow]] = [{}, {}]
+    along = check.along or []
+    for side, name in enumerate(check.difference or []):
+        for row in rows.get(name, []):
+            found = _position(base_name(row.scenario or ""), along)
+            if found is not None and found[0] == side and _where(check, row) and _scalar(row) is not None:
+                sides[side][(found[1], row.broker or "")] = row
+    pairs = [(key, sides[0][key], sides[1][key]) for key in sides[0] if key in sides[1]]
+    if not pairs:
+        return None, [f"not measured together: {' − '.join(check.difference or [])} paired {' vs '.join(along)}"]
+    low, high = check.within or (-math.inf, math.inf)
+    unit = f" {check.unit}" if check.unit else ""
+    verdicts, lines = [], []
+    for (rest, broker), a, b in pairs:
+        d = (_scalar(a) or 0.0) - (_scalar(b) or 0.0)
+        welch = welch_difference(a.samples, b.samples, CONFIDENCE) if len(a.samples) >= 2 and len(b.samples) >= 2 else None
+        if welch is not None and welch.has_interval:
+            lo, hi = welch.low or 0.0, welch.high or 0.0
+            verdict = True if low <= lo and hi <= high else False if hi < low or lo > high else CANNOT_TELL
+            how = f"{CONFIDENCE:.0%} CI {_text(lo)}–{_text(hi)}, n = {len(a.samples)} and {len(b.samples)}"
+        else:
+            verdict = low <= d <= high
+            how = f"n = {len(a.samples) or '?'} and {len(b.samples) or '?'}"
+        verdicts.append(verdict)
+        mark = {True: "in", False: "outside", CANNOT_TELL: "cannot tell:"}[verdict]
+        lines.append(f"{rest}{f' ({broker})' if broker else ''}: {_text(_scalar(a))} − {_text(_scalar(b))} = {_text(d)}{unit} "
+                     f"({how}) {mark} [{_text(low)}, {_text(high)}]")
+    agree = sum(v is True for v in verdicts)
+    disagree = sum(v is False for v in verdicts)
+    lines.insert(0, f"{' − '.join(check.difference or [])}: in [{_text(low)}, {_text(high)}]{unit} in {agree} of {len(verdicts)} "
+                    f"configurations, outside in {disagree} ({check.at_least:.0%} asked)")
+    if agree >= check.at_least * len(verdicts) - 1e-9:
+        return True, lines
+    if disagree > (1 - check.at_least) * len(verdicts) + 1e-9:
+        return False, lines
+    return CANNOT_TELL, lines
 
 
 def _where(check: Check, row: FigureRow) -> bool:
