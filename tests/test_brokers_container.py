@@ -161,7 +161,8 @@ def test_a_run_delivers_exactly_samples_the_container_and_a_cpu_cap_holds_it(pod
     assert capped_share <= 0.05 * 1.3, capped_share
     assert limits["cpus"] == 0.05 and limits["memory_bytes"] == 256 * 2**20
     assert limits["throttled_periods"] > 0 and limits["oom_kills"] == 0
-    assert not _containers(podman, f"{OWNER_LABEL}")  # both containers removed at the end
+    names = [json.loads((tmp_path / run / "manifest.json").read_text())["broker"]["config"]["container"]["name"] for run in ("free", "capped")]
+    assert not set(names) & set(_containers(podman))  # both containers removed at the end
 
 
 def test_a_container_left_by_a_killed_mqttlab_is_removed_by_the_next_start(podman: Runtime, tmp_path: Path) -> None:

@@ -631,8 +631,13 @@ class ContainerLauncher(Launcher):
         return ContainerBroker(
             name=self.name, version=version, host=LOOPBACK, port=host_port, tls_port=host_tls,
             ca_file=material.ca_file if material else None, pid=pid, log_file=log_file, container=name,
-            config=self.config_record(), cgroup=cgroup, max_qos=self.max_qos, runtime=runtime, _follower=follower,
+            config=self._config_with_name(name), cgroup=cgroup, max_qos=self.max_qos, runtime=runtime, _follower=follower,
         )
+
+    def _config_with_name(self, name: str) -> dict[str, object]:
+        record = self.config_record()
+        record["container"] = {**record["container"], "name": name}  # type: ignore[dict-item]
+        return record
 
     def _limit_flags(self) -> list[str]:
         if self.limits is None:
