@@ -509,8 +509,10 @@ class ContainerLauncher(Launcher):
             runtime = self.runtime
         except BrokerError as error:
             return Availability(False, None, str(error))
+        # Available = it can be started: an image not here yet is pulled by the start, as
+        # `docker run` would, so a suite given one runs it instead of skipping it.
         if image_id(runtime, self.reference) is None:
-            return Availability(False, None, f"{self.reference} is not here yet; {runtime.program} pulls it at the first run")
+            return Availability(True, None, f"{self.reference} is not here yet: {runtime.program} pulls it at the start")
         return Availability(True, self.version(), f"image, run by {runtime.program}")
 
     def version(self) -> str | None:
@@ -590,12 +592,12 @@ class ContainerLauncher(Launcher):
             path = files / f"{index}-{Path(inside).name}"
             path.write_text(text)
             path.chmod(0o644)
-            args += ["-v", f"{path}:{inside}:ro"]
+            args += _bind(path, inside)
         if material is not None:
             # Throwaway keys of the run's own CA: readable by the image's (maybe unprivileged) user.
             for pem in material.directory.iterdir():
                 pem.chmod(0o644)
-            args += ["-v", f"{material.directory}:{TLS_DIR}:ro"]
+            args += _bind(material.directory, TLS_DIR)
         for key, value in {**setup.env, **self.options.env}.items():
             args += ["-e", f"{key}={value}"]
         log_file = workdir / f"{self.name}.log"
@@ -651,6 +653,14 @@ class ContainerLauncher(Launcher):
             # The same figure for memory + swap: the broker is held to the limit, not swapped out.
             flags += ["--memory", str(self.limits.memory), "--memory-swap", str(self.limits.memory)]
         return flags
+
+
+def _bind(source: Path, target: str) -> list[str]:
+    """A read-only bind mount. `--mount` rather than `-v`, whose colons would split a results
+    directory named after an image (`runs/p2p/image:emqx/emqx:5.8/...`)."""
+    if "," in str(source):
+        raise ContainerSetupError(f"a bind mount cannot take a path with a comma: {source}")
+    return ["--mount", f"type=bind,source={source},target={target},readonly"]
 
 
 def _remove_at_exit() -> None:
