@@ -40,6 +40,7 @@ def _register() -> None:
     app.add_typer(smc_cmd.app, name="smc")
     from mqttlab.cli import suite as suite_cmd
     from mqttlab.cli import compare as compare_cmd  # noqa: F401  (registers `compare`)
+    from mqttlab.cli import capacity as capacity_cmd  # noqa: F401  (registers `capacity`)
 
     app.add_typer(suite_cmd.app, name="suite")
 

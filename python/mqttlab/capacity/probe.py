@@ -1,0 +1,144 @@
+"""One probe: a real run of the scenario at one offered rate, kept as a results directory under
+the search's directory (probes/rate-<msg/s>-<attempt>/), judged against the objectives.
+
+A probe whose directory already holds a finished run is read back instead of run again: that is
+what makes a search resumable and re-analysable (another SLO, the same probes). Beside the
+results the probe keeps the host's CPU load while it ran (host-load.json): on a shared machine a
+capacity is only as good as the quiet it was measured in."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from mqttlab.capacity.slo import Check, Objective, judge
+
+HOST_LOAD = "host-load.json"
+# Statuses whose figures can be judged; any other (interrupted, failed) is run again.
+KEPT = ("completed", "incomplete", "broker_lost")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """The scenario every probe runs, with only the offered rate changed."""
+
+    scenario_file: Optional[Path]
+    overrides: dict[str, Any]
+    assignments: tuple[str, ...]
+    publishers: int  # the offered rate is split evenly between them
+    duration: str
+    warmup: str
+    dask: Optional[str] = None
+
+    def probe_assignments(self, rate: float) -> list[str]:
+        # After the user's own --set, so the search's rate and timing win.
+        return [*self.assignments, f"publishers.rate={rate / self.publishers!r}", f"load.duration={self.duration}", f"load.warmup={self.warmup}"]
+
+    def scenario(self, rate: float) -> Any:
+        from mqttlab.scenario import load_scenario
+
+        return load_scenario(self.scenario_file, overrides=self.overrides, assignments=self.probe_assignments(rate))
+
+
+@dataclass
+class Probe:
+    rate: float  # offered, msg/s over all publishers
+    attempt: int
+    directory: Path
+    summary: dict[str, Any]
+    result: dict[str, Any]
+    manifest: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    host: dict[str, Any] = field(default_factory=dict)
+    reused: bool = False
+
+    @property
+    def generator_limited(self) -> bool:
+        return bool(self.summary.get("generator_limited"))
+
+    @property
+    def completed(self) -> bool:
+        return self.summary.get("status") == "completed"
+
+    @property
+    def met(self) -> bool:
+        """Every objective held on a run that completed."""
+        return self.completed and all(check.met for check in self.checks)
+
+    def judge(self, objectives: Iterable[Objective]) -> Probe:
+        self.checks = [judge(objective, self.summary, self.result) for objective in objectives]
+        return self
+
+
+def probe_directory(root: Path, rate: float, attempt: int) -> Path:
+    return root / "probes" / f"rate-{rate:011.1f}-{attempt}"
+
+
+def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives: list[Objective]) -> Probe:
+    """The probe at `rate` (its `attempt`-th), read back when already finished, else run now."""
+    directory = probe_directory(root, rate, attempt)
+    kept = _read(directory)
+    if kept is not None:
+        return _probe(rate, attempt, directory, kept, reused=True).judge(objectives)
+    if directory.exists():
+        shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
+    from mqttlab import session
+
+    scenario = spec.scenario(rate)
+    session.prepare(directory)
+    before = _cpu_times()
+    session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
+                    command_line=f"mqttlab capacity (probe at {rate:g} msg/s, attempt {attempt})")
+    host = _host_load(before, _cpu_times())
+    (directory / HOST_LOAD).write_text(json.dumps(host, indent=2) + "\n", encoding="utf-8")
+    kept = _read(directory)
+    if kept is None:
+        from mqttlab.session import RunFailed
+        from mqttlab.exits import Exit
+
+        raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
+    return _probe(rate, attempt, directory, kept, reused=False).judge(objectives)
+
+
+def _probe(rate: float, attempt: int, directory: Path, kept: Any, reused: bool) -> Probe:
+    try:
+        host = json.loads((directory / HOST_LOAD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        host = {}
+    return Probe(rate, attempt, directory, kept.summary, kept.result, kept.manifest, host=host, reused=reused)
+
+
+def _read(directory: Path) -> Any:
+    """The probe's results when it finished and can be judged, else None."""
+    from mqttlab import results
+
+    try:
+        kept = results.load_results(directory)
+    except results.ResultsError:
+        return None
+    return kept if kept.status in KEPT else None
+
+
+def _cpu_times() -> tuple[float, float, float]:
+    """(busy, total) jiffies of all CPUs, and the wall clock."""
+    fields = [int(value) for value in open("/proc/stat", encoding="ascii").readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return float(sum(fields) - idle), float(sum(fields)), time.monotonic()
+
+
+def _host_load(before: tuple[float, float, float], after: tuple[float, float, float]) -> dict[str, Any]:
+    """The whole host's CPU use while the probe ran (every process: ours, the broker's, others'),
+    in cores, and the load average at its end."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    cores = os.cpu_count() or 1
+    return {
+        "cores": cores,
+        "busy_cores": round(busy / total * cores, 3) if total > 0 else None,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "seconds": round(after[2] - before[2], 2),
+    }

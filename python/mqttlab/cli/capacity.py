@@ -1,0 +1,218 @@
+"""`mqttlab capacity`: the highest offered rate a broker sustains under stated objectives, with
+its interval (mqttlab.capacity; docs/capacity.md). A thin shell: it validates every option at
+once, runs the search per broker and prints what the search wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from mqttlab.cli.app import app
+from mqttlab.exits import Exit
+
+if TYPE_CHECKING:
+    from mqttlab.capacity import CapacityReport, Probe
+
+Text = Optional[str]
+
+
+@app.command("capacity")
+def capacity_command(
+    scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML whose shape is searched (its rate is the search's); none = the built-in default.", show_default=False)] = None,
+    slo: Annotated[Optional[list[str]], typer.Option("--slo", help="An objective every probe must meet (repeatable): 'p99<10ms', 'puback.p50<=2ms', 'p99.9<50ms', 'loss==0', 'delivered>=0.999', 'dropped==0'.")] = None,
+    broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...) or mqtt(s)://HOST:PORT. Default: the scenario's.")] = None,
+    brokers: Annotated[Text, typer.Option("--brokers", help="Several brokers, comma-separated: one search each, compared on one figure and table.")] = None,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set launch.limits.cpus=0.1 (repeatable).")] = None,
+    pubs: Annotated[Optional[int], typer.Option("--pubs", "-P", help="Number of publishers (the offered rate is split between them).")] = None,
+    subs: Annotated[Optional[int], typer.Option("--subs", "-S", help="Number of subscribers.")] = None,
+    topic: Annotated[Text, typer.Option("--topic", "-t", help="Publish topic template.")] = None,
+    filters: Annotated[Optional[list[str]], typer.Option("--filter", "-f", help="Subscription filter template (repeatable).")] = None,
+    qos: Annotated[Optional[int], typer.Option("--qos", "-q", help="QoS of publishes and subscriptions.")] = None,
+    size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB, 1KiB.")] = None,
+    inflight: Annotated[Optional[int], typer.Option("--inflight", help="QoS>0 window per publisher.")] = None,
+    start: Annotated[Optional[float], typer.Option("--start", help="Offered rate (msg/s, all publishers) of the first probe. Default: the scenario's.")] = None,
+    max_rate: Annotated[Optional[float], typer.Option("--max-rate", help="Highest rate probed. Default: 1024 x --start.")] = None,
+    min_rate: Annotated[float, typer.Option("--min-rate", help="Lowest rate probed going down.")] = 1.0,
+    factor: Annotated[float, typer.Option("--factor", help="Step of the bracketing ladder.")] = 2.0,
+    repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at the capacity.")] = 3,
+    resolution: Annotated[float, typer.Option("--resolution", help="Narrow until the interval's upper end is within this share of its lower end.")] = 0.1,
+    probe_duration: Annotated[str, typer.Option("--probe-duration", help="Each probe's load phase, warm-up included.")] = "5s",
+    warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up, excluded from its figures.")] = "1s",
+    generator_retries: Annotated[int, typer.Option("--generator-retries", help="Repeats of a probe the generator limited before the search stops there.")] = 1,
+    max_probes: Annotated[int, typer.Option("--max-probes", help="Probes at most, per broker.")] = 60,
+    dask: Annotated[Text, typer.Option("--dask", help="Run each probe across a Dask cluster: tcp://SCHEDULER:8786 or local:N.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
+) -> None:
+    """Find the highest offered rate a broker sustains under the given objectives, with its interval."""
+    from mqttlab.capacity import ProbeSpec, SearchConflict, SloError, parse_objectives, search_capacity, write_comparison
+    from mqttlab.capacity.search import Settings
+    from mqttlab.cli.run import flag_overrides
+    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.session import RunFailed
+
+    problems: list[str] = []
+    objectives = []
+    if not slo:
+        problems.append("--slo: at least one objective, such as --slo 'p99<10ms' --slo 'loss==0'")
+    else:
+        try:
+            objectives = parse_objectives(slo)
+        except SloError as error:
+            problems.extend(error.problems)
+    if broker and brokers:
+        problems.append("--brokers: give either --broker or --brokers, not both")
+    names = [name.strip() for name in (brokers or "").split(",") if name.strip()]
+    if brokers is not None and not names:
+        problems.append("--brokers: a comma-separated list of brokers, such as mosquitto,rumqttd")
+    if len(set(names)) != len(names):
+        problems.append("--brokers: a broker is named twice")
+    overrides = flag_overrides(pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, inflight=inflight)
+    scenario = None
+    try:
+        scenario = load_scenario(scenario_file, overrides=overrides, assignments=assignments or ())
+    except ScenarioError as error:
+        problems.extend(str(problem) for problem in error.problems)
+    probe_problems = _probe_problems(probe_duration, warmup)
+    problems.extend(probe_problems)
+    if scenario is not None:
+        problems.extend(_shape_problems(scenario))
+        first = start if start is not None else scenario.publishers.count * (scenario.publishers.rate or 0)
+    else:
+        # The scenario's rate is unknown: the search's own options are still checked.
+        first = start if start is not None else max(min_rate, 1.0)
+    settings = Settings(start=first, max_rate=max_rate if max_rate is not None else first * 1024, min_rate=min_rate, factor=factor,
+                        repeats=repeats, resolution=resolution, generator_retries=generator_retries, max_probes=max_probes)
+    problems.extend(settings.problems())
+    if problems:
+        count = len(problems)
+        typer.echo("\n".join([f"capacity: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
+        raise typer.Exit(int(Exit.BAD_INPUT))
+    assert scenario is not None
+    targets = names or [broker or scenario.broker or "rumqttd"]
+    root = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-capacity-{scenario.name}"
+    err = Console(stderr=True, highlight=False, markup=False)
+    reports: list[CapacityReport] = []
+    for name in targets:
+        spec = ProbeSpec(scenario_file, {**overrides, "broker": name}, tuple(assignments or ()), scenario.publishers.count,
+                         probe_duration, warmup, dask)
+        directory = root / _directory_name(name) if len(targets) > 1 else root
+        err.print(f"capacity of {name}: {', '.join(o.text for o in objectives)}; probes in {directory}")
+        try:
+            report = search_capacity(name, spec, objectives, settings, directory, on_probe=lambda p: err.print(probe_line(p)))
+        except SearchConflict as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(int(Exit.BAD_INPUT)) from None
+        except RunFailed as error:
+            typer.echo(f"{error} (the probes so far are kept; the same command resumes)", err=True)
+            raise typer.Exit(int(error.code)) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted; the finished probes are kept and the same command resumes the search", err=True)
+            raise typer.Exit(int(Exit.INTERRUPTED)) from None
+        reports.append(report)
+        if not as_json or len(targets) == 1:
+            _print_report(report, as_json)
+    if len(targets) > 1:
+        comparison = write_comparison(reports, objectives, root)
+        if as_json:
+            typer.echo(json.dumps(comparison, indent=2))
+        else:
+            _print_comparison(comparison, root)
+    raise typer.Exit(int(Exit.OK if all(r.outcome.status == "bracketed" for r in reports) else Exit.FINDINGS))
+
+
+def _directory_name(broker: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", broker).strip("_") or "broker"
+
+
+def _probe_problems(duration: str, warmup: str) -> list[str]:
+    from mqttlab.scenario.units import parse_duration
+
+    found = []
+    seconds = {}
+    for flag, text in (("--probe-duration", duration), ("--warmup", warmup)):
+        try:
+            seconds[flag] = parse_duration(text)
+        except ValueError as error:
+            found.append(f"{flag}: {error}")
+    if len(seconds) == 2 and not seconds["--warmup"] < seconds["--probe-duration"]:
+        found.append(f"--warmup: must be shorter than --probe-duration ({duration}), got {warmup}")
+    return found
+
+
+def _shape_problems(scenario: Any) -> list[str]:
+    """A scenario the search cannot set a rate on."""
+    found = []
+    p = scenario.publishers
+    if p.count < 1:
+        found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
+    if p.arrival == "closed":
+        found.append("publishers.arrival: closed loop has no offered rate to search; use constant or poisson")
+    if p.messages is not None:
+        found.append("publishers.messages: a probe runs for --probe-duration; leave the message count out")
+    if scenario.faults:
+        found.append("faults: a capacity probe measures the broker undisturbed; leave the faults out")
+    return found
+
+
+def probe_line(probe: Probe) -> str:
+    from mqttlab.capacity.slo import describe
+
+    if probe.generator_limited:
+        verdict = "generator-limited (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
+    else:
+        verdict = ("met" if probe.met else f"broke ({probe.summary.get('status')})" if not probe.completed else "broke") + ": " + \
+            "; ".join(describe(check) for check in probe.checks)
+    host = probe.host.get("busy_cores")
+    return (f"  probe {probe.rate:g} msg/s #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
+            + (f"; host {host:.2f} of {probe.host.get('cores')} cores busy" if host is not None else ""))
+
+
+def _print_report(report: CapacityReport, as_json: bool) -> None:
+    data = report.to_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    console = Console(highlight=False, markup=False)
+    console.print(data["headline"], style="bold")
+    if data["rule"]:
+        console.print(f"rule: {data['rule']}")
+    for name, end in data["ends"].items():
+        low, high = end["pass_probability"]
+        console.print(f"  {name} end {end['rate']:g} msg/s: {end['met']} of {end['probes']} probes met the objectives"
+                      + (f" (probability a probe there meets them: {low:.2f}-{high:.2f}, {end['confidence']:.0%} Clopper-Pearson)" if low is not None else ""))
+    for item in data["limited_by"]:
+        console.print(f"  limited by {item['limit']}: {item['detail']}")
+    if data["generator"]["go_further"]:
+        for reason in data["generator"]["reasons"]:
+            console.print(f"  generator: {reason}")
+        console.print(f"  {data['generator']['go_further']}")
+    if data["host_busy_cores"]:
+        console.print(f"  host CPU while probing: {data['host_busy_cores']['mean']:.2f} cores busy on average, "
+                      f"{data['host_busy_cores']['max']:.2f} at most (every process: others' load disturbs the figures)")
+    console.print(f"  {report.directory / 'capacity.json'}, curve.csv, curve.png")
+
+
+def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title="capacity by broker")
+    for column in ("broker", "capacity msg/s", "interval msg/s", "status", "limited by"):
+        table.add_column(column)
+    for row in comparison["brokers"]:
+        low, high = row["interval_per_s"]
+        table.add_row(row["broker"], f"{row['capacity_per_s']:g}" if row["capacity_per_s"] is not None else "-",
+                      f"[{low if low is not None else '-'}, {high if high is not None else 'open'}]", row["status"], row["limited_by"] or "")
+    console = Console(highlight=False, markup=False)
+    console.print(table)
+    for difference in comparison["differences"]:
+        console.print(("significant: " if difference["significant"] else "") + difference["statement"])
+    console.print(f"test: {comparison['test']}")
+    console.print(f"{root / 'comparison.json'}, curves.csv, curves.png")

@@ -1,0 +1,206 @@
+"""`mqttlab capacity`: the objectives' grammar, the search's logic (on a known pass/fail boundary),
+and searches of a real broker: a capped Mosquitto's knee found and bracketed, resumed from its
+probes, and a search stopped by a deliberately starved generator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mqttlab.brokers import get_launcher
+from mqttlab.capacity.search import Search, Settings, clopper_pearson, round_rate
+from mqttlab.capacity.slo import SloError, judge, parse_objective, parse_objectives
+from mqttlab.cli import app as cli_app
+from mqttlab.cli.app import app
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+cli_app._register()
+
+
+# --- objectives ------------------------------------------------------------------------------
+
+
+def test_objectives_read_any_percentile_histogram_and_share():
+    p999 = parse_objective("puback.p999<=5ms")
+    assert (p999.source, p999.metric, p999.op, p999.threshold) == ("puback", "p99.9", "<=", 5000)
+    assert parse_objective("p99.99 < 1s").metric == "p99.99"
+    assert parse_objective("p50<500us").threshold == 500
+    assert parse_objective("delivered>=99.9%").threshold == pytest.approx(0.999)
+    assert parse_objective("loss==0").kind == "share"
+    assert parse_objective("lost<=3").kind == "count"
+
+
+def test_every_bad_objective_is_named_at_once():
+    with pytest.raises(SloError) as raised:
+        parse_objectives(["p99<10", "latency<3ms", "disk.p99<1ms", "p99==3ms", "loss<=1.5", "p0<1ms", "p99<10ms"])
+    problems = raised.value.problems
+    assert len(problems) == 6
+    assert all(problem.startswith("--slo '") for problem in problems)
+    assert "needs a unit" in problems[0] and "unknown metric 'latency'" in problems[1] and "unknown latency 'disk'" in problems[2]
+
+
+def test_objectives_judge_a_summary():
+    summary = {"messages": {"sent": 990, "dropped": 10, "expected": 1000, "delivered": 998, "lost": 2}}
+    assert judge(parse_objective("loss==0"), summary, {}).met is False
+    assert judge(parse_objective("delivered>=0.998"), summary, {}).observed == pytest.approx(0.998)
+    assert judge(parse_objective("dropped<=0.01"), summary, {}).met is True
+    # No histogram: nothing to judge, so the objective is not met (never silently passed).
+    missing = judge(parse_objective("p99<1s"), summary, {"histograms": {}})
+    assert missing.met is False and missing.observed is None
+
+
+# --- the search ------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    rate: float
+    attempt: int
+    met: bool
+    generator_limited: bool = False
+
+
+def _boundary(capacity: float, flaky_at: float | None = None, generator_from: float | None = None):
+    """A prober whose broker meets the objectives below `capacity`; at `flaky_at` every second probe breaks them."""
+    calls: list[Trial] = []
+
+    def probe(rate: float, attempt: int) -> Trial:
+        limited = generator_from is not None and rate >= generator_from
+        met = rate < capacity and not (flaky_at is not None and rate == flaky_at and attempt % 2 == 0)
+        calls.append(Trial(rate, attempt, met, limited))
+        return calls[-1]
+
+    return probe, calls
+
+
+def test_the_search_brackets_then_narrows_the_boundary_to_the_resolution():
+    probe, calls = _boundary(3000)
+    outcome = Search(Settings(start=100, max_rate=1e6, repeats=3, resolution=0.05), probe).run()
+    assert outcome.status == "bracketed"
+    assert outcome.lower < 3000 <= outcome.upper and outcome.upper / outcome.lower <= 1.05 + 0.01
+    assert outcome.records[outcome.lower].passes == 3
+    # The ladder went 100, 200, ... 3200 before narrowing.
+    assert [c.rate for c in calls[:7]] == [100, 200, 400, 800, 1600, 3200, round_rate((1600 * 3200) ** 0.5)]
+    ends = outcome.ends()
+    assert ends["lower"]["met"] == 3 and ends["upper"]["broke"] == 1
+
+
+def test_a_lower_end_that_breaks_on_a_repeat_moves_the_bracket_down():
+    # 2,830 msg/s (between 2,000 and 4,000) passes once, then breaks on its confirming repeat.
+    probe, _ = _boundary(3000, flaky_at=2830)
+    outcome = Search(Settings(start=1000, max_rate=1e5, repeats=3, resolution=0.3), probe).run()
+    assert outcome.status == "bracketed"
+    assert outcome.upper == 2830 and outcome.records[2830].fails == 1
+    assert 2000 <= outcome.lower < 2830 and outcome.records[outcome.lower].passes == 3
+
+
+def test_a_broken_start_descends_and_an_unbroken_max_is_open():
+    probe, _ = _boundary(300)
+    assert Search(Settings(start=1000, max_rate=1e5, repeats=2, resolution=0.2), probe).run().upper <= 300 * 1.2 + 1
+    probe, _ = _boundary(1e9)
+    outcome = Search(Settings(start=1000, max_rate=5000, repeats=2, resolution=0.2), probe).run()
+    assert (outcome.status, outcome.lower, outcome.upper) == ("above_max", 5000, None)
+
+
+def test_a_generator_limit_stops_the_search_after_its_retries():
+    probe, calls = _boundary(1e9, generator_from=4000)
+    outcome = Search(Settings(start=1000, max_rate=1e6, repeats=2, generator_retries=1), probe).run()
+    assert (outcome.status, outcome.lower, outcome.limited_at) == ("generator_limited", 2000, 4000)
+    assert [c.rate for c in calls].count(4000) == 2  # the first probe and its one retry
+
+
+def test_clopper_pearson_of_all_passes():
+    low, high = clopper_pearson(3, 3, 0.95)
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 3), rel=1e-6)
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def test_every_bad_option_is_named_at_once():
+    result = runner.invoke(app, ["capacity", "--slo", "p99<10", "--factor", "0.5", "--repeats", "0", "--warmup", "9s",
+                                 "--set", "publishers.qos=7", "--broker", "mosquitto", "--brokers", "rumqttd"])
+    assert result.exit_code == 2
+    text = result.output
+    for field in ("--slo 'p99<10'", "--factor", "--repeats", "--warmup", "publishers.qos", "--brokers"):
+        assert field in text, field
+
+
+def _mosquitto():
+    launcher = get_launcher("mosquitto")
+    if not launcher.availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+    return launcher
+
+
+QUICK = ["--pubs", "5", "--subs", "5", "--probe-duration", "3s", "--warmup", "1s", "--set", "load.grace=1s",
+         "--repeats", "2", "--resolution", "0.4", "--generator-retries", "2", "--max-probes", "20"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroup limits need root")
+def test_a_capped_mosquitto_is_bracketed_and_the_search_resumes_from_its_probes(tmp_path: Path):
+    _mosquitto()
+    out = tmp_path / "search"
+    # Held to 0.05 of a core, Mosquitto's CPU quota runs out between 1,000 and 8,000 msg/s here,
+    # and then messages wait out the throttled part of each 100 ms period: p99 jumps past 30 ms.
+    command = ["capacity", "--broker", "mosquitto", "--set", "launch.limits.cpus=0.05", "--slo", "p99<30ms", "--slo", "loss==0",
+               "--start", "500", "--max-rate", "32000", *QUICK, "--out", str(out)]
+    first = runner.invoke(app, command)
+    report = json.loads((out / "capacity.json").read_text())
+    if report["status"] == "generator_limited":
+        pytest.skip(f"this host's generator was limited (a busy shared host): {report['generator']['reasons']}")
+    assert first.exit_code == 0, first.output
+    assert report["status"] == "bracketed"
+    lower, upper = report["interval_per_s"]
+    assert lower == report["capacity_per_s"] and lower < upper <= lower * 1.4 + 1
+    assert report["ends"]["lower"]["met"] == 2 and report["ends"]["upper"]["broke"] >= 1
+    assert any(item["limit"] == "cpu" for item in report["limited_by"]), report["limited_by"]
+    assert (out / "curve.png").stat().st_size > 10_000
+    rows = (out / "curve.csv").read_text().splitlines()
+    assert rows[0].startswith("broker,offered_per_s") and len(rows) - 1 == len({p["rate_per_s"] for p in report["probes"]})
+    # Again, the same command: every probe is read back, none is run.
+    again = runner.invoke(app, command)
+    assert again.exit_code == 0 and "(kept)" in again.output
+    resumed = json.loads((out / "capacity.json").read_text())
+    assert resumed["interval_per_s"] == report["interval_per_s"] and all(p["reused"] for p in resumed["probes"])
+    # The directory belongs to its scenario: another shape is refused, not mixed in.
+    other = runner.invoke(app, [*command, "--qos", "0"])
+    assert other.exit_code == 2 and "another scenario" in other.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroup limits need root")
+def test_a_starved_generator_stops_the_search_and_says_so(tmp_path: Path):
+    from mqttlab.brokers.limits import BrokerCgroup, BrokerLimits
+
+    launcher = _mosquitto()
+    # The broker runs free, outside; the command (the generator) is held to 0.1 of a core, so its
+    # sends fall behind their schedule by tens of milliseconds whenever its quota runs out.
+    with launcher.start(tmp_path / "broker") as broker:
+        starved = BrokerCgroup(BrokerLimits(cpus=0.1), "starved-generator")
+        try:
+            command = starved.wrap([sys.executable, "-m", "mqttlab", "capacity", "--broker", f"mqtt://127.0.0.1:{broker.port}",
+                                    "--slo", "p99<50ms", "--start", "4000", *QUICK, "--generator-retries", "1",
+                                    "--out", str(tmp_path / "search")])
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT / "python"), COLUMNS="200"))
+            throttled = starved.outcome()
+        finally:
+            starved.remove()
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "search" / "capacity.json").read_text())
+    assert report["status"] == "generator_limited" and report["generator"]["limited_at_per_s"] == 4000
+    assert "this host's generator is the limit" in done.stdout and "options.timer_resolution" in done.stdout and "--dask" in done.stdout
+    assert all(p["generator_limited"] for p in report["probes"]) and len(report["probes"]) == 2
+    assert throttled["throttled_periods"] > 0
+    # Late by the throttled part of its quota's periods, well beyond a busy host's few milliseconds.
+    lags = [json.loads((tmp_path / "search" / p["directory"] / "summary.json").read_text())["generator"]["schedule_lag_p99_us"]
+            for p in report["probes"]]
+    assert min(lags) > 10_000, lags
