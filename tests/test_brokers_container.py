@@ -184,11 +184,11 @@ def test_a_container_left_by_a_killed_mqttlab_is_removed_by_the_next_start(podma
         killed.wait()
     time.sleep(1)
     assert left[0] in _containers(podman), "nothing was left behind: the test would prove nothing"
-    assert remove_leftovers(podman) == left
+    assert left[0] in remove_leftovers(podman)  # (with any other leftover on the host)
     assert left[0] not in _containers(podman)
     # A broker of this process is not a leftover.
     with get_launcher(f"image:{IMAGE}").start(tmp_path / "alive") as broker:
-        assert remove_leftovers(podman) == [] and broker.container in _containers(podman)
+        assert broker.container not in remove_leftovers(podman) and broker.container in _containers(podman)
 
 
 def test_unusable_images_and_runtimes_are_refused_in_one_line(podman: Runtime, tmp_path: Path) -> None:
