@@ -201,6 +201,11 @@ def test_unusable_images_and_runtimes_are_refused_in_one_line(podman: Runtime, t
     unpullable = run("--broker", "image:localhost/mqttlab-test/absent:none", "--set", "launch.container.port=1883")
     assert unpullable.returncode == 3 and len(unpullable.stderr.strip().splitlines()) == 1
     assert "cannot pull localhost/mqttlab-test/absent:none" in unpullable.stderr and "load -i" in unpullable.stderr
+    if shutil.which("docker") is None or subprocess.run(["docker", "version"], capture_output=True, timeout=30).returncode != 0:
+        # A runtime asked for that does not answer (here: docker's client without its daemon).
+        no_docker = run("--broker", f"image:{IMAGE}", "--set", "launch.container.runtime=docker")
+        assert no_docker.returncode == 3 and len(no_docker.stderr.strip().splitlines()) == 1
+        assert "launch.container.runtime: podman" in no_docker.stderr
     no_port = run("--broker", "image:localhost/mqttlab-test/absent:none")
     assert no_port.returncode == 2 and "launch.container.port" in no_port.stderr
     with pytest.raises(ScenarioError) as raised:
