@@ -119,7 +119,7 @@ def _check_assignments(assignments: list[str]) -> None:
 @app.command("run")
 def run_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
-    broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, or a broker to launch (rumqttd, mosquitto, ...). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
+    broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, a broker to launch (rumqttd, mosquitto, ...), or a container image (image:emqx/emqx:5.8). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set publishers.qos=2 (repeatable).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<scenario name>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,

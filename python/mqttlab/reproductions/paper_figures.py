@@ -308,8 +308,10 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
     if isinstance(paper, dict):
         _judge_values(row, paper, ours if isinstance(ours, dict) else {}, tolerance)
         row.rule = "equal key by key (exact)" if figure.exact else f"each key within {factor} of the paper's"
-    elif isinstance(paper, list) and len(paper) == 2 and all(number(v) for v in paper):
-        low, high = float(paper[0]), float(paper[1])
+    elif isinstance(paper, list) and len(paper) == 2 and all(v is None or number(v) for v in paper) and paper != [None, None]:
+        # An open end (the paper's "20–30+ ms": [20, null]) bounds one side only.
+        low = float(paper[0]) if paper[0] is not None else -math.inf
+        high = float(paper[1]) if paper[1] is not None else math.inf
         span: list[Any] = ours if isinstance(ours, list) else [ours, ours]  # numbers, checked next
         if not all(number(v) for v in span):
             row.status = NO_PAPER_NUMBER
@@ -317,9 +319,9 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         if isinstance(ours, list):
             # A range of ours (over brokers or configurations) agrees when it overlaps the paper's.
             row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
-            row.rule = f"our range overlaps the paper's [{_text(low)}, {_text(high)}]{unit}"
+            row.rule = f"our range overlaps the paper's {_range_text(low, high)}{unit}"
         else:
-            row.rule = f"in the paper's range [{_text(low)}, {_text(high)}]{unit}"
+            row.rule = f"in the paper's range {_range_text(low, high)}{unit}"
             row.status = AGREES if low <= float(span[0]) <= high else DISAGREES
             _interval_status(row, (low, high))
     elif number(paper):
@@ -346,6 +348,11 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         row.reason = _why(row, figure, inputs)
     elif figure.exact and row.status == AGREES:
         row.status = MATCHES
+
+
+def _range_text(low: float, high: float) -> str:
+    return f"[{_text(low)}, {_text(high)}]" if math.isfinite(low) and math.isfinite(high) else (
+        f"≥ {_text(low)}" if math.isfinite(low) else f"≤ {_text(high)}")
 
 
 def _interval_status(row: FigureRow, region: tuple[float, float]) -> None:
@@ -419,7 +426,7 @@ def _text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.0f}" if abs(value) >= 10_000 else f"{value:.4g}"  # 19990, not 1.999e+04
     if isinstance(value, list):
-        return "–".join(_text(v) for v in value)
+        return "–".join("" if v is None else _text(v) for v in value)  # [20, null]: "20–", open above
     if isinstance(value, dict):
         return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if v is not None)
     return str(value)
