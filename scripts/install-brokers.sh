@@ -9,13 +9,15 @@
 #   scripts/install-brokers.sh --with-rmqtt   # ... and RMQTT (cargo install, long on small machines)
 #   MQTTLAB_INSTALL_RMQTT=1 scripts/install-brokers.sh
 #
+# NanoMQ, RSMB and the Paho MQTT-SN gateway are built from their pinned upstream sources
+# ($MQTTLAB_SOURCES, default ../shared/sources; else GitHub) with make/cmake, apt's libmbedtls-dev.
 # Expects Debian 12 with Python, Node/npm, Java/Maven (and Rust for RMQTT); the Debian packages
 # need root. Go is taken from PATH or /usr/local/go, else Debian's golang-go is installed.
 # Non-system brokers go to ${XDG_DATA_HOME:-~/.local/share}/mqttlab/brokers.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-brokers=(mosquitto rabbitmq ejabberd activemq aedes amqtt moquette hivemq mochi)
+brokers=(mosquitto rabbitmq ejabberd activemq aedes amqtt moquette hivemq mochi nanomq rsmb paho-mqtt-sn-gateway)
 
 for arg in "$@"; do
   case "$arg" in

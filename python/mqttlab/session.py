@@ -167,7 +167,7 @@ def execute(
         network = _open_network(scenario, directory, stack)
         broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
         url = _engine_url(scenario, broker)
-        gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None)
+        gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None, broker=broker)
         if gateway is not None:
             url = f"mqtt://{gateway.host}:{gateway.port}"  # the engine's MQTT-SN clients send here (UDP)
         if network is not None:
@@ -412,24 +412,45 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
         raise RunFailed(f"error: cannot start {target}: {error}", Exit.UNREACHABLE) from None
 
 
-def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any = None) -> Any:
-    """For `transport: mqtt-sn`, mqttlab's MQTT-SN gateway in front of the broker (stopped on
-    exit), placed beside a broker that runs in an emulated network; else None."""
+def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any = None,
+                  broker: Any = None) -> Any:
+    """For `transport: mqtt-sn`, the gateway `transport.gateway` names in front of the broker
+    (stopped on exit), placed beside a broker that runs in an emulated network; else None."""
     if scenario.transport.kind != "mqtt-sn":
         return None
     from mqttlab.brokers import BrokerError
     from mqttlab.brokers.gateway import GatewayLauncher
 
-    launcher = GatewayLauncher()
-    if placement is not None:
-        launcher.placement = placement
     t = scenario.transport
     try:
         return stack.enter_context(
             launcher.start(directory / "gateway", broker_url, predefined=dict(t.predefined), retry_ms=max(1, int(t.retry * 1000)))
         )
     except BrokerError as error:
-        raise RunFailed(f"error: MQTT-SN gateway: {error}", Exit.UNREACHABLE) from None
+        raise RunFailed(f"error: MQTT-SN gateway {t.gateway} (transport.gateway): {error}", Exit.UNREACHABLE) from None
+
+
+def _rsmb_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_url: str, placement: Any, broker: Any) -> Any:
+    """RSMB's own MQTT-SN listener serves the MQTT-SN clients (seed 004's setup): the launched
+    broker's when it is RSMB, else an RSMB launched beside the broker (same placement, config mode
+    and limits), which then is the clients' broker; docs/mqtt-sn.md says why."""
+    from mqttlab.brokers import get_launcher
+    from mqttlab.brokers.gateway import RunningGateway
+
+    if getattr(broker, "mqtt_sn_port", None) is not None:
+        return RunningGateway(broker.host, broker.mqtt_sn_port, broker_url, broker.pid, broker.log_file,
+                              {"role": "the broker's own MQTT-SN listener"}, name="rsmb", version=broker.version)
+    launch = scenario.launch
+    launcher = get_launcher("rsmb").configure(launch.config if launch.config in ("tuned", "as-shipped") else "tuned",
+                                              None, launch.limits.model_dump() if launch.limits else None)
+    if placement is not None:
+        launcher.placement = placement
+    rsmb = stack.enter_context(launcher.start(directory / "gateway"))
+    assert rsmb.mqtt_sn_port is not None and rsmb.pid is not None and rsmb.log_file is not None
+    return RunningGateway(rsmb.host, rsmb.mqtt_sn_port, broker_url, rsmb.pid, rsmb.log_file,
+                          {"role": f"RSMB serves the MQTT-SN clients itself; {getattr(broker, 'name', 'the broker')} carries none of their messages",
+                           "config": rsmb.config, "limits": rsmb.cgroup.outcome() if rsmb.cgroup is not None else None},
+                          name="rsmb", version=rsmb.version)
 
 
 def _open_network(scenario: Scenario, directory: Path, stack: ExitStack) -> Any:
@@ -493,12 +514,18 @@ def capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
     if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
         return "not over TLS (tshark cannot read the MQTT packets inside)"
     return None
+    from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 
 
 def _open_capture(url: str, directory: Path, network: Any) -> Any:
     """tshark on the device the clients' segments cross: the host end of the emulated link, `lo`
     for a broker on this host, else every device (`any`)."""
     from mqttlab.netem.capture import Capture, CaptureError
+        if t.gateway == "rsmb":
+            return _rsmb_gateway(scenario, directory, stack, broker_url, placement, broker)
+        launcher = PahoGatewayLauncher() if t.gateway == "paho" else GatewayLauncher()
+        if placement is not None:
+            launcher.placement = placement
 
     _, host, port = split_url(url)
     if network is not None:

@@ -10,6 +10,7 @@ that join by URL.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mqttlab.brokers.base import (
     Availability,
@@ -19,6 +20,10 @@ from mqttlab.brokers.base import (
     Launcher,
     RunningBroker,
 )
+
+
+if TYPE_CHECKING:
+    from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 
 
 class UnknownBroker(KeyError):
@@ -154,6 +159,20 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
     "external": _external,
 }
 _URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://", "ws://", "wss://")
+
+
+#: MQTT-SN gateways built here, listed and installed beside the brokers (they are not brokers:
+#: a scenario picks one with transport.gateway)
+GATEWAY_NAMES = ("paho-mqtt-sn-gateway",)
+
+
+def get_gateway(name: str) -> PahoGatewayLauncher:
+    """The launcher of a gateway in GATEWAY_NAMES."""
+    from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
+
+    if name.strip().lower() not in GATEWAY_NAMES:
+        raise UnknownBroker(f"unknown gateway {name!r}; known: {', '.join(GATEWAY_NAMES)}")
+    return PahoGatewayLauncher()
 
 
 def launcher_names() -> list[str]:

@@ -81,6 +81,8 @@ class RunningGateway:
     pid: int
     log_file: Path
     config: dict[str, object]
+    name: str = GATEWAY_NAME
+    version: str | None = None
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def address(self) -> str:
@@ -88,8 +90,9 @@ class RunningGateway:
 
     def to_dict(self) -> dict[str, object]:
         """The gateway as plain data, for a results manifest."""
-        return {"name": GATEWAY_NAME, "host": self.host, "port": self.port, "broker": self.broker_url, "pid": self.pid,
-                "predefined": self.config.get("predefined", {})}
+        return {"name": self.name, "version": self.version, "host": self.host, "port": self.port,
+                "broker": self.broker_url, "pid": self.pid, "predefined": self.config.get("predefined", {}),
+                **({"role": self.config["role"]} if "role" in self.config else {})}
 
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None

@@ -43,8 +43,10 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def _launcher(name: str) -> Any:
-    from mqttlab.brokers import UnknownBroker, get_launcher
+    from mqttlab.brokers import GATEWAY_NAMES, UnknownBroker, get_gateway, get_launcher
 
+    if name in GATEWAY_NAMES:
+        return get_gateway(name)
     try:
         return get_launcher(name)
     except UnknownBroker as error:
@@ -70,11 +72,11 @@ def list_command(
     MQTT versions, TLS, and whether the test command tests each one."""
     from rich.table import Table
 
-    from mqttlab.brokers import get_launcher, launcher_names
+    from mqttlab.brokers import GATEWAY_NAMES, get_gateway, get_launcher, launcher_names
 
     rows: list[dict[str, Any]] = []  # JSON rows for --json, the table's cells otherwise
-    for name in launcher_names():
-        launcher = get_launcher(name)
+    for name in [*launcher_names(), *GATEWAY_NAMES]:
+        launcher = get_gateway(name) if name in GATEWAY_NAMES else get_launcher(name)
         found = launcher.availability()
         rows.append({
             "name": name,

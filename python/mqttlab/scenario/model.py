@@ -221,10 +221,15 @@ def _transport_shorthand(value: object) -> object:
 
 
 class Transport(_Section):
-    """How clients reach the broker: MQTT over TCP, or MQTT-SN v1.2 over UDP through mqttlab's
-    gateway (docs/mqtt-sn.md)."""
+    """How clients reach the broker: MQTT over TCP, or MQTT-SN v1.2 over UDP through a gateway
+    (docs/mqtt-sn.md)."""
 
     kind: Literal["mqtt", "mqtt-sn"] = "mqtt"
+    gateway: Literal["mqttlab", "paho", "rsmb"] = Field(
+        default="mqttlab",
+        description="MQTT-SN: mqttlab (our transparent gateway), paho (the Eclipse Paho MQTT-SN gateway, transparent), "
+        "or rsmb (RSMB's own MQTT-SN listener serves the clients itself, as in seed 004; docs/mqtt-sn.md)",
+    )
     topic_ids: Literal["normal", "short", "predefined"] = Field(default="normal", description="MQTT-SN: how publishers name their topic")
     predefined: dict[Annotated[int, Field(ge=1, le=65534)], str] = Field(default_factory=dict, description="MQTT-SN: topic id -> topic name")
     retry: Duration = Field(default=1.0, gt=0, description="MQTT-SN Tretry: resend an unacknowledged packet after this long")

@@ -239,7 +239,7 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
     t = s.transport
     problems: list[Problem] = []
     if t.kind != "mqtt-sn":
-        if t.qos_minus_one or t.predefined or t.topic_ids != "normal":
+        if t.qos_minus_one or t.predefined or t.topic_ids != "normal" or t.gateway != "mqttlab":
             problems.append(Problem("transport.kind", "the MQTT-SN settings need transport.kind: mqtt-sn"))
         return problems
     if is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts":
@@ -250,6 +250,11 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem("transport.topic_ids", "QoS -1 needs short or predefined topic ids", ("transport.qos_minus_one",)))
     return problems
 
+    if t.gateway == "paho" and t.qos_minus_one:
+        problems.append(Problem("transport.qos_minus_one", "the Paho gateway takes QoS -1 only from clients its clients.conf lists by address; "
+                                "use transport.gateway mqttlab or rsmb", ("transport.gateway",)))
+    if t.gateway == "rsmb" and (t.topic_ids == "predefined" or t.predefined):
+        problems.append(Problem("transport.topic_ids", "RSMB has no predefined topic ids; use normal or short", ("transport.gateway",)))
 
 def _round_trip_problems(s: Scenario) -> list[Problem]:
     """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
