@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from mqttlab.scenario import Scenario
-from mqttlab.scenario.fields import split_url
+from mqttlab.scenario.fields import TLS_SCHEMES, split_url, websocket_path
 
 Plan = dict[str, Any]
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -72,14 +72,15 @@ def engine_version() -> Optional[str]:
 
 
 def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: int = 1000) -> Plan:
-    """The RunPlan for `scenario` against the broker at `broker_url` (mqtt:// or mqtts://),
-    covering every client (one shard)."""
+    """The RunPlan for `scenario` against the broker at `broker_url` (mqtt://, mqtts://, ws:// or
+    wss://), covering every client (one shard)."""
     scheme, host, port = split_url(broker_url)
+    path = websocket_path(broker_url)
     pubs, subs, load = scenario.publishers, scenario.subscribers, scenario.load
     # Scenario's after-validator fills in both from the other settings.
     assert subs.filters is not None and load.warmup is not None
     tls = None
-    if scheme == "mqtts":
+    if scheme in TLS_SCHEMES:
         tls = {
             "ca_file": _path_text(scenario.tls.ca),
             "cert_file": _path_text(scenario.tls.cert),
@@ -88,7 +89,7 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "server_name": scenario.tls.server_name,
         }
     plan: Plan = {
-        "broker": {"host": host, "port": port, "tls": tls},
+        "broker": {"host": host, "port": port, "tls": tls, **({"websocket": {"path": path}} if path else {})},
         "mqtt": {
             "version": PROTOCOL_LEVEL[scenario.mqtt.version],
             "username": scenario.mqtt.username,
@@ -297,6 +298,9 @@ def histogram_stats(encoded: str) -> dict[str, Any]:
 
 def _plan_url(plan: Plan) -> str:
     broker = plan["broker"]
+    websocket = broker.get("websocket")
+    if websocket:
+        return f"{'wss' if broker.get('tls') else 'ws'}://{broker['host']}:{broker['port']}{websocket['path']}"
     scheme = "mqtts" if broker.get("tls") else "mqtt"
     return f"{scheme}://{broker['host']}:{broker['port']}"
 

@@ -27,7 +27,7 @@ from mqttlab.faults import FaultDriver, fault_section
 from mqttlab.live_state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
-from mqttlab.scenario.fields import is_url, split_url
+from mqttlab.scenario.fields import is_url, split_url, websocket_path
 from mqttlab.summary_view import plan_line
 from mqttlab.summary_types import Summary, add_section, typed
 
@@ -65,7 +65,7 @@ class RunResult:
 
     def histogram(self, name: str = "e2e") -> Any:
         """One latency histogram (µs) as an `hdrh.histogram.HdrHistogram`: e2e,
-        e2e_uncorrected, puback, pubcomp, connect, tls, connack, suback, schedule_lag, rtt."""
+        e2e_uncorrected, puback, pubcomp, connect, tls, websocket, connack, suback, schedule_lag, rtt."""
         from hdrh.histogram import HdrHistogram
 
         encoded = (self.result.get("histograms") or {}).get(name)
@@ -108,7 +108,7 @@ def run(
     progress: Optional[Progress] = None,
 ) -> RunResult:
     """Runs a scenario (a Scenario, a YAML path, or None for the built-in default) against
-    `broker` (a name mqttlab launches, such as "mosquitto", or an mqtt(s):// URL; default: the
+    `broker` (a name mqttlab launches, such as "mosquitto", or an mqtt(s):// or ws(s):// URL; default: the
     scenario's, else the embedded rumqttd), with field overrides as `--set` takes them, into `out`
     (default results/<time>-<name>/). `progress` receives every live snapshot.
     Raises ScenarioError for a bad scenario and RunFailed when the run cannot be made."""
@@ -405,6 +405,10 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
             return launcher.describe()  # the engine's own connect reports an unreachable broker
         launch = scenario.launch
         launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
+        if launch.websocket and not launcher.has_websocket:
+            raise RunFailed(f"error: launch.websocket: {launcher.name} is launched without a WebSocket listener here; "
+                            "docs/brokers.md lists the launchers that have one", Exit.BAD_INPUT)
+        launcher.websocket = launch.websocket
         return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
     except ContainerSetupError as error:
         raise RunFailed(f"error: broker {target}: {error}", Exit.BAD_INPUT) from None
@@ -492,7 +496,9 @@ def _trusting_launched_ca(scenario: Scenario, broker: Any) -> Scenario:
 def _engine_url(scenario: Scenario, broker: Any) -> str:
     if is_url(scenario.broker):
         scheme, host, port = split_url(scenario.broker or "")
-        return f"{scheme}://{host}:{port}"
+        return f"{scheme}://{host}:{port}{websocket_path(scenario.broker or '') or ''}"
+    if scenario.launch.websocket:
+        return str(broker.url(tls=scenario.launch.tls, websocket=True))
     if scenario.launch.tls:
         return str(broker.url(tls=True))
     # Some brokers (rumqttd) serve MQTT 5 on a listener of its own.

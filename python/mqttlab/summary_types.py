@@ -101,6 +101,8 @@ class GeneratorSummary(TypedDict):
 class Bytes(TypedDict):
     mqtt_out: int
     mqtt_in: int
+    websocket_out: int
+    websocket_in: int
 
 
 class RoundTrip(TypedDict):

@@ -16,6 +16,7 @@ LATENCY_ROWS = (
     ("pubcomp", "→ PUBCOMP"),
     ("connect", "TCP connect"),
     ("tls", "TLS handshake"),
+    ("websocket", "WebSocket upgrade"),
     ("connack", "→ CONNACK"),
     ("suback", "→ SUBACK"),
     ("rtt", "round trip"),

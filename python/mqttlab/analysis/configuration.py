@@ -31,7 +31,9 @@ def configuration(scenario: Mapping[str, Any], without: Iterable[str] = ()) -> C
     flat = _flatten(scenario)
     broker = flat.pop("broker", None)
     # A suite's emulated-network runs ask for TLS with `launch.tls`, the others with an mqtts:// URL.
-    flat["transport.tls"] = bool(flat.get("launch.tls")) or bool(broker and str(broker).startswith(("mqtts://", "ssl://")))
+    flat["transport.tls"] = bool(flat.get("launch.tls")) or bool(broker and str(broker).startswith(("mqtts://", "ssl://", "wss://")))
+    # MQTT over WebSocket is another transport: its runs are never averaged with plain MQTT's.
+    flat["transport.websocket"] = bool(flat.get("launch.websocket")) or bool(broker and str(broker).startswith(("ws://", "wss://")))
     for name in TLS_FILES:
         if name in flat:
             flat[name] = flat[name] is not None

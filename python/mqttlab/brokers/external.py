@@ -4,6 +4,7 @@ joins by URL. We never start or stop it; given a PID or a container name we can 
     mqtt://127.0.0.1:1883?name=emqx&container=emqx
     mqtt://127.0.0.1:1883?pid=4242&tls_port=8883&ca=/path/ca.pem&version=5.8.0
     mqtts://broker.lab:8883?ca=/path/ca.pem
+    ws://127.0.0.1:8083/mqtt?container=emqx      (MQTT over WebSocket; wss:// over TLS)
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from mqttlab.brokers.base import (
+    WEBSOCKET_PATH,
     Availability,
     BrokerError,
     BrokerUnavailable,
     Launcher,
     RunningBroker,
     run_quietly,
+    wait_until_listening,
     wait_until_serving,
 )
 
 URL_HELP = (
-    "give the broker as a URL: mqtt://HOST:PORT (mqtts:// for TLS) with optional "
+    "give the broker as a URL: mqtt://HOST:PORT (mqtts:// for TLS, ws://HOST:PORT/PATH or wss:// for WebSocket) with optional "
     "?name=LABEL&pid=N or &container=NAME (to sample its CPU and memory)&tls_port=N&ca=CA.pem&version=V"
 )
 KNOWN_PARAMETERS = {"name", "pid", "container", "tls_port", "ca", "version"}
@@ -86,8 +89,8 @@ class ExternalLauncher(Launcher):
         if self.url is None:
             raise BrokerUnavailable(URL_HELP)
         parts = urlsplit(self.url)
-        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl"):
-            raise BrokerError(f"external broker URL: scheme must be mqtt:// or mqtts://, got {parts.scheme!r}")
+        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl", "ws", "wss"):
+            raise BrokerError(f"external broker URL: scheme must be mqtt://, mqtts://, ws:// or wss://, got {parts.scheme!r}")
         if not parts.hostname:
             raise BrokerError(f"external broker URL: missing host in {self.url!r}")
         params = parse_qs(parts.query)
@@ -98,11 +101,20 @@ class ExternalLauncher(Launcher):
             url_port = parts.port
         except ValueError:
             raise BrokerError(f"external broker URL: port is not a number in {self.url!r}") from None
-        secure = parts.scheme in ("mqtts", "ssl")
+        secure = parts.scheme in ("mqtts", "ssl", "wss")
+        websocket = parts.scheme in ("ws", "wss")
         tls_port = _port(_single(params, "tls_port"), "tls_port")
-        if secure:
+        ws_port = wss_port = None
+        if websocket:
+            # The URL names the WebSocket listener; `port` stands for it where one port is asked.
+            ws_port = url_port or (443 if secure else 80)
+            wss_port = ws_port if secure else None
+            plain_port = ws_port
+        elif secure:
             tls_port = url_port or tls_port or 8883
-        plain_port = (url_port or 1883) if not secure else tls_port
+            plain_port = tls_port
+        else:
+            plain_port = url_port or 1883
         pid_text = _single(params, "pid")
         if pid_text is not None and not pid_text.isdigit():
             raise BrokerError(f"external broker URL: pid must be a number, got {pid_text!r}")
@@ -115,19 +127,26 @@ class ExternalLauncher(Launcher):
             name=label,
             version=f"{label} {version}" if version else None,
             host=parts.hostname,
-            port=plain_port,  # type: ignore[arg-type]
+            port=plain_port,
             tls_port=tls_port,
             ca_file=Path(ca) if ca else None,
             pid=pid,
             container=container,
             managed=False,
-            tls_only=secure,
+            tls_only=secure and not websocket,
+            ws_port=ws_port if not secure else None,
+            wss_port=wss_port,
+            websocket_path=parts.path if websocket and parts.path not in ("", "/") else WEBSOCKET_PATH,
         )
 
     def start(
         self, workdir: Path, tls: bool = False, *, detach: bool = False, tls_certificate: str = "valid"
     ) -> RunningBroker:
         broker = self.describe()
+        if broker.ws_port is not None or broker.wss_port is not None:
+            # MQTT over WebSocket: our probe speaks MQTT over TCP only; the engine's upgrade checks the rest.
+            wait_until_listening(broker.host, broker.port, child=None, timeout=self.start_timeout, name=broker.name)
+            return broker
         if tls and broker.tls_port is None:
             raise BrokerError("external broker URL: TLS was asked for but the URL gives no tls_port")
         wait_until_serving(broker.host, broker.port, child=None, timeout=self.start_timeout,

@@ -10,7 +10,7 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
+from mqttlab.brokers.base import WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
 ARTIFACT = "hivemq-community-edition-embedded"
@@ -85,6 +85,7 @@ class HivemqLauncher(Launcher):
     install_time = "about 30 s (mvn, 100 MB of jars; javac)"
     mqtt_versions = ("3.1", "3.1.1", "5")
     has_tls = True
+    has_websocket = True
     # Every one of these is Java 11 bytecode and serves QoS 0/1/2 on plain and TLS on Debian 12's
     # Java 17 (checked here); 2025.5 also passes tests/test_brokers_launchers.py.
     versions = ("2025.5", "2025.4", "2025.1", "2024.6", "2024.3")
@@ -191,6 +192,18 @@ class HivemqLauncher(Launcher):
             _set(secure, "tls/keystore/path", keystore)
             _set(secure, "tls/keystore/password", KEYSTORE_PASSWORD)
             _set(secure, "tls/keystore/private-key-password", KEYSTORE_PASSWORD)
+        for port, kind in ((ports.ws, "websocket-listener"), (ports.wss, "tls-websocket-listener")):
+            if port is None:
+                continue
+            listener = ET.SubElement(listeners, kind)
+            _set(listener, "port", port)
+            _set(listener, "bind-address", self.placement.listen_host)
+            _set(listener, "path", WEBSOCKET_PATH)
+            _set(listener, "subprotocols/subprotocol", "mqtt")
+            if kind.startswith("tls"):
+                _set(listener, "tls/keystore/path", workdir / "hivemq" / "server.p12")
+                _set(listener, "tls/keystore/password", KEYSTORE_PASSWORD)
+                _set(listener, "tls/keystore/private-key-password", KEYSTORE_PASSWORD)
         _set(root, "anonymous-usage-statistics/enabled", "false")
         if self.config.tuned:
             _set(root, "mqtt/queued-messages/max-queue-size", QUEUE_SIZE)

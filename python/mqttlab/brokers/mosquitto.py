@@ -22,6 +22,8 @@ class MosquittoLauncher(Launcher):
     source = "Debian package mosquitto"
     install_time = "about 10 s (apt)"
     mqtt_versions = ("3.1", "3.1.1", "5")
+    # Debian builds Mosquitto with libwebsockets: `protocol websockets` on a listener of its own.
+    has_websocket = True
     required_settings = (
         # As root, mosquitto would switch to the `mosquitto` user and lose access to our files.
         ("user <the current user>", "run as the user who started mqttlab, with access to the work directory"),
@@ -97,6 +99,12 @@ class MosquittoLauncher(Launcher):
                 f"certfile {tls.cert_file}",
                 f"keyfile {tls.key_file}",
             ]
+        for port, secure in ((ports.ws, False), (ports.wss, True)):
+            if port is not None:
+                # libwebsockets answers the upgrade on any path, /mqtt included.
+                lines += ["", f"listener {port} {self.placement.listen_host}", "protocol websockets"]
+                if secure and tls is not None:
+                    lines += [f"cafile {tls.ca_file}", f"certfile {tls.cert_file}", f"keyfile {tls.key_file}"]
         config.write_text("\n".join(lines) + "\n")
         exe = self.executable()
         if exe is None:

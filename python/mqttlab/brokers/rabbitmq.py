@@ -17,7 +17,7 @@ import re
 import shutil
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install
+from mqttlab.brokers.base import WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install
 from mqttlab.tls import TlsMaterial
 
 RABBITMQ_HOME = Path("/usr/lib/rabbitmq")
@@ -51,7 +51,7 @@ exec "$@"
 """
 
 # Keys mqttlab owns in `file` mode: a user's value for one of them would move or open a listener.
-OWNED_KEY = re.compile(r"^\s*(listeners\.|mqtt\.listeners\.|ssl_options\.|log\.console|log\.file|"
+OWNED_KEY = re.compile(r"^\s*(listeners\.|mqtt\.listeners\.|web_mqtt\.(tcp|ssl)\.|ssl_options\.|log\.console|log\.file|"
                        r"loopback_users|mqtt\.allow_anonymous|mqtt\.default_user|mqtt\.default_pass)")
 
 
@@ -65,6 +65,8 @@ class RabbitmqLauncher(Launcher):
     #: RabbitMQ 3.10's MQTT plugin has no QoS 2: it grants QoS 1 to QoS 2 subscriptions (allowed)
     #: and answers a QoS 2 PUBLISH with PUBACK instead of PUBREC (a protocol violation).
     max_qos = 1
+    # The rabbitmq_web_mqtt plugin (in the same package), enabled only when asked for.
+    has_websocket = True
     # A cold Erlang VM plus RabbitMQ's boot (Mnesia schema, feature flags, plugins) takes 14-18 s
     # here on a 2-core machine; a busy one needs more.
     start_timeout = 120.0
@@ -184,8 +186,17 @@ class RabbitmqLauncher(Launcher):
             ]
         else:
             lines.append("mqtt.listeners.ssl = none")
+        plugins = "rabbitmq_mqtt"
+        if ports.ws is not None:
+            # web-mqtt serves /ws by default; /mqtt like the other launchers.
+            plugins += ",rabbitmq_web_mqtt"
+            lines += [f"web_mqtt.tcp.ip = {host}", f"web_mqtt.tcp.port = {ports.ws}", f"web_mqtt.ws_path = {WEBSOCKET_PATH}"]
+            if tls is not None and ports.wss is not None:
+                lines += [f"web_mqtt.ssl.ip = {host}", f"web_mqtt.ssl.port = {ports.wss}",
+                          f"web_mqtt.ssl.cacertfile = {tls.ca_file}", f"web_mqtt.ssl.certfile = {tls.cert_file}",
+                          f"web_mqtt.ssl.keyfile = {tls.key_file}"]
         (workdir / "rabbitmq.conf").write_text("\n".join(lines) + "\n")
-        (workdir / "enabled_plugins").write_text("[rabbitmq_mqtt].\n")
+        (workdir / "enabled_plugins").write_text(f"[{plugins}].\n")
         wrapper = workdir / "with_epmd.sh"
         wrapper.write_text(EPMD_WRAPPER)
         epmd_port, dist_port = ports.extra[0], ports.extra[1]

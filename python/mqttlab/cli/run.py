@@ -143,6 +143,7 @@ def run_command(
     key: Annotated[Text, typer.Option("--key", help="Client key file (mqtts://).")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate verification (mqtts://); with a launched broker: its TLS listener, as --tls.")] = False,
     tls: Annotated[bool, typer.Option("--tls", help="Launched broker: clients connect over its TLS listener (a throwaway CA, verified). For a URL: mqtts://.")] = False,
+    websocket: Annotated[bool, typer.Option("--websocket", help="Launched broker: clients connect over its WebSocket listener (MQTT over ws://; with --tls, wss://). For a URL: ws:// or wss://.")] = False,
     connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
@@ -171,6 +172,8 @@ def run_command(
         overrides["tls.insecure"] = True
     if tls:
         overrides["launch.tls"] = True
+    if websocket:
+        overrides["launch.websocket"] = True
     if arrival == "closed" and rate is None:
         overrides["publishers.rate"] = None  # a file's open-loop rate does not apply to closed loop
     if no_latency:

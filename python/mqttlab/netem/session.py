@@ -8,7 +8,7 @@ from typing import Any
 from mqttlab.netem.network import EmulatedNetwork
 from mqttlab.netem.overhead import counter_difference, overhead
 from mqttlab.netem.probe import ping
-from mqttlab.scenario.fields import split_url
+from mqttlab.scenario.fields import split_url, websocket_path
 
 PROBE_COUNT = 20
 PROBE_INTERVAL = 0.02
@@ -17,7 +17,7 @@ PROBE_INTERVAL = 0.02
 def broker_url(url: str, network: EmulatedNetwork) -> str:
     """`url` with its host replaced by the broker's address behind the emulated conditions."""
     scheme, _, port = split_url(url)
-    return f"{scheme}://{network.broker_address}:{port}"
+    return f"{scheme}://{network.broker_address}:{port}{websocket_path(url) or ''}"
 
 
 def measure_before(network: EmulatedNetwork) -> dict[str, Any]:

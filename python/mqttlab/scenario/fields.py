@@ -157,6 +157,14 @@ FilterTemplate = Annotated[str, AfterValidator(_filter_template)]
 # --- broker address ------------------------------------------------------------------------
 
 _BROKER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+#: MQTT over TCP or TLS, and over WebSocket on either (the path names the broker's listener)
+URL_SCHEMES = ("mqtt", "mqtts", "ws", "wss")
+WEBSOCKET_SCHEMES = ("ws", "wss")
+TLS_SCHEMES = ("mqtts", "wss")
+_DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883, "ws": 80, "wss": 443}
+#: the path of a broker's WebSocket listener when a ws:// URL names none (Mosquitto, HiveMQ,
+#: NanoMQ, EMQX and RabbitMQ's web-mqtt serve MQTT there)
+DEFAULT_WEBSOCKET_PATH = "/mqtt"
 #: a broker launched from a container image: image:emqx/emqx:5.8, image:localhost:5000/b@sha256:...
 IMAGE_PREFIX = "image:"
 _IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
@@ -171,11 +179,11 @@ def _broker(value: Optional[str]) -> Optional[str]:
         return value
     if "://" not in value:
         if not _BROKER_NAME.fullmatch(value):
-            raise _problem(f"must be an mqtt:// or mqtts:// URL, a broker name such as rumqttd or mosquitto, or image:REF (got {value!r})")
+            raise _problem(f"must be an mqtt://, mqtts://, ws:// or wss:// URL, a broker name such as rumqttd or mosquitto, or image:REF (got {value!r})")
         return value
     parsed = urlsplit(value)
-    if parsed.scheme not in ("mqtt", "mqtts"):
-        raise _problem(f"the URL scheme must be mqtt:// or mqtts:// (got {parsed.scheme}://)")
+    if parsed.scheme not in URL_SCHEMES:
+        raise _problem(f"the URL scheme must be mqtt://, mqtts://, ws:// or wss:// (got {parsed.scheme}://)")
     try:
         port = parsed.port
     except ValueError:
@@ -185,8 +193,11 @@ def _broker(value: Optional[str]) -> Optional[str]:
     if port == 0:
         raise _problem(f"the port must be a number from 1 to 65535 (got {value!r})")
     # A query (?pid=N&name=...&version=...) describes an external broker for the manifest.
-    if parsed.path not in ("", "/") or parsed.fragment or parsed.username:
-        raise _problem(f"only mqtt[s]://HOST[:PORT][?pid=N&name=NAME] is understood (got {value!r})")
+    websocket = parsed.scheme in WEBSOCKET_SCHEMES
+    if (parsed.path not in ("", "/") and not websocket) or parsed.fragment or parsed.username:
+        raise _problem(f"only mqtt[s]://HOST[:PORT][?pid=N&name=NAME] or ws[s]://HOST[:PORT][/PATH] is understood (got {value!r})")
+    if websocket and any(c.isspace() for c in parsed.path):
+        raise _problem(f"the WebSocket path must hold no spaces (got {parsed.path!r})")
     return value
 
 
@@ -202,10 +213,18 @@ def is_image(broker: Optional[str]) -> bool:
 
 
 def split_url(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) of a broker URL that passed validation; ports default to 1883/8883."""
+    """(scheme, host, port) of a broker URL that passed validation; ports default to 1883/8883
+    (ws:// 80, wss:// 443, as for any WebSocket URL)."""
     parsed = urlsplit(url)
-    default_port = 8883 if parsed.scheme == "mqtts" else 1883
-    return parsed.scheme, parsed.hostname or "", parsed.port or default_port
+    return parsed.scheme, parsed.hostname or "", parsed.port or _DEFAULT_PORTS.get(parsed.scheme, 1883)
+
+
+def websocket_path(url: str) -> Optional[str]:
+    """The upgrade path of a ws:// or wss:// URL (/mqtt when it names none); None for MQTT URLs."""
+    parsed = urlsplit(url)
+    if parsed.scheme not in WEBSOCKET_SCHEMES:
+        return None
+    return parsed.path if parsed.path not in ("", "/") else DEFAULT_WEBSOCKET_PATH
 
 
 # --- files ---------------------------------------------------------------------------------

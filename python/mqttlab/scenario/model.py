@@ -265,6 +265,7 @@ class Launch(_Section):
     version: Optional[str] = Field(default=None, description="Pin a broker version where its registry offers several")
     limits: Optional[LaunchLimits] = Field(default=None, description="Run the broker in a cgroup with these CPU and memory limits")
     tls: bool = Field(default=False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
+    websocket: bool = Field(default=False, description="Clients connect over the launched broker's WebSocket listener (ws://HOST:PORT/mqtt; with tls: wss://), where the broker has one (docs/brokers.md)")
     container: Optional[LaunchContainer] = Field(default=None, description="For a broker given as image:REF: the container runtime, the image's ports, the network")
 
     def is_default(self) -> bool:

@@ -4,7 +4,7 @@ own, and all of them run, so the user sees every broken rule in one listing."""
 from __future__ import annotations
 
 from mqttlab.scenario.errors import Problem
-from mqttlab.scenario.fields import MAX_PAYLOAD, is_image, is_url, split_url
+from mqttlab.scenario.fields import MAX_PAYLOAD, TLS_SCHEMES, WEBSOCKET_SCHEMES, is_image, is_url, split_url
 from mqttlab.scenario.model import HEADER_BYTES, Scenario, payload_size_bounds
 
 
@@ -80,6 +80,8 @@ def _launch_problems(s: Scenario) -> list[Problem]:
         return [Problem("launch", "applies to a broker mqttlab launches (a name such as mosquitto), not to a broker URL", ("broker",))]
     if s.launch.container is not None and not is_image(s.broker):
         return [Problem("launch.container", "applies to a broker given as image:REF (e.g. image:emqx/emqx:5.8)", ("broker",))]
+    if s.launch.websocket and s.transport.kind == "mqtt-sn":
+        return [Problem("launch.websocket", "MQTT-SN runs over UDP through the gateway; it cannot use the WebSocket listener", ("transport.kind",))]
     if s.launch.tls and s.transport.kind == "mqtt-sn":
         return [Problem("launch.tls", "MQTT-SN runs over plain UDP through the gateway; it cannot use the TLS listener", ("transport.kind",))]
     if s.launch.tls and not s.tls.is_default():
@@ -216,9 +218,9 @@ def _measures_nothing_problems(s: Scenario) -> list[Problem]:
 
 def _protocol_problems(s: Scenario) -> list[Problem]:
     problems = []
-    uses_tls = is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts"
+    uses_tls = is_url(s.broker) and split_url(s.broker or "")[0] in TLS_SCHEMES
     if not s.tls.is_default() and not uses_tls and is_url(s.broker):
-        problems.append(Problem("tls", "is set but the broker is not an mqtts:// URL", ("broker",)))
+        problems.append(Problem("tls", "is set but the broker is not an mqtts:// or wss:// URL", ("broker",)))
     elif not s.tls.is_default() and not is_url(s.broker) and not s.launch.tls:
         # Left here only with a certificate file: a tls: section of insecure alone turns on
         # launch.tls (model.py).
@@ -242,7 +244,7 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
         if t.qos_minus_one or t.predefined or t.topic_ids != "normal" or t.gateway != "mqttlab":
             problems.append(Problem("transport.kind", "the MQTT-SN settings need transport.kind: mqtt-sn"))
         return problems
-    if is_url(s.broker) and split_url(s.broker or "")[0] == "mqtts":
+    if is_url(s.broker) and split_url(s.broker or "")[0] in (*TLS_SCHEMES, *WEBSOCKET_SCHEMES):
         problems.append(Problem("broker", "MQTT-SN runs over plain UDP: the gateway needs an mqtt:// broker", ("transport.kind",)))
     if t.qos_minus_one and s.publishers.qos != 0:
         problems.append(Problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", ("transport.qos_minus_one",)))
