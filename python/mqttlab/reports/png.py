@@ -18,8 +18,8 @@ from mqttlab.reports.figures import BAR_METRICS, broker_colors, percentile_curve
 
 
 def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scenario: bool = True) -> list[Path]:
-    """The bar charts, the rate sweeps, seed 001's mean ± SD and (with per_scenario) one latency
-    plot per scenario."""
+    """The bar charts, the rate sweeps, seed 001's mean ± SD, seed 002's shark fins from captured
+    runs and (with per_scenario) one latency plot per scenario."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for key in BAR_METRICS:
@@ -38,6 +38,9 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scen
     path = _mean_sd(comparison, directory / "mean-sd-seed001.png", dpi)
     if path is not None:
         written.append(path)
+    from mqttlab.reports.shark_fin import write_shark_fins
+
+    written += write_shark_fins(comparison, directory, dpi)
     return written
 
 

@@ -119,12 +119,16 @@ def _figure_table(section: PaperSection) -> str:
         lines.append(f"- ⚑ **{_cell(row.figure)}**: {_cell(row.reason)}")
     if section.flagged:
         lines.append("")
-    lines += ["| figure | where | paper | ours | ours/paper | status | rule |", "|---|---|---|---|---|---|---|"]
+    # A measured figure the protocol also gives (seed 002's bytes) has that computed one beside it, as "expected".
+    expected = any(row.expected is not None for row in section.rows)
+    lines += ["| figure | where | paper | ours | " + ("expected (computed) | " if expected else "") + "ours/paper | status | rule |",
+              "|---|---|---|---|---|---|---|" + ("---|" if expected else "")]
     # Rows equal but for their configuration (an exact figure, the same in every run) become one.
     same: dict[tuple, list[Any]] = {}
     for row in section.rows:
         if row.status in shown and row.ours is not None:
-            key = (row.figure, value_text(row.paper), value_text(row.ours), row.status, row.flagged, row.broker, row.uncertainty, row.rule)
+            key = (row.figure, value_text(row.paper), value_text(row.ours), value_text(row.expected), row.status, row.flagged, row.broker,
+                   row.uncertainty, row.rule)
             same.setdefault(key, []).append(row)
     for rows in same.values():
         row = rows[0]
@@ -133,8 +137,9 @@ def _figure_table(section: PaperSection) -> str:
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
         status = ("⚑ " if row.flagged else "") + row.status
         ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
+        computed = f"{_cell(_value(row.expected, row.unit)) if row.expected is not None else ''} | " if expected else ""
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
-                     f"{_cell(ours)} | {ratio} | {status} | {_cell(row.rule)} |")
+                     f"{_cell(ours)} | {computed}{ratio} | {status} | {_cell(row.rule)} |")
     return "\n".join(lines)
 
 

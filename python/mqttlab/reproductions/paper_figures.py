@@ -66,6 +66,7 @@ class FigureRow:
     samples: list[float] = field(default_factory=list)  # per-run values behind `ours` (the runs judged)
     interval: Optional[list[float]] = None  # the confidence interval of `ours`, from the samples (n >= 2)
     limited: int = 0  # runs flagged generator-limited, left out of `ours` (or, when all are, of every verdict)
+    expected: Value = None  # beside a measured figure: the same figure computed from the protocol, never judged
 
     @property
     def uncertainty(self) -> str:
@@ -96,10 +97,12 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
             return [FigureRow(**base, ours=None, status=NOT_MEASURED, source=f"smc {how.smc}",
                               reason="seed 000's figures come from a `mqttlab smc paper` directory")]
         found = smc.values(figure, how)
+    elif how.capture is not None:
+        found = _captured(figure, how, comparison)
     else:
         found = _measured(how, comparison)
     if not found:
-        where = f"scenario {how.scenario}" if how.scenario else (how.smc or how.computed or "")
+        where = (f"scenario {how.scenario}" + (" with a packet capture" if how.capture else "")) if how.scenario else (how.smc or how.computed or "")
         return [FigureRow(**base, ours=None, status=NOT_MEASURED, source=where,
                           reason=f"no run of {where}" + (f" on {how.broker}" if how.broker else "") + " in these results")]
     rows = []
@@ -111,6 +114,8 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
         else:
             _judge(row, figure, how, match.inputs)
         rows.append(row)
+    if how.expected is not None:
+        _expect(rows, figure, how, comparison)
     return rows
 
 
@@ -205,6 +210,30 @@ def run_value(run: RunFigures, metric: str) -> Optional[float]:
 
 
 # ---- computed: deterministic figures -----------------------------------------------------------
+
+
+def _captured(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
+    """Ours from the packet captures of the runs of each configuration (reproductions/captured.py).
+    Every captured run counts, generator-limited or not: the bytes a capture saw do not depend on
+    whether the generator kept its schedule."""
+    from mqttlab.reproductions.captured import captured_value
+
+    keys = [str(key) for key in figure.values] if isinstance(figure.values, dict) else None
+    found = []
+    for scenario, broker, group in _groups(how, comparison):
+        got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys)
+        if got is not None:
+            found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples))
+    return found
+
+
+def _expect(rows: list[FigureRow], figure: Figure, how: Reproduce, comparison: Optional[Comparison]) -> None:
+    """Beside each measured row, the figure computed from the protocol for its configuration."""
+    computed = _computed(figure, how.model_copy(update={"computed": how.expected}), comparison)
+    for row in rows:
+        same = [c for c in computed if c.scenario in (None, row.scenario) and c.broker in (None, row.broker)]
+        if same:
+            row.expected = same[0].value
 
 
 def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:

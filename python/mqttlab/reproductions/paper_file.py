@@ -12,6 +12,10 @@ A figure's `reproduce:` is one of
 - `{computed: NAME, ...}`: a deterministic figure computed from the protocol or the paper's own
   parameters (PUBLISH overhead for the run's topic, Chernoff sample size, SPRT samples on a stream
   of successes); these must equal the paper's or the report says why not;
+- `{capture: KIND, scenario: GLOB, ...}`: a protocol figure measured from the packet captures of
+  the suite's runs (reproductions/captured.py: a packet's bytes, a PUBLISH exchange's overhead, a
+  connection's TCP ACKs); `expected: NAME` adds the figure computed from the protocol (one of the
+  `computed:` names) beside it, labelled expected, never as the measurement;
 - `{smc: TABLE, ...}`: seed 000, read from a `mqttlab smc paper` output directory.
 
 A claim's `check:` says how the runs judge it (every condition must hold); without one the claim
@@ -73,6 +77,10 @@ class Reproduce(_Strict):
     computed: Optional[str] = None
     layer: Literal["mqtt", "frame"] = "mqtt"
     packets: Optional[int] = Field(default=None, ge=0)  # ack_overhead: acknowledgements per exchange (QoS 0: none)
+    # measured from the suite's packet captures (reproductions/captured.py), with the computed figure beside it
+    capture: Optional[str] = None
+    packet: Optional[str] = None  # capture: packet: which MQTT packet (CONNECT, PUBACK, ...)
+    expected: Optional[str] = None  # a `computed:` name, shown as the expected figure
     # seed 000's `smc paper` directory
     smc: Optional[str] = None
     profile: Optional[str] = None
@@ -86,9 +94,9 @@ class Reproduce(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> "Reproduce":
-        sources = [name for name in ("not_here", "metric", "computed", "smc") if getattr(self, name) is not None]
+        sources = [name for name in ("not_here", "metric", "computed", "capture", "smc") if getattr(self, name) is not None]
         if len(sources) != 1:
-            raise ValueError("give exactly one of not_here, metric (with scenario), computed or smc"
+            raise ValueError("give exactly one of not_here, metric (with scenario), computed, capture (with scenario) or smc"
                              + (f" (got {', '.join(sources)})" if sources else ""))
         problems = []
         if self.metric is not None:
@@ -98,6 +106,8 @@ class Reproduce(_Strict):
                 problems.append("scenario: required with metric (a glob over the suite's scenario names)")
         if self.computed is not None and self.computed not in COMPUTED:
             problems.append(f"computed: unknown {self.computed!r}; choose among {', '.join(COMPUTED)}")
+        if self.capture is not None:
+            problems += _capture_problems(self)
         if self.computed == "publish_overhead" and self.scenario is None:
             problems.append("scenario: required with computed: publish_overhead (the runs whose topic counts)")
         if self.smc is not None and self.smc not in SMC_TABLES:
@@ -105,6 +115,21 @@ class Reproduce(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def _capture_problems(how: Reproduce) -> list[str]:
+    from mqttlab.reproductions.captured import CAPTURED, PACKETS
+
+    problems = []
+    if how.capture not in CAPTURED:
+        problems.append(f"capture: unknown {how.capture!r}; choose among {', '.join(CAPTURED)}")
+    if how.scenario is None:
+        problems.append("scenario: required with capture (a glob over the suite's captured scenarios)")
+    if how.capture == "packet" and how.packet not in PACKETS:
+        problems.append(f"packet: required with capture: packet, one of {', '.join(PACKETS)}")
+    if how.expected is not None and how.expected not in COMPUTED:
+        problems.append(f"expected: unknown {how.expected!r}; choose among {', '.join(COMPUTED)}")
+    return problems
 
 
 class Figure(BaseModel):

@@ -35,7 +35,7 @@ def paper_rows(section: PaperSection) -> Table:
     """One row per paper figure and matching configuration (paper_vs_ours.csv)."""
     return [{
         "figure": row.figure, "kind": row.kind, "unit": row.unit, "exact": row.exact,
-        "paper": value_text(row.paper), "ours": value_text(row.ours),
+        "paper": value_text(row.paper), "ours": value_text(row.ours), "expected": value_text(row.expected) if row.expected is not None else "",
         "ratio": row.ratio, "difference": row.difference, "status": row.status,
         "flagged": row.flagged, "scenario": row.scenario, "broker": row.broker, "runs": row.runs,
         "source": row.source, "reason": row.reason, "quote": row.quote, "rule": row.rule, "uncertainty": row.uncertainty,
@@ -94,9 +94,9 @@ def paper_html(section: PaperSection) -> str:
     return "\n".join(parts)
 
 
-COLUMNS = ("figure", "paper", "ours", "unit", "uncertainty", "ratio", "difference", "status", "rule", "flagged", "scenario", "broker",
+COLUMNS = ("figure", "paper", "ours", "expected", "unit", "uncertainty", "ratio", "difference", "status", "rule", "flagged", "scenario", "broker",
            "runs", "source", "reason", "quote")
-TEXT_COLUMNS = {"figure", "paper", "ours", "unit", "uncertainty", "status", "rule", "scenario", "broker", "source", "reason", "quote"}
+TEXT_COLUMNS = {"figure", "paper", "ours", "expected", "unit", "uncertainty", "status", "rule", "scenario", "broker", "source", "reason", "quote"}
 
 
 def paper_page(section: PaperSection, title: str) -> str:

@@ -1,0 +1,92 @@
+"""Seed 002's "shark fin": each message's round trip against its send time, as the seed drew it
+for a limited link (a queue that fills message by message and then drains). The engine keeps no
+per-message times (histograms and per-second series only), so the points come from the run's
+packet capture (analysis/captures.round_trips) and the caption says so.
+
+One PNG per configuration of the messages (QoS, payload, rate: the scenario name from `-qos`
+on), one panel per link (the rest of the name: full bandwidth, each limit), stacked with the
+time axis shared and each panel on its own RTT scale, titled in place of a legend. Only captured
+runs with round trips are drawn: the first repetition of each configuration."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: figures are only written to files
+import matplotlib.pyplot as plt  # noqa: E402
+
+from mqttlab.analysis import Comparison  # noqa: E402
+from mqttlab.analysis.captures import CaptureAnalysisError, RoundTrip, capture_info, round_trips  # noqa: E402
+
+CAPTION = ("Each point is one message: its round trip from its intended send time (the payload's header) to its echo's "
+           "arrival at the capture device ({devices}), from the run's packet capture; mqttlab's engine keeps no "
+           "per-message times. Messages never echoed are not drawn (counted in each title). One run per panel, "
+           "each panel on its own scale.")
+
+
+def _split(label: str) -> tuple[str, str]:
+    """('limit-100KBps', 'qos0-p10KB-r10') from 'limit-100KBps-qos0-p10KB-r10'."""
+    found = re.search(r"-(qos\d.*)$", label)
+    return (label[: found.start()], found.group(1)) if found else (label, "")
+
+
+def _link(run: Any) -> str:
+    """The link as the seed wrote its limits (KB/s, 1000 bytes per second), from the run's scenario."""
+    from mqttlab.scenario.network import parse_rate
+
+    network = run.results.scenario.get("network") or {}
+    parts = []
+    if network.get("rate"):
+        parts.append(f"limit {parse_rate(network['rate']) / 8000:g} KB/s")
+    loss = network.get("loss")
+    if loss:
+        parts.append(f"loss {100 * loss:g} %" if isinstance(loss, (int, float)) else f"loss {loss}")
+    return ", ".join(parts) or "full bandwidth"
+
+
+def write_shark_fins(comparison: Comparison, directory: Path, dpi: int = 150) -> list[Path]:
+    """The shark-fin PNGs of every captured configuration with echoed messages."""
+    figures: dict[str, list[tuple[str, Any, list[RoundTrip]]]] = {}
+    for scenario in comparison.scenarios:
+        for broker, group in scenario.groups.items():
+            run = group.runs[0]
+            try:
+                trips = round_trips(run.results.path)
+            except CaptureAnalysisError:
+                continue
+            if trips:
+                case, messages = _split(scenario.scenario)
+                name = messages + (f" on {broker}" if len(scenario.groups) > 1 else "")
+                figures.setdefault(name, []).append((case, run, trips))
+    written = []
+    for name, panels in figures.items():
+        path = _draw(name, panels, directory / f"shark-fin-{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.png", dpi)
+        if path is not None:
+            written.append(path)
+    return written
+
+
+def _draw(name: str, panels: list[tuple[str, Any, list[RoundTrip]]], path: Path, dpi: int) -> Optional[Path]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(len(panels), 1, figsize=(7.5, 1.9 * len(panels) + 1.3), sharex=True, squeeze=False)
+    devices = []
+    for axis, (case, run, trips) in zip(axes[:, 0], panels):
+        sent = (run.results.summary.get("messages") or {}).get("sent")
+        axis.plot([t.send_s for t in trips], [t.rtt_ms for t in trips], marker=".", markersize=3, linewidth=0.6, color="#1f77b4")
+        axis.set_ylim(bottom=0)
+        axis.set_ylabel("RTT (ms)")
+        axis.grid(alpha=0.3)
+        echoed = f"{len(trips)} of {sent} messages echoed" if sent is not None else f"{len(trips)} messages echoed"
+        axis.set_title(f"{case}: {_link(run)}; {echoed}", fontsize=9, loc="left")
+        devices.append(str(capture_info(run.results.path).get("device")))
+    axes[-1, 0].set_xlabel("send time (s from the start of the measured load)")
+    figure.suptitle(f"Round trip of each message over time (seed 002's shark fin): {name}", fontsize=10)
+    figure.text(0.01, 0.005, CAPTION.format(devices=", ".join(dict.fromkeys(devices))), fontsize=6.5, wrap=True, va="bottom")
+    figure.tight_layout(rect=(0, 0.07 + 0.02 / len(panels), 1, 1))
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path
