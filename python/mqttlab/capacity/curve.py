@@ -12,8 +12,8 @@ from typing import Any, Optional, Sequence
 
 from mqttlab.capacity.slo import Objective, latency_us
 
-COLUMNS = ("offered_per_s", "probes", "met", "broke", "generator_limited", "sent_per_s", "delivered_per_s", "e2e_p50_us", "e2e_p99_us",
-           "e2e_p999_us", "lost", "dropped", "broker_cpu_cores", "broker_rss_bytes", "host_busy_cores")
+COLUMNS = ("offered_per_s", "probes", "met", "broke", "generator_limited", "sent_per_s", "delivered_per_s", "latency", "p50_us", "p99_us",
+           "p999_us", "lost", "dropped", "failed_connections", "broker_cpu_cores", "broker_rss_bytes", "host_busy_cores")
 
 
 @dataclass
@@ -27,9 +27,10 @@ class Series:
     status: str
 
 
-def curve_rows(probes: Sequence[Any]) -> list[dict[str, Any]]:
+def curve_rows(probes: Sequence[Any], source: str = "e2e") -> list[dict[str, Any]]:
     """One row per offered rate, figures averaged over the probes at it that the generator did
-    not limit (a limited probe says nothing about the broker; it is counted, not averaged)."""
+    not limit (a limited probe says nothing about the broker; it is counted, not averaged).
+    `source` is the latency histogram drawn: e2e, or the one the objectives are about (connack)."""
     by_rate: dict[float, list[Any]] = {}
     for probe in probes:
         by_rate.setdefault(probe.rate, []).append(probe)
@@ -45,11 +46,13 @@ def curve_rows(probes: Sequence[Any]) -> list[dict[str, Any]]:
             "generator_limited": sum(1 for p in group if p.generator_limited),
             "sent_per_s": _mean(p.summary["rates"]["sent_per_s"] for p in judged),
             "delivered_per_s": _mean(p.summary["rates"]["received_per_s"] for p in judged),
-            "e2e_p50_us": _mean(latency_us(p.result, "e2e", "p50") for p in judged),
-            "e2e_p99_us": _mean(latency_us(p.result, "e2e", "p99") for p in judged),
-            "e2e_p999_us": _mean(latency_us(p.result, "e2e", "p99.9") for p in judged),
+            "latency": source,
+            "p50_us": _mean(latency_us(p.result, source, "p50") for p in judged),
+            "p99_us": _mean(latency_us(p.result, source, "p99") for p in judged),
+            "p999_us": _mean(latency_us(p.result, source, "p99.9") for p in judged),
             "lost": sum(p.summary["messages"]["lost"] for p in judged),
             "dropped": sum(p.summary["messages"]["dropped"] for p in judged),
+            "failed_connections": sum(p.summary["connections"][side]["failed"] for p in judged for side in ("publishers", "subscribers")),
             "broker_cpu_cores": _mean(_broker(p, "mean_cpu_share") for p in judged),
             "broker_rss_bytes": _mean(_broker(p, "peak_rss_bytes") for p in judged),
             "host_busy_cores": _mean(p.host.get("busy_cores") for p in judged),
@@ -77,7 +80,7 @@ def write_csv(series: Sequence[Series], path: Path) -> Path:
     return path
 
 
-def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: Path, title: str, dpi: int = 150) -> Path:
+def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: Path, title: str, unit: str = "msg/s", dpi: int = 150) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the figure is only written to a file
@@ -89,11 +92,11 @@ def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: P
     for index, one in enumerate(series):
         color = colors[index % len(colors)]
         rates = [row["offered_per_s"] for row in one.rows]
-        for key, style, name in (("e2e_p50_us", ":", "p50"), ("e2e_p99_us", "-", "p99"), ("e2e_p999_us", "--", "p99.9")):
+        for key, style, name in (("p50_us", ":", "p50"), ("p99_us", "-", "p99"), ("p999_us", "--", "p99.9")):
             points = [(r, row[key] / 1000) for r, row in zip(rates, one.rows) if row[key]]
             if points:
                 latency.plot(*zip(*points), style, color=color, marker=".", label=f"{one.label} {name}")
-        broke = [(r, row["e2e_p99_us"] / 1000) for r, row in zip(rates, one.rows) if row["broke"] and row["e2e_p99_us"]]
+        broke = [(r, row["p99_us"] / 1000) for r, row in zip(rates, one.rows) if row["broke"] and row["p99_us"]]
         if broke:
             latency.scatter(*zip(*broke), marker="x", color=color, s=50, zorder=3)
         delivered.plot(rates, [row["delivered_per_s"] for row in one.rows], "-", marker=".", color=color, label=f"{one.label} delivered/s")
@@ -108,21 +111,23 @@ def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: P
                 axes.axvline(one.lower, color=color, linewidth=1.2)
                 if one.upper is not None:
                     axes.axvspan(one.lower, one.upper, color=color, alpha=0.12)
+    source = next((row["latency"] for one in series for row in one.rows), "e2e")
     for objective in objectives:
-        if objective.kind == "latency":
+        if objective.kind == "latency" and objective.source == source:
             latency.axhline(objective.threshold / 1000, color="black", linestyle="-.", linewidth=0.8)
             latency.annotate(f"SLO {objective.text}", (0.01, objective.threshold / 1000), xycoords=("axes fraction", "data"),
                              fontsize=7, va="bottom")
     latency.set_xscale("log")
     latency.set_yscale("log")
-    latency.set_ylabel("e2e latency (ms)")
+    latency.set_ylabel(f"{source} latency (ms)")
     latency.set_title(title, fontsize=9)
-    latency.legend(fontsize=6, ncol=3)
+    if latency.get_legend_handles_labels()[0]:
+        latency.legend(fontsize=6, ncol=3)
     delivered.set_ylabel("delivered (msg/s)")
     delivered.legend(fontsize=6)
     resources.set_ylabel("broker CPU (cores)")
     memory.set_ylabel("broker peak RSS (MiB)")
-    resources.set_xlabel("offered (msg/s, all publishers); line = capacity, band = its interval, x = probe broke the SLO")
+    resources.set_xlabel(f"offered ({unit}); line = capacity, band = its interval, x = a probe broke the SLO")
     lines, labels = resources.get_legend_handles_labels()
     more, more_labels = memory.get_legend_handles_labels()
     resources.legend(lines + more, labels + more_labels, fontsize=6)

@@ -53,6 +53,12 @@ def limits_at_knee(sustained: Sequence[Any], broken: Sequence[Any]) -> list[dict
     if not broken:
         return []
     found = []
+    refused = [p for p in broken if p.summary.get("refused")]
+    if refused:
+        found.append({"limit": "refused", "detail": f"the broker refused or reset the load's connections: {refused[0].summary.get('error')}"})
+        broken = [p for p in broken if not p.summary.get("refused")]
+        if not broken:
+            return found
     cores = broker_cores(broken[0].manifest)
     cpu = [share for share in (broker_cpu(p.summary) for p in broken) if share is not None]
     throttled = [_throttled_share(p.manifest) for p in broken]

@@ -19,6 +19,9 @@ from typing import Any, Iterable, Optional
 from mqttlab.capacity.slo import Check, Objective, judge
 
 HOST_LOAD = "host-load.json"
+REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
+# The unit of what each knob sets, as reports print it.
+UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections"}
 # Statuses whose figures can be judged; any other (interrupted, failed) is run again.
 KEPT = ("completed", "incomplete", "broker_lost")
 
@@ -34,10 +37,23 @@ class ProbeSpec:
     duration: str
     warmup: str
     dask: Optional[str] = None
+    # What the search varies (mqttlab.capacity.modes): the publishers' rate, the connect rate, or
+    # the number of (idle) subscribers.
+    knob: str = "publishers.rate"
 
     def probe_assignments(self, rate: float) -> list[str]:
         # After the user's own --set, so the search's rate and timing win.
-        return [*self.assignments, f"publishers.rate={rate / self.publishers!r}", f"load.duration={self.duration}", f"load.warmup={self.warmup}"]
+        if self.knob == "publishers.rate":
+            value = f"publishers.rate={rate / self.publishers!r}"
+        elif self.knob == "subscribers.count":
+            value = f"subscribers.count={int(round(rate))}"
+        else:
+            value = f"{self.knob}={rate!r}"
+        return [*self.assignments, value, f"load.duration={self.duration}", f"load.warmup={self.warmup}"]
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.knob]
 
     def scenario(self, rate: float) -> Any:
         from mqttlab.scenario import load_scenario
@@ -60,6 +76,11 @@ class Probe:
     @property
     def generator_limited(self) -> bool:
         return bool(self.summary.get("generator_limited"))
+
+    @property
+    def refused(self) -> bool:
+        """The run could not connect to the broker (no results directory)."""
+        return bool(self.summary.get("refused"))
 
     @property
     def completed(self) -> bool:
@@ -85,15 +106,29 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     kept = _read(directory)
     if kept is not None:
         return _probe(rate, attempt, directory, kept, reused=True).judge(objectives)
+    refused = _read_refusal(directory)
+    if refused is not None:
+        return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
     from mqttlab import session
+    from mqttlab.exits import Exit
 
     scenario = spec.scenario(rate)
     session.prepare(directory)
     before = _cpu_times()
-    session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
-                    command_line=f"mqttlab capacity (probe at {rate:g} msg/s, attempt {attempt})")
+    try:
+        session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
+                        command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
+    except session.RunFailed as error:
+        if error.code != Exit.UNREACHABLE:
+            raise
+        # The broker (launched fresh for this probe) refused the load's connections: kept as a
+        # probe that broke the objectives; whether that ends the search is the caller's call.
+        summary = refusal_summary(str(error))
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
     host = _host_load(before, _cpu_times())
     (directory / HOST_LOAD).write_text(json.dumps(host, indent=2) + "\n", encoding="utf-8")
     kept = _read(directory)
@@ -103,6 +138,22 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
 
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
     return _probe(rate, attempt, directory, kept, reused=False).judge(objectives)
+
+
+def refusal_summary(error: str) -> dict[str, Any]:
+    """What a probe the broker refused counts as: a failed run that delivered nothing."""
+    zero = {"ok": 0, "failed": 0}
+    return {"status": "failed", "error": error, "refused": True, "generator_limited": False, "generator_limited_reasons": [],
+            "rates": {"sent_per_s": 0.0, "acked_per_s": 0.0, "received_per_s": 0.0}, "latency": {},
+            "messages": {"sent": 0, "dropped": 0, "expected": 0, "delivered": 0, "lost": 0},
+            "connections": {"publishers": dict(zero), "subscribers": dict(zero)}}
+
+
+def _read_refusal(directory: Path) -> Optional[dict[str, Any]]:
+    try:
+        return dict(json.loads((directory / REFUSED).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
 
 
 def _probe(rate: float, attempt: int, directory: Path, kept: Any, reused: bool) -> Probe:

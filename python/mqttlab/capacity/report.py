@@ -44,10 +44,10 @@ def _pair(a: CapacityReport, b: CapacityReport) -> dict[str, Any]:
     lb, ub = _bounds(b)
     entry: dict[str, Any] = {"brokers": [a.broker, b.broker], "significant": False}
     if ua is not None and lb is not None and ua <= lb:
-        entry.update(significant=True, higher=b.broker, statement=f"{b.broker} > {a.broker}: {b.broker} sustained {lb:g} msg/s, "
+        entry.update(significant=True, higher=b.broker, statement=f"{b.broker} > {a.broker}: {b.broker} sustained {lb:g} {b.unit}, "
                      f"where {a.broker} broke the objectives at {ua:g} or below")
     elif ub is not None and la is not None and ub <= la:
-        entry.update(significant=True, higher=a.broker, statement=f"{a.broker} > {b.broker}: {a.broker} sustained {la:g} msg/s, "
+        entry.update(significant=True, higher=a.broker, statement=f"{a.broker} > {b.broker}: {a.broker} sustained {la:g} {a.unit}, "
                      f"where {b.broker} broke the objectives at {ub:g} or below")
     else:
         entry["statement"] = f"{a.broker} and {b.broker}: intervals overlap (or are open), not distinguished at this resolution"
@@ -68,8 +68,9 @@ def write_comparison(reports: Sequence[CapacityReport], objectives: Sequence[Obj
     """comparison.json, curves.csv and curves.png over every broker's search in `directory`."""
     series = [report_series(report) for report in reports]
     write_csv(series, directory / "curves.csv")
-    write_png(series, objectives, directory / "curves.png", title=f"{', '.join(r.broker for r in reports)}: {', '.join(o.text for o in objectives)}")
-    data = {"brokers": table_rows(reports), "differences": differences(reports),
+    write_png(series, objectives, directory / "curves.png", title=f"{', '.join(r.broker for r in reports)}: {', '.join(o.text for o in objectives)}",
+              unit=reports[0].unit if reports else "msg/s")
+    data = {"unit": reports[0].unit if reports else "msg/s", "brokers": table_rows(reports), "differences": differences(reports),
             "test": "significant = disjoint intervals: the higher broker sustained (every repeated probe) a rate at which the other broke the objectives"}
     (directory / COMPARISON_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return data

@@ -41,6 +41,7 @@ class CapacityReport:
     objectives: list[Objective]
     limits: list[dict[str, Any]] = field(default_factory=list)
     generator_reasons: list[str] = field(default_factory=list)
+    unit: str = "msg/s"
 
     @property
     def capacity(self) -> Optional[float]:
@@ -50,16 +51,16 @@ class CapacityReport:
         """The one-sentence answer."""
         o = self.outcome
         if o.status == "bracketed":
-            return (f"{self.broker}: capacity {o.lower:g} msg/s, interval [{o.lower:g}, {o.upper:g}] msg/s "
+            return (f"{self.broker}: capacity {o.lower:g} {self.unit}, interval [{o.lower:g}, {o.upper:g}] {self.unit} "
                     f"({o.settings.repeats if o.settings else '?'} probes met the objectives at {o.lower:g}, a probe at {o.upper:g} broke one)")
         if o.status == "generator_limited":
-            above = f"above {o.lower:g} msg/s" if o.lower is not None else "not measured (no rate was shown sustained before)"
-            return f"{self.broker}: broker capacity {above}; this host's generator is the limit (at {o.limited_at:g} msg/s)"
+            above = f"above {o.lower:g} {self.unit}" if o.lower is not None else "not measured (no rate was shown sustained before)"
+            return f"{self.broker}: broker capacity {above}; this host's generator is the limit (at {o.limited_at:g} {self.unit})"
         if o.status == "above_max":
-            return f"{self.broker}: capacity above {o.lower:g} msg/s (--max-rate reached, every rate sustained)"
+            return f"{self.broker}: capacity above {o.lower:g} {self.unit} (--max-rate reached, every rate sustained)"
         if o.status == "below_min":
-            return f"{self.broker}: capacity below {o.upper:g} msg/s (--min-rate reached, no rate sustained)"
-        return f"{self.broker}: probe budget spent; the capacity lies in [{o.lower}, {o.upper}] msg/s as far as the search got"
+            return f"{self.broker}: capacity below {o.upper:g} {self.unit} (--min-rate reached, no rate sustained)"
+        return f"{self.broker}: probe budget spent; the capacity lies in [{o.lower}, {o.upper}] {self.unit} as far as the search got"
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome
@@ -70,6 +71,7 @@ class CapacityReport:
             "broker": self.broker,
             "status": o.status,
             "headline": self.headline(),
+            "unit": self.unit,
             "capacity_per_s": o.lower,
             "interval_per_s": [o.lower, o.upper],
             "rule": RULE.format(repeats=settings.repeats, resolution=settings.resolution) if settings else None,
@@ -102,14 +104,23 @@ def search_capacity(
     directory.mkdir(parents=True, exist_ok=True)
     _claim(directory, spec)
 
+    reached: list[bool] = []
+
     def probe(rate: float, attempt: int) -> Probe:
         found = run_probe(spec, directory, rate, attempt, objectives)
+        if found.refused and not any(reached):
+            # Refused before any probe got through: the broker is not there, nothing was measured.
+            from mqttlab.exits import Exit
+            from mqttlab.session import RunFailed
+
+            raise RunFailed(found.summary["error"], Exit.UNREACHABLE)
+        reached.append(not found.refused)
         if on_probe is not None:
             on_probe(found)
         return found
 
     outcome = Search(settings, probe).run()
-    report = CapacityReport(broker, directory, outcome, objectives)
+    report = CapacityReport(broker, directory, outcome, objectives, unit=spec.unit)
     report.limits = limits_at_knee(_at(outcome, outcome.lower, met=True), _at(outcome, outcome.upper, met=False))
     if outcome.status == "generator_limited":
         report.generator_reasons = sorted({reason for p in outcome.probes if p.rate == outcome.limited_at and p.generator_limited
@@ -117,13 +128,14 @@ def search_capacity(
     (directory / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     series = [report_series(report)]
     write_csv(series, directory / "curve.csv")
-    write_png(series, objectives, directory / "curve.png", title=f"{broker}: {', '.join(o.text for o in objectives)}")
+    write_png(series, objectives, directory / "curve.png", title=f"{broker}: {', '.join(o.text for o in objectives)}", unit=spec.unit)
     return report
 
 
 def report_series(report: CapacityReport) -> Series:
     o = report.outcome
-    return Series(report.broker, curve_rows(o.probes), o.lower, o.upper, o.status)
+    source = next((objective.source for objective in report.objectives if objective.kind == "latency"), "e2e")
+    return Series(report.broker, curve_rows(o.probes, source), o.lower, o.upper, o.status)
 
 
 def _at(outcome: Outcome, rate: Optional[float], met: bool) -> list[Probe]:

@@ -7,6 +7,7 @@ One objective is `[SOURCE.]METRIC OP VALUE`:
   `connack`, `connect`, `tls`, `suback`, `e2e_uncorrected`, `rtt` (`puback.p99<5ms`);
 - `loss`: the share of owed deliveries that never arrived (0..1), `loss==0`, `loss<=0.001`;
 - `lost`: the same as a count of messages;
+- `failed`: connections that could not be opened (CONNACK refused, timed out, reset), a count;
 - `delivered`: the share of owed deliveries that arrived, `delivered>=0.999`;
 - `dropped`: the share of scheduled sends the generator had to drop because the QoS window stayed
   full (the broker acknowledged too slowly), `dropped==0`.
@@ -24,7 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 
 LATENCY_SOURCES = ("e2e", "e2e_uncorrected", "puback", "pubcomp", "connack", "connect", "tls", "suback", "rtt")
 SHARES = ("loss", "delivered", "dropped")
-COUNTS = ("lost",)
+COUNTS = ("lost", "failed")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt,
 }
@@ -160,6 +161,9 @@ def judge(objective: Objective, summary: dict[str, Any], result: dict[str, Any])
         observed = messages.get("dropped", 0) / scheduled if scheduled else 0.0
     elif objective.metric == "lost":
         observed = float(messages.get("lost", 0))
+    elif objective.metric == "failed":
+        connections = summary.get("connections") or {}
+        observed = float(sum((connections.get(side) or {}).get("failed", 0) for side in ("publishers", "subscribers")))
     else:
         expected = messages.get("expected", 0)
         if not expected:

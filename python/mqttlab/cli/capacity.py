@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -24,6 +24,7 @@ Text = Optional[str]
 @app.command("capacity")
 def capacity_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML whose shape is searched (its rate is the search's); none = the built-in default.", show_default=False)] = None,
+    of: Annotated[str, typer.Option("--of", help="What is searched: messages (the publishers' offered msg/s), connect-rate (new connections per second, e.g. --slo 'connack.p99<50ms' --slo 'failed==0'; add --set launch.tls=true for TLS handshakes) or connections (idle subscribers held, e.g. under --set launch.limits.memory=64MiB).")] = "messages",
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="An objective every probe must meet (repeatable): 'p99<10ms', 'puback.p50<=2ms', 'p99.9<50ms', 'loss==0', 'delivered>=0.999', 'dropped==0'.")] = None,
     broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...) or mqtt(s)://HOST:PORT. Default: the scenario's.")] = None,
     brokers: Annotated[Text, typer.Option("--brokers", help="Several brokers, comma-separated: one search each, compared on one figure and table.")] = None,
@@ -35,7 +36,7 @@ def capacity_command(
     qos: Annotated[Optional[int], typer.Option("--qos", "-q", help="QoS of publishes and subscriptions.")] = None,
     size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB, 1KiB.")] = None,
     inflight: Annotated[Optional[int], typer.Option("--inflight", help="QoS>0 window per publisher.")] = None,
-    start: Annotated[Optional[float], typer.Option("--start", help="Offered rate (msg/s, all publishers) of the first probe. Default: the scenario's.")] = None,
+    start: Annotated[Optional[float], typer.Option("--start", help="Rate of the first probe (msg/s over all publishers; conn/s; connections). Default: the scenario's.")] = None,
     max_rate: Annotated[Optional[float], typer.Option("--max-rate", help="Highest rate probed. Default: 1024 x --start.")] = None,
     min_rate: Annotated[float, typer.Option("--min-rate", help="Lowest rate probed going down.")] = 1.0,
     factor: Annotated[float, typer.Option("--factor", help="Step of the bracketing ladder.")] = 2.0,
@@ -72,7 +73,16 @@ def capacity_command(
         problems.append("--brokers: a comma-separated list of brokers, such as mosquitto,rumqttd")
     if len(set(names)) != len(names):
         problems.append("--brokers: a broker is named twice")
+    knob = KNOBS.get(of)
+    if knob is None:
+        problems.append(f"--of: one of {', '.join(KNOBS)} (got {of!r})")
     overrides = flag_overrides(pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, inflight=inflight)
+    if knob not in (None, "publishers.rate"):
+        # Connections only: no publisher unless asked for, and a connect rate the listen backlog
+        # keeps up with when the search is over the number held (--set wins over both).
+        overrides.setdefault("publishers.count", 0)
+        if knob == "subscribers.count":
+            overrides.setdefault("load.connect_rate", 1000)
     scenario = None
     try:
         scenario = load_scenario(scenario_file, overrides=overrides, assignments=assignments or ())
@@ -80,9 +90,9 @@ def capacity_command(
         problems.extend(str(problem) for problem in error.problems)
     probe_problems = _probe_problems(probe_duration, warmup)
     problems.extend(probe_problems)
-    if scenario is not None:
-        problems.extend(_shape_problems(scenario))
-        first = start if start is not None else scenario.publishers.count * (scenario.publishers.rate or 0)
+    if scenario is not None and knob is not None:
+        problems.extend(_shape_problems(scenario, knob))
+        first = start if start is not None else _scenario_start(scenario, knob)
     else:
         # The scenario's rate is unknown: the search's own options are still checked.
         first = start if start is not None else max(min_rate, 1.0)
@@ -93,18 +103,18 @@ def capacity_command(
         count = len(problems)
         typer.echo("\n".join([f"capacity: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
         raise typer.Exit(int(Exit.BAD_INPUT))
-    assert scenario is not None
+    assert scenario is not None and knob is not None
     targets = names or [broker or scenario.broker or "rumqttd"]
     root = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-capacity-{scenario.name}"
     err = Console(stderr=True, highlight=False, markup=False)
     reports: list[CapacityReport] = []
     for name in targets:
         spec = ProbeSpec(scenario_file, {**overrides, "broker": name}, tuple(assignments or ()), scenario.publishers.count,
-                         probe_duration, warmup, dask)
+                         probe_duration, warmup, dask, knob)
         directory = root / _directory_name(name) if len(targets) > 1 else root
         err.print(f"capacity of {name}: {', '.join(o.text for o in objectives)}; probes in {directory}")
         try:
-            report = search_capacity(name, spec, objectives, settings, directory, on_probe=lambda p: err.print(probe_line(p)))
+            report = search_capacity(name, spec, objectives, settings, directory, on_probe=_printer(err, spec.unit))
         except SearchConflict as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(int(Exit.BAD_INPUT)) from None
@@ -124,6 +134,10 @@ def capacity_command(
         else:
             _print_comparison(comparison, root)
     raise typer.Exit(int(Exit.OK if all(r.outcome.status == "bracketed" for r in reports) else Exit.FINDINGS))
+
+
+def _printer(console: Console, unit: str) -> Callable[[Probe], None]:
+    return lambda probe: console.print(probe_line(probe, unit))
 
 
 def _directory_name(broker: str) -> str:
@@ -147,14 +161,29 @@ def _probe_problems(duration: str, warmup: str) -> list[str]:
     return found
 
 
-def _shape_problems(scenario: Any) -> list[str]:
-    """A scenario the search cannot set a rate on."""
+KNOBS = {"messages": "publishers.rate", "connect-rate": "load.connect_rate", "connections": "subscribers.count"}
+
+
+def _scenario_start(scenario: Any, knob: str) -> float:
+    """Where the search starts by default: the scenario's own rate (or count)."""
+    if knob == "publishers.rate":
+        return float(scenario.publishers.count * (scenario.publishers.rate or 0))
+    if knob == "load.connect_rate":
+        return float(scenario.load.connect_rate or 100)
+    return float(scenario.subscribers.count or 100)
+
+
+def _shape_problems(scenario: Any, knob: str) -> list[str]:
+    """A scenario the search cannot set its rate on."""
     found = []
     p = scenario.publishers
-    if p.count < 1:
-        found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
-    if p.arrival == "closed":
-        found.append("publishers.arrival: closed loop has no offered rate to search; use constant or poisson")
+    if knob == "publishers.rate":
+        if p.count < 1:
+            found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
+        if p.arrival == "closed":
+            found.append("publishers.arrival: closed loop has no offered rate to search; use constant or poisson")
+    elif scenario.subscribers.count < 1 and knob == "load.connect_rate":
+        found.append("subscribers.count: the connect-rate search opens the subscribers; give --subs N (1,000 or more measures a rate)")
     if p.messages is not None:
         found.append("publishers.messages: a probe runs for --probe-duration; leave the message count out")
     if scenario.faults:
@@ -162,16 +191,18 @@ def _shape_problems(scenario: Any) -> list[str]:
     return found
 
 
-def probe_line(probe: Probe) -> str:
+def probe_line(probe: Probe, unit: str = "msg/s") -> str:
     from mqttlab.capacity.slo import describe
 
-    if probe.generator_limited:
+    if probe.refused:
+        verdict = f"broke: the broker refused the load ({probe.summary.get('error')})"
+    elif probe.generator_limited:
         verdict = "generator-limited (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
     else:
         verdict = ("met" if probe.met else f"broke ({probe.summary.get('status')})" if not probe.completed else "broke") + ": " + \
             "; ".join(describe(check) for check in probe.checks)
     host = probe.host.get("busy_cores")
-    return (f"  probe {probe.rate:g} msg/s #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
+    return (f"  probe {probe.rate:g} {unit} #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
             + (f"; host {host:.2f} of {probe.host.get('cores')} cores busy" if host is not None else ""))
 
 
@@ -186,7 +217,7 @@ def _print_report(report: CapacityReport, as_json: bool) -> None:
         console.print(f"rule: {data['rule']}")
     for name, end in data["ends"].items():
         low, high = end["pass_probability"]
-        console.print(f"  {name} end {end['rate']:g} msg/s: {end['met']} of {end['probes']} probes met the objectives"
+        console.print(f"  {name} end {end['rate']:g} {data['unit']}: {end['met']} of {end['probes']} probes met the objectives"
                       + (f" (probability a probe there meets them: {low:.2f}-{high:.2f}, {end['confidence']:.0%} Clopper-Pearson)" if low is not None else ""))
     for item in data["limited_by"]:
         console.print(f"  limited by {item['limit']}: {item['detail']}")
@@ -204,7 +235,8 @@ def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
     from rich.table import Table
 
     table = Table(title="capacity by broker")
-    for column in ("broker", "capacity msg/s", "interval msg/s", "status", "limited by"):
+    unit = comparison["unit"]
+    for column in ("broker", f"capacity {unit}", f"interval {unit}", "status", "limited by"):
         table.add_column(column)
     for row in comparison["brokers"]:
         low, high = row["interval_per_s"]
