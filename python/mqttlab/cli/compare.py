@@ -6,6 +6,7 @@ the suite directory's suite.yaml) the report also sets the paper's figures besid
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
@@ -28,7 +29,8 @@ SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "
 
 @app.command("compare")
 def compare_command(
-    paths: Annotated[list[Path], typer.Argument(help="Results directories of runs, or suite directories (searched for runs).", show_default=False)],
+    paths: Annotated[list[Path], typer.Argument(help="Results directories of runs, or suite directories (searched for runs), or a "
+                                                "reproduction page's evidence.tar.xz.", show_default=False)],
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="Broker the others are measured against. Default: the first broker run.")] = None,
     confidence: Annotated[float, typer.Option("--confidence", help="Confidence level of the intervals.")] = 0.95,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write report.html, the CSV tables and figures/*.png into this directory.")] = None,
@@ -40,11 +42,25 @@ def compare_command(
                                                  "`mqttlab smc paper` directory; or a paper file.")] = None,
     page: Annotated[Optional[Path], typer.Option("--page", help="Write the paper vs these runs as a Markdown page (a "
                                                  "reproduction page, docs/reproductions/): command, host, tables, "
-                                                 "PNGs in a folder beside it; remade pages keep the text outside "
+                                                 "PNGs and the evidence (evidence.tar.xz, from which the page is made "
+                                                 "again) in a folder beside it; remade pages keep the text outside "
                                                  "the generated part.")] = None,
 ) -> None:
     """Compare brokers: per scenario, throughput, latency p50/p99/max, loss, broker CPU and RSS
     with confidence intervals, and each broker's difference from the baseline."""
+    from mqttlab.reproductions.evidence import EvidenceError, is_evidence, opened
+
+    with contextlib.ExitStack() as stack:
+        try:
+            paths = [unpacked for path in paths for unpacked in (stack.enter_context(opened(path)) if is_evidence(path) else [path])]
+        except EvidenceError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(BAD_INPUT) from None
+        _compare(paths, baseline, confidence, out, no_png, title, as_json, paper, page)
+
+
+def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out: Optional[Path], no_png: bool, title: str,
+             as_json: bool, paper: Optional[str], page: Optional[Path]) -> None:
     # Imported here: scipy and plotly would slow down every other command's start.
     from mqttlab.analysis import ComparisonError, compare_directories
     from mqttlab.reproductions.paper_figures import is_smc_directory
@@ -81,7 +97,7 @@ def compare_command(
 
 def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optional["Comparison"] = None) -> None:
     """The Markdown reproduction page, and beside it (in a folder named as the page) its tables as
-    CSV and the comparison's summary PNGs at a size fit to commit."""
+    CSV, the comparison's summary PNGs at a size fit to commit and the evidence it was made from."""
     from mqttlab.reproductions.page import write_page
 
     if section is None:
@@ -105,7 +121,10 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
             figure.unlink()
         for figure in figures:
             _palette(figure)
-    typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables)}", err=True)
+    from mqttlab.reproductions.evidence import EVIDENCE, write_evidence
+
+    evidence = write_evidence(sources, folder / EVIDENCE)
+    typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables, evidence)}", err=True)
 
 
 PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss")

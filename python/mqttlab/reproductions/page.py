@@ -24,11 +24,13 @@ HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tabl
 
 
 def write_page(page: Path, section: PaperSection, sources: list[Path], comparison: Optional[Comparison] = None,
-               figures: Optional[list[Path]] = None, tables: Optional[list[Path]] = None) -> Path:
-    """Writes (or updates the generated part of) `page`. `figures` (PNG) and `tables` (CSV) are
-    files already written beside it, linked relative to the page."""
+               figures: Optional[list[Path]] = None, tables: Optional[list[Path]] = None, evidence: Optional[Path] = None) -> Path:
+    """Writes (or updates the generated part of) `page`. `figures` (PNG), `tables` (CSV) and the
+    `evidence` archive are files already written beside it, linked relative to the page."""
     generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []],
                                [f.relative_to(page.parent) for f in tables or []])
+    if evidence is not None:
+        generated = _evidence(page, section, evidence) + "\n\n" + generated
     existing = page.read_text(encoding="utf-8") if page.exists() else None
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(merge(existing, generated, f"Seed {section.seed}: {section.title}"), encoding="utf-8")
@@ -83,8 +85,25 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
                          "(this host could not hold their schedule, so their figures bound the host as much as the broker): "
                          + ", ".join(limited) + ".")
         lines += [f"Note: {note}" for note in comparison.notes]
-        lines += [f"Left out: {path} ({reason})" for path, reason in comparison.excluded]
+        lines += [f"Left out: {_relative(path, sources)} ({reason})" for path, reason in comparison.excluded]
     return "\n".join(lines).rstrip()
+
+
+def _evidence(page: Path, section: PaperSection, evidence: Path) -> str:
+    """Where the page's evidence is and the command that makes the page again from it."""
+    from mqttlab.reproductions.paper_file import BUILTIN_DIR
+
+    link = evidence.relative_to(page.parent).as_posix()
+    paper = Path(section.source)
+    name = paper.name.removesuffix(".paper.yaml") if paper.parent == BUILTIN_DIR else _source(section.source)
+    size = evidence.stat().st_size
+    return "\n".join([
+        "### Evidence", "",
+        f"The results this page was made from, in compact form: [{link}]({link}) ({size / 1024:,.0f} KB; each run's manifest, "
+        "scenario, summary, per-second series and pooled latency histogram). The page is made again from it, without "
+        "running anything, by (in this page's directory):", "",
+        "```", f"mqttlab compare {link} --paper {name} --page {page.name}", "```",
+    ])
 
 
 def _invocations(source: Path) -> list[dict[str, Any]]:
@@ -93,6 +112,14 @@ def _invocations(source: Path) -> list[dict[str, Any]]:
     except (OSError, ValueError):
         return []
     return [entry for entry in entries if isinstance(entry, dict) and entry.get("command")]
+
+
+def _relative(path: Path, sources: list[Path]) -> str:
+    """A run's path from the directory given to compare (never this machine's scratch directory)."""
+    for source in sources:
+        if Path(path).is_relative_to(source):
+            return Path(path).relative_to(source).as_posix()
+    return str(path)
 
 
 def _host_text(host: dict[str, Any]) -> str:
