@@ -93,9 +93,15 @@ def scenarios_table(comparison: Comparison) -> Table:
             "messages_per_publisher": pubs.get("messages"),
             "duration_s": load.get("duration"),
             "warmup_s": load.get("warmup"),
-            "transport": "tls" if broker_url.startswith("mqtts") else "plain",
+            "transport": _transport(broker_url),
         })
     return rows
+
+
+def _transport(broker_url: str) -> str:
+    """plain, tls, ws or wss: the scheme of the URL the clients connected to."""
+    scheme = broker_url.split("://", 1)[0]
+    return {"mqtts": "tls", "ssl": "tls", "ws": "ws", "wss": "wss"}.get(scheme, "plain")
 
 
 def _payload_text(payload: Any) -> Optional[str]:
