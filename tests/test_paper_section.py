@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -292,7 +293,13 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     assert "mqttlab smc paper --cases 30    # 2026-11-23T10:00:00+00:00\n" in text
     chernoff = [line for line in text.splitlines() if line.startswith("| chernoff-samples |")]
     assert len(chernoff) == 1 and chernoff[0].endswith("| matches | equal (exact) |") and chernoff[0].count("1060") == 2, chernoff
-    assert sorted(f.name for f in (page.parent / "seed000").iterdir()) == ["paper_claims.csv", "paper_vs_ours.csv"]
+    assert sorted(f.name for f in (page.parent / "seed000").iterdir()) == ["evidence.tar.xz", "paper_claims.csv", "paper_vs_ours.csv"]
+    # Made again from its evidence (the smc directory's tables, paper.json, coefficients, commands): the same page.
+    shutil.rmtree(smc)
+    result = CliRunner().invoke(app, ["compare", str(page.parent / "seed000" / "evidence.tar.xz"), "--paper", "seed000", "--page", str(page)],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert page.read_text(encoding="utf-8") == text
     assert "[paper_vs_ours.csv](seed000/paper_vs_ours.csv)" in text
     assert rows["sprt-up1-t30-c70-mosquitto"]["ours"].startswith("h0 0.87, h1 0.97, result H1")
     assert rows["mc-time-up2-mosquitto"]["ours"] == "50 3.5"
