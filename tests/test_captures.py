@@ -127,6 +127,16 @@ def test_each_message_round_trip_from_the_capture_is_within_the_engine_s(runs, q
     assert sends == sorted(sends) and 0 <= sends[0] < 0.2 and sends[-1] < 1.0  # 8 msg/s from the start of the load
 
 
+def test_the_shark_fin_draws_each_captured_run_s_round_trips(runs, tmp_path):
+    from mqttlab.analysis import compare_directories
+    from mqttlab.reports.shark_fin import write_shark_fins
+
+    (path,) = write_shark_fins(compare_directories([runs[0]]), tmp_path)
+    header = path.read_bytes()[:24]
+    assert path.name == "shark-fin-captures.png" and header[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(header[16:20], "big") == 1125  # 7.5 in at 150 dpi: page width
+
+
 def test_a_run_without_a_capture_is_refused_with_what_to_do(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "mqttlab-results/1"}))
     with pytest.raises(CaptureAnalysisError, match="--capture"):

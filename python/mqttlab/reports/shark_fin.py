@@ -24,14 +24,14 @@ from mqttlab.analysis.captures import CaptureAnalysisError, RoundTrip, capture_i
 
 CAPTION = ("Each point is one message: its round trip from its intended send time (the payload's header) to its echo's "
            "arrival at the capture device ({devices}), from the run's packet capture; mqttlab's engine keeps no "
-           "per-message times. Messages never echoed are not drawn (counted in each title). One run per panel, "
-           "each panel on its own scale.")
+           "per-message times. Messages never echoed are not drawn (counted in each title). Shaded: the warm-up. "
+           "One run per panel, each panel on its own scale.")
 
 
 def _split(label: str) -> tuple[str, str]:
-    """('limit-100KBps', 'qos0-p10KB-r10') from 'limit-100KBps-qos0-p10KB-r10'."""
+    """('limit-100KBps', 'qos0-p10KB-r10') from 'limit-100KBps-qos0-p10KB-r10'; ('', name) without a QoS part."""
     found = re.search(r"-(qos\d.*)$", label)
-    return (label[: found.start()], found.group(1)) if found else (label, "")
+    return (label[: found.start()], found.group(1)) if found else ("", label)
 
 
 def _link(run: Any) -> str:
@@ -41,7 +41,8 @@ def _link(run: Any) -> str:
     network = run.results.scenario.get("network") or {}
     parts = []
     if network.get("rate"):
-        parts.append(f"limit {parse_rate(network['rate']) / 8000:g} KB/s")
+        kilobytes = parse_rate(network["rate"]) / 8000
+        parts.append(f"limit {kilobytes / 1000:g} MB/s" if kilobytes >= 1000 else f"limit {kilobytes:g} KB/s")
     loss = network.get("loss")
     if loss:
         parts.append(f"loss {100 * loss:g} %" if isinstance(loss, (int, float)) else f"loss {loss}")
@@ -77,11 +78,12 @@ def _draw(name: str, panels: list[tuple[str, Any, list[RoundTrip]]], path: Path,
     for axis, (case, run, trips) in zip(axes[:, 0], panels):
         sent = (run.results.summary.get("messages") or {}).get("sent")
         axis.plot([t.send_s for t in trips], [t.rtt_ms for t in trips], marker=".", markersize=3, linewidth=0.6, color="#1f77b4")
+        axis.axvspan(min(0.0, trips[0].send_s), 0.0, color="0.9", zorder=0)  # the warm-up, left out of the run's statistics
         axis.set_ylim(bottom=0)
         axis.set_ylabel("RTT (ms)")
         axis.grid(alpha=0.3)
         echoed = f"{len(trips)} of {sent} messages echoed" if sent is not None else f"{len(trips)} messages echoed"
-        axis.set_title(f"{case}: {_link(run)}; {echoed}", fontsize=9, loc="left")
+        axis.set_title(f"{case + ': ' if case else ''}{_link(run)}; {echoed}", fontsize=9, loc="left")
         devices.append(str(capture_info(run.results.path).get("device")))
     axes[-1, 0].set_xlabel("send time (s from the start of the measured load)")
     figure.suptitle(f"Round trip of each message over time (seed 002's shark fin): {name}", fontsize=10)

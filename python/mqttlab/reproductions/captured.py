@@ -67,6 +67,8 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     used = len(numbers) or len(tables)
     what = f"{kind}" + (f" {packet}" if packet else "") + (f", {layer} layer" if kind == "packet" else "")
     what += _setting(kind, packet, runs[0].results.scenario)
+    if kind == "exchange":
+        what += _breakdown(runs)
     return Captured(value, numbers, used, f"{what}, {SOURCE} ({used} run{'s' * (used != 1)})")
 
 
@@ -78,6 +80,17 @@ def _setting(kind: str, packet: Optional[str], scenario: dict[str, Any]) -> str:
     if packet == "CONNECT":
         client_id = str(scenario_value(scenario, "publishers.client_id", "")).replace("%i", "0")
         return f" (publisher's client id {len(client_id.encode())} B)"
+    return ""
+
+
+def _breakdown(runs: list[Any]) -> str:
+    """What an exchange's frames were, per PUBLISH (the first captured run): why its bytes differ."""
+    for run in runs:
+        figures = _figures(str(run.results.path))
+        if figures is not None and len(figures["exchanges"]) == 1:
+            row = figures["exchanges"][0]
+            return (f"; per PUBLISH: {row['ack_frames_per_publish']:g} frames of acknowledgements, {row['bare_acks_per_publish']:g} "
+                    f"bare TCP ACKs, {row['piggybacked_acks_per_publish']:g} acknowledgements riding with a PUBLISH")
     return ""
 
 
