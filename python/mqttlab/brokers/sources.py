@@ -16,12 +16,16 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, apt_install, data_dir
+from mqttlab.brokers.base import BrokerError, BrokerUnavailable, Launcher, apt_install, data_dir
 
 SOURCES_ENV = "MQTTLAB_SOURCES"
 MBEDTLS_HEADER = Path("/usr/include/mbedtls/ssl.h")
 #: a clone that has not finished by then is not going to: the machine is offline or GitHub blocked
 CLONE_TIMEOUT_S = 120.0
+
+
+class SourceUnavailable(BrokerUnavailable):
+    """Neither the local tarball nor the upstream repository can be had here."""
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,13 @@ def _git(args: list[str], cwd: Path | None, what: str) -> str:
 def _clone(source: UpstreamSource, tree: Path, tarball: Path) -> Path:
     what = (f"no {source.tarball} in {tarball.parent} (set {SOURCES_ENV} to a directory holding it) "
             f"and fetching {source.repository} at {source.ref} failed")
-    _git(["clone", "--quiet", source.repository, str(tree)], None, what)
-    _git(["checkout", "--quiet", source.ref], tree, what)
-    if source.submodules:
-        _git(["submodule", "update", "--init", "--quiet"], tree, what)
+    try:
+        _git(["clone", "--quiet", source.repository, str(tree)], None, what)
+        _git(["checkout", "--quiet", source.ref], tree, what)
+        if source.submodules:
+            _git(["submodule", "update", "--init", "--quiet"], tree, what)
+    except BrokerError as error:
+        raise SourceUnavailable(str(error)) from None
     for path, commit in source.commits:
         head = _git(["rev-parse", "HEAD"], tree / path, what)
         if not head.startswith(commit):

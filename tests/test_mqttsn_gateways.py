@@ -1,0 +1,139 @@
+"""MQTT-SN through the other gateways, with the same exact accounting as through mqttlab's own
+(tests/test_mqttsn.py): the Eclipse Paho MQTT-SN gateway in front of a real Mosquitto, and RSMB's
+own MQTT-SN listener (seed 004's setup). Both are built from their pinned upstream sources; the
+tests skip, with the reason, only where that build cannot happen (no source tarball, no network)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_mqttsn import PREDEFINED, assert_exact, hist_count, run, sn_plan
+
+from mqttlab.brokers import BrokerError, get_launcher
+from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
+from mqttlab.brokers.sources import SourceUnavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def built(launcher):
+    """The launcher, its program built first if needed."""
+    try:
+        launcher.install()
+    except SourceUnavailable as error:
+        pytest.skip(f"{launcher.name}: cannot be built here: {error}")
+    return launcher
+
+
+@pytest.fixture(scope="module", params=["paho", "rsmb"])
+def gateway_port(request, tmp_path_factory):
+    """(gateway name, UDP port) of a running gateway: Paho in front of Mosquitto, or RSMB."""
+    workdir = tmp_path_factory.mktemp(request.param)
+    if request.param == "rsmb":
+        with built(get_launcher("rsmb")).start(workdir) as broker:
+            yield "rsmb", broker.mqtt_sn_port
+        return
+    mosquitto = get_launcher("mosquitto")
+    if not mosquitto.availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+    with mosquitto.start(workdir / "broker") as broker:
+        with built(PahoGatewayLauncher()).start(workdir / "gateway", broker.url(), predefined=PREDEFINED) as gw:
+            assert gw.is_running()
+            yield "paho", gw.port
+
+
+#: RSMB 1.3.0.2 holds back QoS 1/2 messages for an MQTT-SN subscriber once a second one arrives
+#: while the first is unacknowledged: the queued ones are never sent (captured: PUBLISH 43 sent,
+#: 44 queued, PUBACK 43 received, nothing after; "N queued messages discarded" at DISCONNECT).
+#: About one run in six of 100 messages at 200 msg/s here. Seed 004 ran QoS 0, which has no such window.
+RSMB_QOS_STALL = "RSMB 1.3.0.2 stalls QoS 1/2 delivery to MQTT-SN subscribers (docs/mqtt-sn.md); seed 004 ran QoS 0"
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_publish_subscribe_through_the_gateway_is_exact(gateway_port, qos):
+    name, port = gateway_port
+    if name == "rsmb" and qos > 0:
+        pytest.skip(RSMB_QOS_STALL)
+    raw, summary = run(sn_plan(port, qos=qos))
+    assert_exact(raw, summary, sent=100, owed=100)
+    if qos:
+        assert raw["counters"]["acked"] == 100
+        assert hist_count(raw["histograms"]["puback" if qos == 1 else "pubcomp"]) == 100
+    assert hist_count(raw["histograms"]["connack"]) == 4
+
+
+def test_fan_in_to_a_wildcard_subscriber_is_exact(gateway_port):
+    # The gateway REGISTERs each publisher's topic to the subscriber, whose filter has no id.
+    name, port = gateway_port
+    raw, summary = run(sn_plan(port, qos=0 if name == "rsmb" else 1, pubs=3, subs=1, filters=("sn/+",), messages=20))
+    assert_exact(raw, summary, sent=60, owed=60)
+
+
+@pytest.mark.parametrize("topic_ids", ["short", "predefined"])
+def test_the_paho_gateway_maps_short_and_predefined_topic_ids(gateway_port, topic_ids):
+    name, port = gateway_port
+    if name != "paho":
+        pytest.skip("RSMB has no predefined topic ids (refused by validation), and its short topics are measured in docs/mqtt-sn.md")
+    topic, filters = ("s%i", ("s%i",)) if topic_ids == "short" else ("sn/%i", ("sn/%i",))
+    raw, summary = run(sn_plan(port, qos=1, topic_ids=topic_ids, topic=topic, filters=filters))
+    assert_exact(raw, summary, sent=100, owed=100)
+
+
+def test_rsmb_takes_qos_minus_one_publishes_without_a_connection(tmp_path):
+    with built(get_launcher("rsmb")).start(tmp_path) as broker:
+        raw, summary = run(sn_plan(broker.mqtt_sn_port, qos=0, topic_ids="short", topic="s%i", filters=("s%i",),
+                                   qos_minus_one=True))
+        assert_exact(raw, summary, sent=100, owed=100)
+        assert hist_count(raw["histograms"]["connack"]) == 2  # only the subscribers connected
+
+
+@pytest.mark.parametrize("gateway, expected_name", [("paho", "paho-mqtt-sn-gateway"), ("rsmb", "rsmb")])
+def test_mqttlab_run_through_the_chosen_gateway_counts_every_message(tmp_path, gateway, expected_name):
+    built(get_launcher("rsmb") if gateway == "rsmb" else PahoGatewayLauncher())
+    qos = 0 if gateway == "rsmb" else 1  # RSMB_QOS_STALL
+    if not get_launcher("mosquitto").availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+    scenario = tmp_path / "sn.yaml"
+    scenario.write_text(
+        f"name: sn-{gateway}\nbroker: mosquitto\ntransport: {{kind: mqtt-sn, gateway: {gateway}}}\n"
+        f"publishers: {{count: 2, topic: 'sn/%i', qos: {qos}, rate: 100, payload: 20}}\n"
+        f"subscribers: {{count: 2, filters: ['sn/%i'], qos: {qos}}}\n"
+        "load: {duration: 1.5s, warmup: 0.5s, grace: 1s}\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    messages = json.loads(done.stdout)["messages"]
+    assert messages["sent"] > 0 and messages["lost"] == 0 and messages["duplicated"] == 0
+    assert messages["delivered"] == messages["expected"] == messages["sent"] * 1  # one subscriber per topic
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["gateway"]["name"] == expected_name
+    assert manifest["gateway"]["version"]
+    if gateway == "rsmb":
+        assert "carries none of their messages" in manifest["gateway"]["role"]
+
+
+@pytest.mark.parametrize("transport, field", [
+    ("{kind: mqtt-sn, gateway: hivemq}", "transport.gateway"),
+    ("{kind: mqtt, gateway: paho}", "transport.kind"),
+    ("{kind: mqtt-sn, gateway: paho, qos_minus_one: true, topic_ids: short}", "transport.qos_minus_one"),
+    ("{kind: mqtt-sn, gateway: rsmb, topic_ids: predefined, predefined: {1: a}}", "transport.topic_ids"),
+])
+def test_a_gateway_that_cannot_serve_the_scenario_is_refused_naming_the_field(tmp_path, transport, field):
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(f"name: bad\nbroker: mosquitto\ntransport: {transport}\n"
+                        "publishers: {count: 1, topic: 's%i', qos: 0}\nsubscribers: {count: 1, filters: ['s%i']}\n")
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "scenario", "validate", str(scenario)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert field in done.stdout + done.stderr
+
+
+def test_the_paho_gateway_refuses_a_tls_broker_url(tmp_path):
+    with pytest.raises(BrokerError, match="broker_url"):
+        PahoGatewayLauncher().start(tmp_path, "mqtts://127.0.0.1:8883")
