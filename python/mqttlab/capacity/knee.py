@@ -52,7 +52,7 @@ def limits_at_knee(sustained: Sequence[Any], broken: Sequence[Any]) -> list[dict
     (Probe objects: summary, manifest). Empty when there is no broken probe to read."""
     if not broken:
         return []
-    found = []
+    found: list[dict[str, Any]] = []
     refused = [p for p in broken if p.summary.get("refused")]
     if refused:
         found.append({"limit": "refused", "detail": f"the broker refused or reset the load's connections: {refused[0].summary.get('error')}"})

@@ -248,3 +248,68 @@ def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
         console.print(("significant: " if difference["significant"] else "") + difference["statement"])
     console.print(f"test: {comparison['test']}")
     console.print(f"{root / 'comparison.json'}, curves.csv, curves.png")
+
+
+@app.command("storm")
+def storm_command(
+    scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML for the rest (TLS, payload, MQTT version...); none = the built-in default.", show_default=False)] = None,
+    broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...); broker-restart needs one mqttlab launches.")] = None,
+    clients: Annotated[int, typer.Option("--clients", help="Connections: half publishers, half subscribers (each following its publisher).")] = 1000,
+    fault: Annotated[str, typer.Option("--fault", help="clients-disconnect (every connection reset at once) or broker-restart (killed, then started again).")] = "clients-disconnect",
+    down: Annotated[str, typer.Option("--down", help="broker-restart: how long the broker stays down.")] = "1s",
+    at: Annotated[str, typer.Option("--at", help="When the storm starts, from the start of the load (warm-up 1 s included).")] = "4s",
+    duration: Annotated[str, typer.Option("--duration", help="The whole load phase: room for everyone to come back.")] = "15s",
+    rate: Annotated[float, typer.Option("--rate", help="Messages per second per publisher.")] = 1.0,
+    qos: Annotated[int, typer.Option("--qos", help="QoS of publishes and subscriptions: the promise the losses are judged against.")] = 1,
+    assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field (repeatable).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory for storm.json and the run's results (run/). Default: results/<time>-storm-<broker>/.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print storm.json instead of text.")] = False,
+) -> None:
+    """A reconnect storm: every client dropped at once, then all reconnecting; how long until all
+    are back, CONNACK latency meanwhile, sessions resumed and messages lost against the QoS promise."""
+    from mqttlab.capacity.storm import run_storm, storm_assignments, storm_lines
+    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.scenario.units import parse_duration
+    from mqttlab.session import RunFailed
+
+    problems = []
+    if fault not in ("clients-disconnect", "broker-restart"):
+        problems.append(f"--fault: clients-disconnect or broker-restart (got {fault!r})")
+    if clients < 2:
+        problems.append(f"--clients: at least 2, a publisher and a subscriber (got {clients})")
+    seconds = {}
+    for flag, text in (("--down", down), ("--at", at), ("--duration", duration)):
+        try:
+            seconds[flag] = parse_duration(text)
+        except ValueError as error:
+            problems.append(f"{flag}: {error}")
+    if len(seconds) == 3 and not 1 < seconds["--at"] < seconds["--duration"]:
+        problems.append(f"--at: after the 1 s warm-up and before --duration ({duration}), got {at}")
+    scenario = None
+    if len(seconds) == 3:
+        extra = storm_assignments(clients, fault, seconds["--at"], seconds["--down"], rate, qos, seconds["--duration"])
+        try:
+            scenario = load_scenario(scenario_file, overrides={"broker": broker} if broker else {}, assignments=[*extra, *(assignments or ())])
+        except ScenarioError as error:
+            problems.extend(str(problem) for problem in error.problems)
+    if problems:
+        count = len(problems)
+        typer.echo("\n".join([f"storm: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
+        raise typer.Exit(int(Exit.BAD_INPUT))
+    assert scenario is not None
+    name = _directory_name(scenario.broker or "rumqttd")
+    directory = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-storm-{name}"
+    Console(stderr=True, highlight=False, markup=False).print(f"storm on {scenario.broker or 'rumqttd'}: {clients} clients, {fault} at {at}; into {directory}")
+    try:
+        report = run_storm(scenario, directory)
+    except RunFailed as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(int(error.code)) from None
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        console = Console(highlight=False, markup=False)
+        for line in storm_lines(report):
+            console.print(line)
+        console.print(f"{directory / 'storm.json'}, run/")
+    raise typer.Exit(int(Exit.OK if report["all_back"] and report["status"] == "completed" else Exit.FINDINGS))
