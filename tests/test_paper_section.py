@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -358,3 +359,25 @@ def test_a_row_prints_its_tolerance_and_an_interval_across_the_edge_cannot_tell(
     row.paper, row.interval = 200, [90.0, 190.0]
     _judge(row, paper.figure("lat3"), paper.figure("lat3").reproduce, "")
     assert row.status == CANNOT_TELL and row.rule.startswith("within ×1.5 of the paper's 200 ms") and row.uncertainty == "CI 90–190, n = 3"
+
+
+def test_a_rise_ratio_or_range_whose_intervals_overlap_the_edge_cannot_tell():
+    def measured(figure: str, mean: float, interval: Optional[list[float]]) -> FigureRow:
+        row = _row(figure, "s", mean)
+        row.interval = interval
+        return row
+
+    # Diffusion "grows with N": 13.6 then 12.1 ms, each ± 2: the fall is within the noise.
+    noisy = {"n100": [measured("n100", 13.6, [11.6, 15.6])], "n200": [measured("n200", 12.1, [10.1, 14.1])]}
+    ok, lines = _check(Check(increasing=["n100", "n200"]), noisy)
+    assert ok == CANNOT_TELL and lines == ["mosquitto: 13.6 [11.6–15.6] (n100) < 12.1 [10.1–14.1] (n200) — cannot tell: the intervals overlap"]
+    apart = {"n100": [measured("n100", 13.6, [13.0, 14.2])], "n200": [measured("n200", 12.1, [11.5, 12.7])]}
+    assert _check(Check(increasing=["n100", "n200"]), apart)[0] is False
+    assert _check(Check(decreasing=["n100", "n200"]), apart)[0] is True
+    # A ratio bounded from both intervals: 2.0 / 1.0 with 1.8–2.2 and 0.9–1.1 gives 1.64–2.44.
+    pair = {"a": [measured("a", 2.0, [1.8, 2.2])], "b": [measured("b", 1.0, [0.9, 1.1])]}
+    assert _check(Check(ratio=["a", "b"], within=[1.5, 2.5]), pair)[0] is True
+    assert _check(Check(ratio=["a", "b"], within=[1.8, 2.5]), pair)[0] == CANNOT_TELL
+    assert _check(Check(ratio=["a", "b"], within=[3, 4]), pair)[0] is False
+    assert _check(Check(figure="a", within=[0, 2.1]), pair)[0] == CANNOT_TELL
+    assert _check(Check(figure="a", within=[0, 3]), pair)[0] is True

@@ -154,15 +154,18 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
         brokers = list(per_figure[0]) if per_figure else []
         if not brokers:
             return None, [f"not measured together: {', '.join(names)}"]
-        lines, ok = [], True
+        spans_of = _aligned_spans(names, rows)
+        lines, outcomes = [], []
         for broker in brokers:
-            spans = [(min(f[broker]), max(f[broker])) for f in per_figure]
-            steady = all((a[1] < b[0]) if rising else (a[0] > b[1]) for a, b in zip(spans, spans[1:]))
-            ok &= steady
+            spans = [figure[broker] for figure in spans_of]
+            steps = [_step(a, b, rising) for a, b in zip(spans, spans[1:])]
+            outcome = _combine(steps)
+            outcomes.append(outcome)
             sign = " < " if rising else " > "
-            lines.append(f"{broker or 'ours'}: " + sign.join(f"{_text(s[0] if s[0] == s[1] else list(s))} ({n})" for s, n in zip(spans, names))
-                         + ("" if steady else " — not " + ("rising" if rising else "falling")))
-        return ok, lines
+            lines.append(f"{broker or 'ours'}: " + sign.join(f"{span.text} ({n})" for span, n in zip(spans, names))
+                         + {True: "", False: " — not " + ("rising" if rising else "falling"),
+                            CANNOT_TELL: " — cannot tell: the intervals overlap"}[outcome])
+        return _combine(outcomes), lines
     if check.best is not None:
         scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
         candidates = [(row, value) for row, value in scored if value is not None]
@@ -178,14 +181,22 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
         if not brokers:
             return None, [f"not measured together: {' / '.join(check.ratio)}"]
         low, high = check.within or (0.0, math.inf)
-        lines, ok = [], True
+        first, second = _aligned_spans(check.ratio, rows)
+        lines, outcomes = [], []
         for broker in brokers:
-            a, b = sum(top[broker]) / len(top[broker]), sum(bottom[broker]) / len(bottom[broker])
-            ratio = a / b if b else math.inf
-            ok &= low <= ratio <= high
-            lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {_text(a)} / {_text(b)} = {ratio:.3g} "
-                         f"({'in' if low <= ratio <= high else 'outside'} [{low:g}, {high:g}])")
-        return ok, lines
+            a, b = first[broker], second[broker]
+            ratio = a.center / b.center if b.center else math.inf
+            judged: Outcome = low <= ratio <= high
+            bounds = ""
+            if (a.interval or b.interval) and b.low > 0:
+                # From the two intervals: a conservative bound on the ratio, not an interval of its own.
+                judged = _inside(a.low / b.high, a.high / b.low, low, high)
+                bounds = f", from the intervals {_text(a.low / b.high)}–{_text(a.high / b.low)}"
+            outcomes.append(judged)
+            mark = {True: "in", False: "outside", CANNOT_TELL: "cannot tell:"}[judged]
+            lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {a.text} / {b.text} = {ratio:.3g}{bounds} "
+                         f"({mark} [{low:g}, {high:g}])")
+        return _combine(outcomes), lines
     if check.difference is not None:
         return _difference(check, rows)
     if check.trend is not None:
@@ -197,9 +208,65 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
     if not numbers:
         return None, [f"not measured: {check.figure}"]
     low, high = check.within or (0.0, math.inf)
-    ok = all(low <= v <= high for _, v in numbers)
-    return ok, [f"{row.figure}{_at(row)}: ours {_text(v)} ({'in' if low <= v <= high else 'outside'} [{low:g}, {high:g}])"
-                for row, v in numbers]
+    outcomes = [_inside(row.interval[0], row.interval[1], low, high) if row.interval else _inside(v, v, low, high) for row, v in numbers]
+    return _combine(outcomes), [
+        f"{row.figure}{_at(row)}: ours {_text(v)}{_n(row)} ({ {True: 'in', False: 'outside', CANNOT_TELL: 'cannot tell:'}[ok]} "
+        f"[{low:g}, {high:g}])" for (row, v), ok in zip(numbers, outcomes)]
+
+
+@dataclass
+class _Span:
+    """Our value of one figure on one broker: the mean of its rows, and the lowest and highest of
+    their values and intervals (`interval`: whether any row had one)."""
+
+    center: float
+    low: float
+    high: float
+    interval: bool
+
+    @property
+    def text(self) -> str:
+        return _text(self.center) if self.low == self.high else f"{_text(self.center)} [{_text(self.low)}–{_text(self.high)}]"
+
+
+def _aligned_spans(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[str, _Span]]:
+    """As _aligned, each figure's rows on a broker summed up as a _Span."""
+    values = _aligned(names, rows)
+    spans: list[dict[str, _Span]] = []
+    for name, per_broker in zip(names, values):
+        out = {}
+        for broker, numbers in per_broker.items():
+            mine = [row for row in rows.get(name, []) if _scalar(row) is not None and (not broker or (row.broker or "") == broker)]
+            bounds = [*numbers, *(bound for row in mine if row.interval for bound in row.interval)]
+            out[broker] = _Span(sum(numbers) / len(numbers), min(bounds), max(bounds), any(row.interval for row in mine))
+        spans.append(out)
+    return spans
+
+
+def _step(a: _Span, b: _Span, rising: bool) -> Outcome:
+    """b above a (below, when not rising): with no overlap it does or does not; an overlap of
+    intervals cannot tell; an overlap of bare values (several configurations) does not."""
+    if (a.high < b.low) if rising else (a.low > b.high):
+        return True
+    if (a.low > b.high) if rising else (a.high < b.low):
+        return False
+    return CANNOT_TELL if a.interval or b.interval else False
+
+
+def _inside(low: float, high: float, region_low: float, region_high: float) -> Outcome:
+    if region_low <= low and high <= region_high:
+        return True
+    if high < region_low or low > region_high:
+        return False
+    return CANNOT_TELL
+
+
+def _combine(outcomes: list[Outcome]) -> Outcome:
+    if any(o is False for o in outcomes):
+        return False
+    if any(o == CANNOT_TELL for o in outcomes):
+        return CANNOT_TELL
+    return True
 
 
 def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
