@@ -217,10 +217,10 @@ def write_results(
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "histograms").mkdir(exist_ok=True)
+        _write_json(directory / "summary.json", summary)  # first: the figures, should the disk fill
         (directory / "scenario.yaml").write_text(scenario_yaml, encoding="utf-8")
         _write_json(directory / "plan.json", plan)
         _write_json(directory / "result.json", result)
-        _write_json(directory / "summary.json", summary)
         rows = mark_faults(series_rows(result, stats), summary.get("faults") or [])
         (directory / "series.csv").write_text(_series_csv(rows), encoding="utf-8")
         for name, encoded in (result.get("histograms") or {}).items():

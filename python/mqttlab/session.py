@@ -48,6 +48,16 @@ class RunFailed(Exception):
         self.code = code
 
 
+class ResultsIncomplete(RunFailed):
+    """A run that was measured but whose results directory could not be written whole (a full
+    disk): `result` holds what was measured, so the figures are still shown; the directory keeps
+    what could be written, without a manifest, its live.json saying "incomplete"."""
+
+    def __init__(self, message: str, result: "RunResult") -> None:
+        super().__init__(message, Exit.ABNORMAL)
+        self.result = result
+
+
 @dataclass
 class RunResult:
     """A finished run: its results directory and what it holds, with pandas views of it."""
@@ -131,9 +141,29 @@ def prepare(directory: Path) -> None:
     """Checks, before anything starts, that the results can be written and the engine loads."""
     try:
         results.check_writable(directory)
+        _probe_writable(directory)
         engine.load_engine()
     except (results.ResultsError, engine.EngineUnavailable) as error:
         raise RunFailed(f"error: {error}", Exit.BAD_INPUT) from None
+
+
+def _probe_writable(directory: Path) -> None:
+    """Creates the directory and a file in it, then removes what it made: a read-only
+    filesystem or a place no directory can be made (/sys) is refused before a broker starts."""
+    made = [parent for parent in (directory, *directory.parents) if not parent.exists()]
+    probe = directory / ".mqttlab-write-probe"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise results.ResultsError(f"--out {directory}: cannot write the results there ({error.strerror or error}); choose another --out") from None
+    finally:
+        for path in made:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                pass
 
 
 def routing_of(scenario: Scenario) -> RoutingCheck:
@@ -143,7 +173,38 @@ def routing_of(scenario: Scenario) -> RoutingCheck:
     return check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
 
 
-def execute(
+def execute(scenario: Scenario, directory: Path, **options: Any) -> RunResult:
+    """Runs `scenario` and writes its results directory (`_run_into` has the options). A run
+    that never started leaves no directory of its own behind, or, when it holds something worth
+    reading (a launched broker's log), one whose live.json says "failed" and why, never "running"."""
+    existed = directory.exists()
+    try:
+        return _run_into(scenario, directory, **options)
+    except ResultsIncomplete:
+        raise
+    except BaseException as error:
+        _never_started(directory, existed, error)
+        raise
+
+
+def _never_started(directory: Path, existed: bool, error: BaseException) -> None:
+    import shutil
+
+    from mqttlab.live_state import LIVE_FILE, read_live, write_live
+
+    if not directory.is_dir():
+        return
+    left = [path for path in directory.rglob("*") if path.is_file() and path.name != LIVE_FILE]
+    if not existed and not left:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    live = read_live(directory)
+    if live is not None:
+        reason = str(error) or ("interrupted" if isinstance(error, KeyboardInterrupt) else type(error).__name__)
+        write_live(directory, {**live, "status": "failed", "error": reason.removeprefix("error: ")})
+
+
+def _run_into(
     scenario: Scenario,
     directory: Path,
     *,
@@ -252,9 +313,30 @@ def execute(
 
             write_csv(outcome.summary["capture"], directory / "capture" / "bundling.csv")
     except results.ResultsError as error:
-        raise RunFailed(f"error: {error}", Exit.ABNORMAL) from None
+        # What was measured is still in memory: the caller shows it; the directory keeps what
+        # fitted, and says it is incomplete (no manifest; live.json, if that still fits).
+        _mark_incomplete(directory, state)
+        measured = RunResult(directory, plan, outcome.result, typed(outcome.summary), Exit.ABNORMAL, outcome)
+        raise ResultsIncomplete(f"error: {error}; the figures above were measured but not all kept", measured) from None
     state.finish(outcome.summary)
     return RunResult(directory, plan, outcome.result, typed(outcome.summary), _exit_code(outcome, allow_missing_shards), outcome)
+
+
+def _mark_incomplete(directory: Path, state: RunState) -> None:
+    """live.json says "incomplete", never "running", on a disk that may be full: the files
+    written aside are removed first, then it is written in place; failing that, it is removed
+    (a directory with summary.json and neither manifest nor live.json reads as incomplete)."""
+    import json
+
+    from mqttlab.live_state import LIVE_FILE
+
+    for leftover in directory.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+    state.status = "incomplete"
+    try:
+        (directory / LIVE_FILE).write_text(json.dumps(state.to_dict()) + "\n", encoding="utf-8")
+    except OSError:
+        (directory / LIVE_FILE).unlink(missing_ok=True)
 
 
 def _add_context(outcome: Any, scenario: Scenario, sampler: Any, routing: Optional[RoutingCheck]) -> Optional[dict[str, Any]]:
@@ -424,9 +506,15 @@ def _open_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_
         return None
     from mqttlab.brokers import BrokerError
     from mqttlab.brokers.gateway import GatewayLauncher
+    from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 
     t = scenario.transport
     try:
+        if t.gateway == "rsmb":
+            return _rsmb_gateway(scenario, directory, stack, broker_url, placement, broker)
+        launcher = PahoGatewayLauncher() if t.gateway == "paho" else GatewayLauncher()
+        if placement is not None:
+            launcher.placement = placement
         return stack.enter_context(
             launcher.start(directory / "gateway", broker_url, predefined=dict(t.predefined), retry_ms=max(1, int(t.retry * 1000)))
         )
@@ -520,18 +608,12 @@ def capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
     if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
         return "not over TLS (tshark cannot read the MQTT packets inside)"
     return None
-    from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 
 
 def _open_capture(url: str, directory: Path, network: Any) -> Any:
     """tshark on the device the clients' segments cross: the host end of the emulated link, `lo`
     for a broker on this host, else every device (`any`)."""
     from mqttlab.netem.capture import Capture, CaptureError
-        if t.gateway == "rsmb":
-            return _rsmb_gateway(scenario, directory, stack, broker_url, placement, broker)
-        launcher = PahoGatewayLauncher() if t.gateway == "paho" else GatewayLauncher()
-        if placement is not None:
-            launcher.placement = placement
 
     _, host, port = split_url(url)
     if network is not None:

@@ -287,6 +287,9 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
 
     try:
         outcome = session.execute(scenario, directory, display=display, **options)
+    except session.ResultsIncomplete as error:
+        _show(error.result.summary, directory, as_json, manifest=False)
+        raise _fail(str(error), error.code) from None
     except session.RunFailed as error:
         raise _fail(str(error), error.code) from None
     _show(outcome.summary, directory, as_json)
@@ -311,15 +314,16 @@ def _manifest_broker(directory: Path) -> dict[str, Any]:
         return {}
 
 
-def _show(summary: Mapping[str, Any], directory: Path, as_json: bool) -> None:
-    """The summary as `run` prints it at the end and `report` prints it again from disk."""
+def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
+    """The summary as `run` prints it at the end and `report` prints it again from disk
+    (`manifest`: the directory has one to name the broker from)."""
     from mqttlab.summary_view import broker_line, print_summary
 
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
     print_summary(Console(), summary, str(directory))
-    line = broker_line(_manifest_broker(directory))
+    line = broker_line(_manifest_broker(directory)) if manifest else None
     if line is not None:
         Console().print(line)
     if "network" in summary:
@@ -365,7 +369,13 @@ def report_command(
     try:
         loaded = results.load_results(results_dir)
     except results.ResultsError as error:
-        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+        from mqttlab.live_state import read_live
+
+        live = read_live(results_dir)
+        ended = _ended_without_results(results_dir, live, stale_after=30.0)
+        if ended is None and live is not None:
+            ended = f"error: {results_dir}: a run is still writing here; follow it with `mqttlab report --watch {results_dir}`"
+        raise _fail(ended or f"error: {error}", Exit.BAD_INPUT if ended is None else Exit.ABNORMAL) from None
     _show(loaded.summary, loaded.path, as_json)
 
 
@@ -397,6 +407,9 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
                 return exit_code_for(loaded.summary)
             else:
                 live = read_live(directory)
+                ended = _ended_without_results(directory, live, stale_after=max(30.0, 10 * interval))
+                if ended is not None:
+                    raise _fail(ended, Exit.ABNORMAL)
                 line = f"waiting for {directory} ..." if live is None else snapshot_line(live.get("snapshot") or {}, live.get("progress"))
                 if line != last:
                     err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -406,6 +419,28 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
         return Exit.INTERRUPTED
     except results.ResultsError as error:
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+
+
+def _ended_without_results(directory: Path, live: Optional[Mapping[str, Any]], stale_after: float) -> Optional[str]:
+    """Why a run directory without a manifest will not get one: its run failed, its results
+    could not all be written, or its live.json stopped being updated (the process is gone)."""
+    import time
+
+    if live is None:
+        if (directory / "summary.json").is_file() and not (directory / "manifest.json").is_file():
+            live = {"status": "incomplete"}  # live.json did not fit on the disk that filled
+        else:
+            return None
+    status = live.get("status")
+    if status == "failed":
+        return f"error: the run in {directory} failed before its results were written: {live.get('error') or 'no reason recorded'}"
+    if status == "incomplete":
+        return f"error: the run in {directory} was measured but its results could not all be written (no manifest.json); summary.json may hold its figures"
+    age = time.time() - float(live.get("updated_unix") or 0)
+    if status == "running" and age > stale_after:
+        return (f"error: the run in {directory} stopped updating its live.json {age:.0f} s ago and wrote no results: "
+                "its process ended without finishing (killed, or a crash)")
+    return None
 
 
 def _suite_line(state: dict[str, Any]) -> str:
