@@ -36,7 +36,9 @@ def python_dependencies(package: Path) -> dict[str, list[str]]:
     as the module of its name."""
     root = package.parent
     modules = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in package.rglob("*.py")}
-    graph: dict[str, list[str]] = {}
+    # A compiled module (mqttlab._engine, its stub beside it) imports nothing of the package.
+    compiled = {".".join(p.relative_to(root).with_suffix("").parts) for p in package.rglob("*.pyi")}
+    graph: dict[str, list[str]] = {name: [] for name in compiled - set(modules)}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
         found: set[str] = set()
@@ -48,8 +50,9 @@ def python_dependencies(package: Path) -> dict[str, list[str]]:
                 if node.level:  # relative: from the module's own package upwards
                     parts = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
                     base = ".".join([*parts, base] if base else parts)
-                found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names)
-        graph[name] = sorted(d for d in found if d in modules and d != name)
+                found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules or f"{base}.{alias.name}" in graph else base
+                             for alias in node.names)
+        graph[name] = sorted(d for d in found if (d in modules or d in compiled) and d != name)
     return graph
 
 
