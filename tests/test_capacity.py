@@ -225,3 +225,22 @@ def test_storm_options_are_checked_together():
     result = runner.invoke(app, ["storm", "--fault", "flood", "--clients", "1", "--at", "0s"])
     assert result.exit_code == 2
     assert all(field in result.output for field in ("--fault", "--clients", "--at"))
+
+
+def test_the_standard_scenarios_run_quick(tmp_path: Path):
+    _mosquitto()
+    out = tmp_path / "standard"
+    result = runner.invoke(app, ["standard", "--broker", "mosquitto", "--quick", "--scale", "0.1", "--max-probes", "5", "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    rows = json.loads((out / "standard.json").read_text())["families"]
+    assert [row["scenario"] for row in rows] == ["p2p-1-topics-1-pubs-1-subs", "fan-in-2-topics-2-pubs-1-sub", "fan-out-1-topic-1-pub-2-subs",
+                                                 "shared-1-topics-1-pubs-1-subs", "connections-100"]
+    for row in rows:
+        report = json.loads((out / row["scenario"] / "capacity.json").read_text())
+        assert report["status"] == row["status"] and report["probes"], row
+        # Each family answers, or says why not: the generator (on a busy host) or the probe budget.
+        assert row["status"] in ("bracketed", "above_max", "generator_limited", "probe_budget"), row
+        if row["status"] == "bracketed" and row["unit"] == "msg/s":
+            assert row["at_fraction"]["rate"] <= row["capacity"] * 0.5 + 1
+    connections = rows[-1]
+    assert connections["unit"] == "connections" and connections["slo"] == ["failed==0", "connack.p99<200ms"]

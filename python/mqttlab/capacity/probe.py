@@ -111,10 +111,18 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
-    from mqttlab import session
+    from mqttlab import engine, session
     from mqttlab.exits import Exit
 
     scenario = spec.scenario(rate)
+    try:
+        engine.ensure_open_files(scenario.publishers.count + scenario.subscribers.count)
+    except engine.HostCannotRun as error:
+        # Not the broker's limit but this host's: the probe counts as generator-limited.
+        summary = refusal_summary(str(error), generator_limited=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
     session.prepare(directory)
     before = _cpu_times()
     try:
@@ -140,10 +148,12 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     return _probe(rate, attempt, directory, kept, reused=False).judge(objectives)
 
 
-def refusal_summary(error: str) -> dict[str, Any]:
-    """What a probe the broker refused counts as: a failed run that delivered nothing."""
+def refusal_summary(error: str, generator_limited: bool = False) -> dict[str, Any]:
+    """What a probe that could not run counts as: a failed run that delivered nothing, refused by
+    the broker, or (`generator_limited`) beyond what this host can open."""
     zero = {"ok": 0, "failed": 0}
-    return {"status": "failed", "error": error, "refused": True, "generator_limited": False, "generator_limited_reasons": [],
+    return {"status": "failed", "error": error, "refused": not generator_limited, "generator_limited": generator_limited,
+            "generator_limited_reasons": [error] if generator_limited else [],
             "rates": {"sent_per_s": 0.0, "acked_per_s": 0.0, "received_per_s": 0.0}, "latency": {},
             "messages": {"sent": 0, "dropped": 0, "expected": 0, "delivered": 0, "lost": 0},
             "connections": {"publishers": dict(zero), "subscribers": dict(zero)}}

@@ -202,7 +202,7 @@ def probe_line(probe: Probe, unit: str = "msg/s") -> str:
         verdict = ("met" if probe.met else f"broke ({probe.summary.get('status')})" if not probe.completed else "broke") + ": " + \
             "; ".join(describe(check) for check in probe.checks)
     host = probe.host.get("busy_cores")
-    return (f"  probe {probe.rate:g} {unit} #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
+    return (f"  probe {probe.rate:g}{' ' + unit if unit else ''} #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
             + (f"; host {host:.2f} of {probe.host.get('cores')} cores busy" if host is not None else ""))
 
 
@@ -313,3 +313,85 @@ def storm_command(
             console.print(line)
         console.print(f"{directory / 'storm.json'}, run/")
     raise typer.Exit(int(Exit.OK if report["all_back"] and report["status"] == "completed" else Exit.FINDINGS))
+
+
+@app.command("standard")
+def standard_command(
+    broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...) or mqtt(s)://HOST:PORT.")] = None,
+    scale: Annotated[float, typer.Option("--scale", help="Multiplies every family's client counts (p2p 10, fan-in 20, fan-out 20, shared 10/5, connections 1,000 at 1).")] = 1.0,
+    family: Annotated[Optional[list[str]], typer.Option("--family", help="Only these families (repeatable): p2p, fan-in, fan-out, shared, connections.")] = None,
+    slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Objectives of the message families (repeatable). Default: p99<50ms, loss==0, dropped==0; connections: failed==0, connack.p99<200ms.")] = None,
+    fraction: Annotated[float, typer.Option("--fraction", help="Latency is reported at this fraction of each capacity.")] = 0.5,
+    quick: Annotated[bool, typer.Option("--quick", help="A short pass: 2 s probes, one probe at the capacity, a coarse 50% resolution.")] = False,
+    repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at a capacity.")] = 3,
+    resolution: Annotated[float, typer.Option("--resolution", help="Narrow each interval to this share.")] = 0.1,
+    probe_duration: Annotated[str, typer.Option("--probe-duration", help="Each probe's load phase, warm-up included.")] = "5s",
+    warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up.")] = "1s",
+    max_probes: Annotated[int, typer.Option("--max-probes", help="Probes at most, per family.")] = 40,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory (one search per family inside); the same command again resumes. Default: results/<time>-standard-<broker>/.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print standard.json instead of a table.")] = False,
+) -> None:
+    """The field's standard scenarios, scaled to this host: each family's capacity to a stated SLO
+    and its latency at a fixed fraction of that capacity."""
+    from mqttlab.capacity import SearchConflict, SloError, parse_objectives
+    from mqttlab.capacity.search import Settings
+    from mqttlab.capacity.standard import FAMILIES, STANDARD_FILE, families, run_standard
+    from mqttlab.session import RunFailed
+
+    if quick:
+        repeats, resolution, probe_duration, warmup, max_probes = 1, 0.5, "2s", "0.5s", min(max_probes, 12)
+    problems = []
+    chosen = tuple(family or FAMILIES)
+    unknown = [name for name in chosen if name not in FAMILIES]
+    if unknown:
+        problems.append(f"--family: {', '.join(unknown)} unknown; one of {', '.join(FAMILIES)}")
+    if not scale > 0:
+        problems.append(f"--scale: above 0 (got {scale:g})")
+    if not 0 < fraction <= 1:
+        problems.append(f"--fraction: in (0, 1] (got {fraction:g})")
+    if slo:
+        try:
+            parse_objectives(slo)
+        except SloError as error:
+            problems.extend(error.problems)
+    problems.extend(_probe_problems(probe_duration, warmup))
+    settings = Settings(start=1.0, max_rate=1024.0, repeats=repeats, resolution=resolution, max_probes=max_probes)
+    problems.extend(p for p in settings.problems() if not p.startswith(("--start", "--max-rate", "--min-rate")))
+    if problems:
+        count = len(problems)
+        typer.echo("\n".join([f"standard: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
+        raise typer.Exit(int(Exit.BAD_INPUT))
+    name = broker or "rumqttd"
+    directory = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-standard-{_directory_name(name)}"
+    err = Console(stderr=True, highlight=False, markup=False)
+    err.print(f"standard scenarios on {name} at scale {scale:g}; into {directory}")
+    try:
+        rows = run_standard(name, families(scale, chosen if not unknown else FAMILIES), settings, directory, probe_duration, warmup, fraction,
+                            message_slos=slo, on_probe=_printer(err, ""),
+                            on_family=lambda f, report: err.print(report.headline()))
+    except SearchConflict as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(int(Exit.BAD_INPUT)) from None
+    except RunFailed as error:
+        typer.echo(f"{error} (the probes so far are kept; the same command resumes)", err=True)
+        raise typer.Exit(int(error.code)) from None
+    if as_json:
+        typer.echo((directory / STANDARD_FILE).read_text(encoding="utf-8"))
+    else:
+        _print_standard(rows, fraction, directory)
+    raise typer.Exit(int(Exit.OK if all(row["status"] == "bracketed" for row in rows) else Exit.FINDINGS))
+
+
+def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path) -> None:
+    console = Console(highlight=False, markup=False, soft_wrap=True)
+    for row in rows:
+        low, high = row["interval"]
+        line = f"{row['scenario']} ({', '.join(row['slo'])}): {row['status']}"
+        if row["capacity"] is not None:
+            line += f", capacity {row['capacity']:g} {row['unit']} in [{low:g}, {high:g}]" if high is not None else f", capacity above {low:g} {row['unit']}"
+        at = row.get("at_fraction")
+        if at and at.get("e2e_p50_us") is not None:
+            line += (f"; at {fraction:.0%} ({at['rate']:g} {row['unit']}): e2e p50 {at['e2e_p50_us'] / 1000:.2f} ms, p99 {at['e2e_p99_us'] / 1000:.2f} ms"
+                     + (" (generator-limited)" if at["generator_limited"] else ""))
+        console.print(line)
+    console.print(f"{directory / 'standard.json'}; one search per scenario inside")
