@@ -381,3 +381,19 @@ def test_a_rise_ratio_or_range_whose_intervals_overlap_the_edge_cannot_tell():
     assert _check(Check(ratio=["a", "b"], within=[3, 4]), pair)[0] is False
     assert _check(Check(figure="a", within=[0, 2.1]), pair)[0] == CANNOT_TELL
     assert _check(Check(figure="a", within=[0, 3]), pair)[0] is True
+
+
+def test_each_judges_a_share_of_rows_by_one_key_of_their_values():
+    def sprt(figure: str, result: str, pct: float) -> FigureRow:
+        row = _row(figure, "UP1", 0.0)
+        row.ours = {"result": result, "h1_accept_pct": pct}
+        return row
+
+    rows = {"a": [sprt("a", "H1", 100.0)], "b": [sprt("b", "99% H1", 99.0)], "c": [sprt("c", "H0", 0.0)]}
+    most = Check(each=["a", "b", "c", "d"], key="h1_accept_pct", within=[90, 100], at_least=0.5)
+    ok, lines = _check(most, rows)
+    assert ok is True and lines == ["h1_accept_pct in [90, 100] in 2 of 3 rows (67%; 50% asked)", "c: 0 ✗"]
+    assert _check(most.model_copy(update={"at_least": 0.75}), rows)[0] is False
+    assert rule_text(most) == "ours' h1_accept_pct in [90, 100] in at least 50% of the rows of 4 figures (a, b, c, …)"
+    with pytest.raises(ValueError, match="key: only with each"):
+        Check(figure="a", within=[0, 1], key="h1_accept_pct")

@@ -513,7 +513,8 @@ class SmcPaperResults:
                 return []
             r = part.iloc[0]
             value = {"h0": round(float(r["H0"]), 4), "h1": round(float(r["H1"]), 4), "result": r["result"],
-                     "mean_samples": _float(r.get("samples")), "time_s": _float(r.get("time_s"))}
+                     "h1_accept_pct": _accept_pct(str(r["result"])), "mean_samples": _float(r.get("samples")),
+                     "time_s": _float(r.get("time_s"))}
             return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", how.profile, broker, None)]
         if how.smc == "predictions":
             part = self._rows(self.predictions, broker, how.profile, model="paper")
@@ -550,6 +551,13 @@ class SmcPaperResults:
         if model is not None and "model" in part:
             part = part[part["model"] == model]
         return None if part.empty else part
+
+
+def _accept_pct(result: str) -> Optional[float]:
+    """The share of clients accepting H1 in smc's notation: "H1" (all), "H0" (none), "63% H1"."""
+    if result in ("H1", "H0"):
+        return 100.0 if result == "H1" else 0.0
+    return _float(result.split("%", 1)[0]) if result.endswith("% H1") else None
 
 
 def _float(value: Any) -> Optional[float]:

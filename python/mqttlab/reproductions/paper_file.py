@@ -179,6 +179,10 @@ class Check(_Strict):
     # a claim about a gap ("MQTT about 50 ms slower") written as that gap
     difference: Optional[list[str]] = None
     unit: Optional[str] = None
+    # every row of these figures (its `key`, for a figure whose value has keys) lies in `within`,
+    # in at least `at_least` of them ("in most cases H1 was accepted by almost all clients")
+    each: Optional[list[str]] = None
+    key: Optional[str] = None
     # a trend of the rows of `figures` along one axis of the configuration: `along` names the
     # axis's values in order as they appear in scenario names (`qos0`, `loss-10`); rows that
     # differ only there are compared, and the trend must hold in `at_least` of those
@@ -193,11 +197,11 @@ class Check(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Check":
-        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "difference", "figure", "trend")
+        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "difference", "each", "figure", "trend")
                  if getattr(self, name) is not None]
         if len(kinds) != 1:
             raise ValueError("give exactly one of agree, increasing, decreasing, best (with among), ratio (with within), "
-                             "difference (with along and within), figure (with within), trend (with figures and along)" + (f" (got {', '.join(kinds)})" if kinds else ""))
+                             "difference (with along and within), each (with within), figure (with within), trend (with figures and along)" + (f" (got {', '.join(kinds)})" if kinds else ""))
         if self.trend is not None and (not self.figures or not self.along or len(self.along) < 2):
             raise ValueError("trend: give figures and along (two or more values of one axis, in order)")
         if self.difference is not None and (len(self.difference) != 2 or not self.along or len(self.along) != 2 or self.within is None):
@@ -210,14 +214,16 @@ class Check(_Strict):
             raise ValueError("among: required with best (the figures compared)")
         if self.ratio is not None and (len(self.ratio) != 2 or self.within is None):
             raise ValueError("ratio: give two figures and within: [low, high]")
-        if self.figure is not None and self.within is None:
-            raise ValueError("within: required with figure ([low, high])")
+        if (self.figure is not None or self.each is not None) and self.within is None:
+            raise ValueError("within: required with figure or each ([low, high])")
+        if self.key is not None and self.each is None:
+            raise ValueError("key: only with each (the key of the figures' values it reads)")
         if self.within is not None and (len(self.within) != 2 or self.within[0] > self.within[1]):
             raise ValueError("within: give [low, high] with low <= high")
         return self
 
     def figure_ids(self) -> list[str]:
-        ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or []), *(self.difference or []),
+        ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or []), *(self.difference or []), *(self.each or []),
                *(self.figures or [])]
         ids += [name for name in (self.best, self.figure) if name]
         return ids

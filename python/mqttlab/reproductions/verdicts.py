@@ -93,6 +93,10 @@ def rule_text(check: Check) -> str:
         return (f"{check.difference[0]} − {check.difference[1]} in {within}" + (f" {check.unit}" if check.unit else "")
                 + f", configurations paired {first} vs {second}{share}; with two or more runs a side, the Welch "
                 f"{CONFIDENCE:.0%} interval must lie inside (straddling an edge: cannot tell)")
+    if check.each is not None:
+        what = f"ours' {check.key}" if check.key else "ours"
+        return f"{what} in {within} in at least {check.at_least:.0%} of the rows of {len(check.each)} figures ({', '.join(check.each[:3])}" + (
+            ", …)" if len(check.each) > 3 else ")")
     if check.trend is not None:
         what = f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat" else check.trend
         return f"{', '.join(check.figures or [])} {what} along {' → '.join(check.along or [])}{share}"
@@ -199,6 +203,8 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
         return _combine(outcomes), lines
     if check.difference is not None:
         return _difference(check, rows)
+    if check.each is not None:
+        return _each(check, rows)
     if check.trend is not None:
         # A configuration may be a row of several of the figures: each counts once.
         unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
@@ -352,6 +358,24 @@ def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome
     if disagree > (1 - check.at_least) * len(verdicts) + 1e-9:
         return False, lines
     return CANNOT_TELL, lines
+
+
+def _each(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
+    low, high = check.within or (-math.inf, math.inf)
+    values = []
+    for name in check.each or []:
+        for row in rows.get(name, []):
+            value = row.ours.get(check.key) if check.key and isinstance(row.ours, dict) else _scalar(row)
+            if number(value):
+                values.append((row, float(value)))
+    if not values:
+        return None, [f"not measured: {', '.join(check.each or [])}"]
+    inside = [(row, v) for row, v in values if low <= v <= high]
+    share = len(inside) / len(values)
+    what = f"{check.key} " if check.key else ""
+    lines = [f"{what}in [{_text(low)}, {_text(high)}] in {len(inside)} of {len(values)} rows ({share:.0%}; {check.at_least:.0%} asked)"]
+    lines += [f"{row.figure}: {_text(v)} ✗" for row, v in values if not low <= v <= high][:6]  # those outside first
+    return share >= check.at_least - 1e-9, lines
 
 
 def _where(check: Check, row: FigureRow) -> bool:
