@@ -7,7 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -51,11 +52,10 @@ def capacity_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
 ) -> None:
     """Find the highest offered rate a broker sustains under the given objectives, with its interval."""
-    from mqttlab.capacity import ProbeSpec, SearchConflict, SloError, parse_objectives, search_capacity, write_comparison
+    from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
     from mqttlab.capacity.search import Settings
     from mqttlab.cli.run import flag_overrides
     from mqttlab.scenario import ScenarioError, load_scenario
-    from mqttlab.session import RunFailed
 
     problems: list[str] = []
     objectives = []
@@ -113,17 +113,8 @@ def capacity_command(
                          probe_duration, warmup, dask, knob)
         directory = root / _directory_name(name) if len(targets) > 1 else root
         err.print(f"capacity of {name}: {', '.join(o.text for o in objectives)}; probes in {directory}")
-        try:
+        with _searching():
             report = search_capacity(name, spec, objectives, settings, directory, on_probe=_printer(err, spec.unit))
-        except SearchConflict as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(int(Exit.BAD_INPUT)) from None
-        except RunFailed as error:
-            typer.echo(f"{error} (the probes so far are kept; the same command resumes)", err=True)
-            raise typer.Exit(int(error.code)) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted; the finished probes are kept and the same command resumes the search", err=True)
-            raise typer.Exit(int(Exit.INTERRUPTED)) from None
         reports.append(report)
         if not as_json or len(targets) == 1:
             _print_report(report, as_json)
@@ -134,6 +125,25 @@ def capacity_command(
         else:
             _print_comparison(comparison, root)
     raise typer.Exit(int(Exit.OK if all(r.outcome.status == "bracketed" for r in reports) else Exit.FINDINGS))
+
+
+@contextmanager
+def _searching() -> Iterator[None]:
+    """A search's failures as one line and an exit code; what it probed so far stays on disk."""
+    from mqttlab.capacity import SearchConflict
+    from mqttlab.session import RunFailed
+
+    try:
+        yield
+    except SearchConflict as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(int(Exit.BAD_INPUT)) from None
+    except RunFailed as error:
+        typer.echo(f"{error} (the probes so far are kept; the same command resumes)", err=True)
+        raise typer.Exit(int(error.code)) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted; the finished probes are kept and the same command resumes the search", err=True)
+        raise typer.Exit(int(Exit.INTERRUPTED)) from None
 
 
 def _printer(console: Console, unit: str) -> Callable[[Probe], None]:
@@ -265,8 +275,7 @@ def storm_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory for storm.json and the run's results (run/). Default: results/<time>-storm-<broker>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print storm.json instead of text.")] = False,
 ) -> None:
-    """A reconnect storm: every client dropped at once, then all reconnecting; how long until all
-    are back, CONNACK latency meanwhile, sessions resumed and messages lost against the QoS promise."""
+    """A reconnect storm: every client dropped at once, then all reconnecting; time until all are back, CONNACK latency, sessions, losses."""
     from mqttlab.capacity.storm import run_storm, storm_assignments, storm_lines
     from mqttlab.scenario import ScenarioError, load_scenario
     from mqttlab.scenario.units import parse_duration
@@ -331,12 +340,10 @@ def standard_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory (one search per family inside); the same command again resumes. Default: results/<time>-standard-<broker>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print standard.json instead of a table.")] = False,
 ) -> None:
-    """The field's standard scenarios, scaled to this host: each family's capacity to a stated SLO
-    and its latency at a fixed fraction of that capacity."""
-    from mqttlab.capacity import SearchConflict, SloError, parse_objectives
+    """The field's standard scenarios, scaled to this host: each one's capacity to a stated SLO and its latency at a fraction of it."""
+    from mqttlab.capacity import SloError, parse_objectives
     from mqttlab.capacity.search import Settings
     from mqttlab.capacity.standard import FAMILIES, STANDARD_FILE, families, run_standard
-    from mqttlab.session import RunFailed
 
     if quick:
         repeats, resolution, probe_duration, warmup, max_probes = 1, 0.5, "2s", "0.5s", min(max_probes, 12)
@@ -365,16 +372,10 @@ def standard_command(
     directory = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-standard-{_directory_name(name)}"
     err = Console(stderr=True, highlight=False, markup=False)
     err.print(f"standard scenarios on {name} at scale {scale:g}; into {directory}")
-    try:
+    with _searching():
         rows = run_standard(name, families(scale, chosen if not unknown else FAMILIES), settings, directory, probe_duration, warmup, fraction,
                             message_slos=slo, on_probe=_printer(err, ""),
                             on_family=lambda f, report: err.print(report.headline()))
-    except SearchConflict as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(int(Exit.BAD_INPUT)) from None
-    except RunFailed as error:
-        typer.echo(f"{error} (the probes so far are kept; the same command resumes)", err=True)
-        raise typer.Exit(int(error.code)) from None
     if as_json:
         typer.echo((directory / STANDARD_FILE).read_text(encoding="utf-8"))
     else:
