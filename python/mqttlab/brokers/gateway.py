@@ -92,7 +92,7 @@ class RunningGateway:
         """The gateway as plain data, for a results manifest."""
         return {"name": self.name, "version": self.version, "host": self.host, "port": self.port,
                 "broker": self.broker_url, "pid": self.pid, "predefined": self.config.get("predefined", {}),
-                **({"role": self.config["role"]} if "role" in self.config else {})}
+                **{key: self.config[key] for key in ("role", "config", "limits") if key in self.config}}
 
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None
