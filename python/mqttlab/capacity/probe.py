@@ -100,14 +100,16 @@ def probe_directory(root: Path, rate: float, attempt: int) -> Path:
     return root / "probes" / f"rate-{rate:011.1f}-{attempt}"
 
 
-def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives: list[Objective]) -> Probe:
-    """The probe at `rate` (its `attempt`-th), read back when already finished, else run now."""
+def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives: list[Objective], rerun_limited: bool = False) -> Probe:
+    """The probe at `rate` (its `attempt`-th), read back when already finished, else run now.
+    `rerun_limited` runs a kept probe again when the generator limited it (a busy host then, a
+    quieter one now): it judged nothing, so nothing is lost."""
     directory = probe_directory(root, rate, attempt)
     kept = _read(directory)
-    if kept is not None:
+    if kept is not None and not (rerun_limited and kept.summary.get("generator_limited")):
         return _probe(rate, attempt, directory, kept, reused=True).judge(objectives)
     refused = _read_refusal(directory)
-    if refused is not None:
+    if refused is not None and not (rerun_limited and refused.get("generator_limited")):
         return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete

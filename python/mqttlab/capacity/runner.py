@@ -42,6 +42,7 @@ class CapacityReport:
     limits: list[dict[str, Any]] = field(default_factory=list)
     generator_reasons: list[str] = field(default_factory=list)
     unit: str = "msg/s"
+    verification: list[dict[str, Any]] = field(default_factory=list)  # probes at 0.9x and 1.2x the capacity
 
     @property
     def capacity(self) -> Optional[float]:
@@ -82,6 +83,7 @@ class CapacityReport:
             "generator": {"limited_at_per_s": o.limited_at, "reasons": self.generator_reasons,
                           "go_further": GO_FURTHER if o.status == "generator_limited" else None},
             "host_busy_cores": {"mean": sum(hosts) / len(hosts), "max": max(hosts)} if hosts else None,
+            "verification": self.verification,
             "probes": [_probe_entry(p, self.directory) for p in o.probes],
         }
 
@@ -99,15 +101,18 @@ def search_capacity(
     settings: Settings,
     directory: Path,
     on_probe: Optional[Callable[[Probe], None]] = None,
+    rerun_limited: bool = False,
+    verify: int = 0,
 ) -> CapacityReport:
-    """Runs (or resumes) the search and writes capacity.json, curve.csv and curve.png."""
+    """Runs (or resumes) the search and writes capacity.json, curve.csv and curve.png. With
+    `verify`, a bracketed capacity is checked by that many probes at 0.9x and at 1.2x of it."""
     directory.mkdir(parents=True, exist_ok=True)
     _claim(directory, spec)
 
     reached: list[bool] = []
 
     def probe(rate: float, attempt: int) -> Probe:
-        found = run_probe(spec, directory, rate, attempt, objectives)
+        found = run_probe(spec, directory, rate, attempt, objectives, rerun_limited)
         if found.refused and not any(reached):
             # Refused before any probe got through: the broker is not there, nothing was measured.
             from mqttlab.exits import Exit
@@ -125,6 +130,8 @@ def search_capacity(
     if outcome.status == "generator_limited":
         report.generator_reasons = sorted({reason for p in outcome.probes if p.rate == outcome.limited_at and p.generator_limited
                                            for reason in p.summary.get("generator_limited_reasons") or []})
+    if verify and outcome.status == "bracketed" and outcome.lower:
+        report.verification = _verify(spec, objectives, directory, outcome.lower, verify, rerun_limited, on_probe)
     (directory / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     series = [report_series(report)]
     write_csv(series, directory / "curve.csv")
@@ -132,10 +139,36 @@ def search_capacity(
     return report
 
 
+VERIFY_AT = (0.9, 1.2)
+
+
+def _verify(spec: ProbeSpec, objectives: list[Objective], directory: Path, capacity: float, count: int, rerun_limited: bool,
+            on_probe: Optional[Callable[[Probe], None]]) -> list[dict[str, Any]]:
+    """Probes at 0.9x and 1.2x the capacity (in verify/): below it they should all meet the
+    objectives, above it some should break them. Generator-limited probes are counted apart."""
+    from mqttlab.capacity.search import round_rate
+
+    found = []
+    for factor in VERIFY_AT:
+        rate = round_rate(capacity * factor)
+        probes = [run_probe(spec, directory / "verify", rate, attempt, objectives, rerun_limited) for attempt in range(1, count + 1)]
+        for probe in probes:
+            if on_probe is not None:
+                on_probe(probe)
+        judged = [p for p in probes if not p.generator_limited]
+        found.append({"factor": factor, "rate": rate, "probes": len(probes), "met": sum(1 for p in judged if p.met),
+                      "broke": sum(1 for p in judged if not p.met), "generator_limited": len(probes) - len(judged),
+                      "p99_us": [((p.summary.get("latency") or {}).get(_source(objectives)) or {}).get("p99_us") for p in probes]})
+    return found
+
+
+def _source(objectives: list[Objective]) -> str:
+    return next((objective.source for objective in objectives if objective.kind == "latency"), "e2e")
+
+
 def report_series(report: CapacityReport) -> Series:
     o = report.outcome
-    source = next((objective.source for objective in report.objectives if objective.kind == "latency"), "e2e")
-    return Series(report.broker, curve_rows(o.probes, source), o.lower, o.upper, o.status)
+    return Series(report.broker, curve_rows(o.probes, _source(report.objectives)), o.lower, o.upper, o.status)
 
 
 def _at(outcome: Outcome, rate: Optional[float], met: bool) -> list[Probe]:

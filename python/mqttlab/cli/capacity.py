@@ -47,6 +47,8 @@ def capacity_command(
     warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up, excluded from its figures.")] = "1s",
     generator_retries: Annotated[int, typer.Option("--generator-retries", help="Repeats of a probe the generator limited before the search stops there.")] = 1,
     max_probes: Annotated[int, typer.Option("--max-probes", help="Probes at most, per broker.")] = 60,
+    rerun_limited: Annotated[bool, typer.Option("--rerun-generator-limited", help="Resuming: run again the kept probes the generator limited (on a host quieter now).")] = False,
+    verify: Annotated[int, typer.Option("--verify", help="Check a found capacity with this many probes at 0.9x and at 1.2x of it.")] = 0,
     dask: Annotated[Text, typer.Option("--dask", help="Run each probe across a Dask cluster: tcp://SCHEDULER:8786 or local:N.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
@@ -99,6 +101,8 @@ def capacity_command(
     settings = Settings(start=first, max_rate=max_rate if max_rate is not None else first * 1024, min_rate=min_rate, factor=factor,
                         repeats=repeats, resolution=resolution, generator_retries=generator_retries, max_probes=max_probes)
     problems.extend(settings.problems())
+    if verify < 0:
+        problems.append(f"--verify: 0 or more probes (got {verify})")
     if problems:
         count = len(problems)
         typer.echo("\n".join([f"capacity: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
@@ -114,7 +118,8 @@ def capacity_command(
         directory = root / _directory_name(name) if len(targets) > 1 else root
         err.print(f"capacity of {name}: {', '.join(o.text for o in objectives)}; probes in {directory}")
         with _searching():
-            report = search_capacity(name, spec, objectives, settings, directory, on_probe=_printer(err, spec.unit))
+            report = search_capacity(name, spec, objectives, settings, directory, on_probe=_printer(err, spec.unit),
+                                     rerun_limited=rerun_limited, verify=verify)
         reports.append(report)
         if not as_json or len(targets) == 1:
             _print_report(report, as_json)
@@ -231,6 +236,9 @@ def _print_report(report: CapacityReport, as_json: bool) -> None:
                       + (f" (probability a probe there meets them: {low:.2f}-{high:.2f}, {end['confidence']:.0%} Clopper-Pearson)" if low is not None else ""))
     for item in data["limited_by"]:
         console.print(f"  limited by {item['limit']}: {item['detail']}")
+    for check in data["verification"]:
+        console.print(f"  check at {check['factor']:g}x ({check['rate']:g} {data['unit']}): {check['met']} of {check['probes']} probes met the objectives, "
+                      f"{check['broke']} broke one" + (f", {check['generator_limited']} generator-limited" if check["generator_limited"] else ""))
     if data["generator"]["go_further"]:
         for reason in data["generator"]["reasons"]:
             console.print(f"  generator: {reason}")
