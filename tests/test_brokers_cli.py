@@ -54,6 +54,13 @@ def test_list_names_every_broker_with_availability() -> None:
         assert not rows[name]["tested_by_test_command"]
     assert rows["mosquitto"]["tested_by_test_command"] and rows["mosquitto"]["mqtt_versions"]
     assert rows["mosquitto"]["source"] and rows["mosquitto"]["install_time"]
+    # Built from pinned upstream sources, and tested by the test command: the seeds' NanoMQ and RSMB,
+    # and the Paho MQTT-SN gateway listed beside the brokers.
+    for name in ("nanomq", "rsmb", "paho-mqtt-sn-gateway"):
+        assert "upstream source" in rows[name]["source"] and "sha256 pinned" in rows[name]["source"]
+        assert rows[name]["install_time"] and rows[name]["tested_by_test_command"]
+        assert rows[name]["available"] or "../shared/sources" in rows[name]["detail"]
+    assert rows["nanomq"]["tls"] and not rows["rsmb"]["tls"]
 
 
 def test_list_prints_a_table() -> None:
