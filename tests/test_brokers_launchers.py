@@ -20,6 +20,7 @@ import pytest
 from mqttlab.brokers import BrokerError, Launcher, RunningBroker, get_launcher
 from mqttlab.brokers.base import Placement
 from mqttlab.brokers.probe import Message, MqttProbe, ProbeError, client_tls_context, round_trip
+from mqttlab.brokers.sources import SourceUnavailable
 
 T = TypeVar("T")
 
@@ -47,6 +48,8 @@ def ensure_installed(launcher: Launcher) -> None:
                     "(or scripts/install-brokers.sh --with-rmqtt)")
     try:
         launcher.install()
+    except SourceUnavailable as error:
+        pytest.skip(f"{launcher.name}: cannot be built here: {error}")
     except BrokerError as error:
         if REGISTRY_UNREACHABLE.search(str(error)):
             pytest.skip(f"{launcher.name}: its registry cannot be reached: {error}")
