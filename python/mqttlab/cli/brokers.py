@@ -87,6 +87,7 @@ def list_command(
             "install_time": launcher.install_time,
             "mqtt_versions": list(launcher.mqtt_versions),
             "tls": launcher.has_tls,
+            "websocket": getattr(launcher, "has_websocket", False),
             "tested_by_test_command": launcher.tested_by_test_command,
             "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
             "versions": list(launcher.versions),
@@ -95,11 +96,11 @@ def list_command(
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="Brokers")
-    for column in ("name", "available", "version", "MQTT", "TLS", "tested", "comes from (install time)", "how to get it / why not"):
+    for column in ("name", "available", "version", "MQTT", "TLS", "WebSocket", "tested", "comes from (install time)", "how to get it / why not"):
         table.add_column(column)
     for row in rows:
         if row["name"] == "external":
-            table.add_row("external", "by URL", "-", "any", "yes", "yes", "a broker you run", row["detail"])
+            table.add_row("external", "by URL", "-", "any", "yes", "yes", "yes", "a broker you run", row["detail"])
             continue
         source = row["source"] + (f" ({row['install_time']})" if row["install_time"] else "")
         table.add_row(
@@ -108,6 +109,7 @@ def list_command(
             row["version"] or "-",
             ", ".join(row["mqtt_versions"]) if row["source"] != "none reachable here" else "-",
             "yes" if row["tls"] else "no",
+            "yes" if row["websocket"] else "no",
             "yes" if row["tested_by_test_command"] else "no",
             source,
             "" if row["available"] else row["detail"],
