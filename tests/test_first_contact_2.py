@@ -5,8 +5,10 @@ Each test is one finding of the issue, through the command line as a newcomer ty
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -299,3 +301,73 @@ def test_a_disk_that_fills_while_writing_keeps_the_summary_and_says_incomplete(t
             assert reported.exit_code == 4 and "could not all be written" in said(reported)
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+# --- 4. say what is happening ---------------------------------------------------------------
+
+
+def test_a_launched_broker_is_said_to_start_with_the_time_it_took(tmp_path: Path):
+    from mqttlab.brokers import get_launcher
+
+    if not get_launcher("mosquitto").find():
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
+    result = invoke("run", "--broker", "mosquitto", "--duration", "1s", *SMALL, "--out", str(tmp_path / "run"))
+    assert result.exit_code in (0, 1), result.output
+    assert re.search(r"mosquitto started in \d+\.\d s", result.output)
+
+
+def test_a_slow_start_is_announced_while_it_lasts():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from mqttlab.live_view import broker_starting
+
+    out = StringIO()
+    with broker_starting(Console(file=out, width=100), "rabbitmq", quiet_for=0.05):
+        time.sleep(0.3)
+        assert "starting rabbitmq …" in out.getvalue()  # said before the start is over
+    assert re.search(r"rabbitmq started in 0\.[3-9] s", out.getvalue())
+
+
+def test_the_metrics_linger_is_announced(tmp_path: Path):
+    result = invoke("run", "--metrics", "127.0.0.1:0", "--metrics-linger", "1s", "--duration", "1s", *SMALL, "--out", str(tmp_path / "run"))
+    assert result.exit_code in (0, 1), result.output
+    assert "the final figures stay at http://127.0.0.1:" in said(result) and "for 1 s, one scrape interval (--metrics-linger 0" in said(result)
+    text = said(result)
+    assert text.index("results:") < text.index("the final figures stay")  # after the summary, before the wait
+
+
+def test_too_few_samples_are_flagged_and_counts_stand_beside_percentiles(tmp_path: Path):
+    result = invoke("run", "--rate", "0.5", "--duration", "3s", "--pubs", "1", "--subs", "1", "--out", str(tmp_path / "run"))
+    assert result.exit_code in (0, 1), result.output
+    text = said(result)
+    assert re.search(r"only \d messages? measured: too few for the percentiles \(p99 needs at least 100", text)
+    assert "count" in result.output.split("Latency (ms)")[1].splitlines()[2]  # the table's header row
+    assert "1 publisher ×" in text and "→ 1 subscriber of" in text  # and no "1 publishers"
+    many = invoke("run", "--duration", "2s", "--pubs", "2", "--subs", "2", "--rate", "100", "--out", str(tmp_path / "many"))
+    assert many.exit_code in (0, 1) and "too few for the percentiles" not in said(many)
+
+
+def test_a_broker_given_by_url_hints_at_pid_for_its_resources(tmp_path: Path):
+    from mqttlab.brokers import get_launcher
+
+    launcher = get_launcher("mosquitto")
+    if not launcher.find():
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
+    with launcher.start(tmp_path / "broker") as broker:
+        result = invoke("run", "--broker", broker.url(), "--duration", "3s", *SMALL, "--out", str(tmp_path / "run"))
+        sampled = invoke("run", "--broker", f"{broker.url()}?pid={broker.pid}", "--duration", "3s", *SMALL, "--out", str(tmp_path / "pid"))
+    assert result.exit_code in (0, 1), result.output
+    assert "broker not sampled (a broker given by URL: add ?pid=PID" in said(result)
+    assert sampled.exit_code in (0, 1) and "broker not sampled" not in said(sampled) and "resources: broker" in said(sampled)
+
+
+def test_report_opens_with_what_ran(tmp_path: Path):
+    out = tmp_path / "run"
+    assert invoke("run", "--duration", "1s", *SMALL, "--qos", "2", "--mqtt-version", "5", "--out", str(out)).exit_code in (0, 1)
+    lines = invoke("report", str(out)).output.splitlines()
+    opening = " ".join(" ".join(lines[:4]).split())
+    assert re.search(r"default against rumqttd \S+ at mqtt://127\.0\.0\.1:\d+: MQTT 5 over TCP", opening)
+    assert "plan: 1 publisher × 20 msg/s = 20 msg/s for 1 s (0.2 s warm-up) → 1 subscriber of bench/%i, QoS 2/2" in opening
+    assert "plan:" not in invoke("report", "--json", str(out)).output

@@ -5,7 +5,10 @@ per snapshot, so a log still shows how the run went."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, Mapping, Optional
 
 from rich.console import Console
 from rich.live import Live
@@ -122,3 +125,34 @@ class LiveProgress:
         if self._live is not None:
             self._live.__exit__(None, None, None)
             self._live = None
+
+
+@contextmanager
+def broker_starting(console: Console, name: str, quiet_for: float = 1.0) -> Iterator[None]:
+    """While a launched broker starts (RabbitMQ: 14 s), a line that says so: on a terminal a
+    spinner with the time so far; elsewhere one line once it has taken `quiet_for`. Then one
+    line with the time it took."""
+    started = time.monotonic()
+    done = threading.Event()
+    status = console.status(f"starting {name} …") if console.is_terminal else None
+
+    def elapsed() -> str:
+        return f"{time.monotonic() - started:.1f} s"
+
+    def watch() -> None:
+        if status is None:
+            if not done.wait(quiet_for):
+                console.print(f"starting {name} …", style="dim", highlight=False)
+            return
+        while not done.wait(0.5):
+            status.update(f"starting {name} … {elapsed()}")
+
+    with status if status is not None else nullcontext():
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+    console.print(f"{name} started in {elapsed()}", style="dim", highlight=False)

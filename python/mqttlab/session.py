@@ -37,6 +37,8 @@ Progress = Callable[[dict[str, Any]], None]
 # Given the run's header line and live state once the broker is up and the plan is known, a
 # context (around the load) whose value receives every progress snapshot: the CLI's live display.
 Display = Callable[[str, RunState], AbstractContextManager[Progress]]
+# Given a broker's name, a context around its launch: the CLI's "starting rabbitmq … 12 s".
+Starting = Callable[[str], AbstractContextManager[Any]]
 
 
 class RunFailed(Exception):
@@ -217,6 +219,7 @@ def _run_into(
     routing: Optional[RoutingCheck] = None,
     states: Optional[list[RunState]] = None,
     command_line: Optional[str] = None,
+    starting: Optional[Starting] = None,
 ) -> RunResult:
     """Runs `scenario` and writes its results directory. `display` shows the run while it goes;
     `states` collects its live state (for a metrics endpoint); the rest are `mqttlab run`'s options."""
@@ -226,7 +229,7 @@ def _run_into(
         _check_generator_cpus(scenario)
     with ExitStack() as stack:
         network = _open_network(scenario, directory, stack)
-        broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None)
+        broker = _open_broker(scenario, directory, stack, placement=network.placement() if network else None, starting=starting)
         url = _engine_url(scenario, broker)
         gateway = _open_gateway(scenario, directory, stack, url, placement=network.placement() if network else None, broker=broker)
         if gateway is not None:
@@ -463,9 +466,10 @@ def _resource_sampler(broker_pid: Optional[int]) -> Any:
         return RunResources(None)
 
 
-def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placement: Any = None) -> Any:
+def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placement: Any = None, starting: Optional[Starting] = None) -> Any:
     """The RunningBroker to measure: described from a URL, or launched (and stopped on exit).
-    `placement` (from a network section) runs a launched broker inside the emulated network."""
+    `placement` (from a network section) runs a launched broker inside the emulated network;
+    `starting` is shown while a launched broker starts."""
     from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
     from mqttlab.brokers.external import ExternalLauncher
 
@@ -491,7 +495,8 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
             raise RunFailed(f"error: launch.websocket: {launcher.name} is launched without a WebSocket listener here; "
                             "docs/brokers.md lists the launchers that have one", Exit.BAD_INPUT)
         launcher.websocket = launch.websocket
-        return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
+        with starting(launcher.name or target) if starting is not None else nullcontext():
+            return stack.enter_context(launcher.start(directory / "broker", tls=launch.tls))
     except ContainerSetupError as error:
         raise RunFailed(f"error: broker {target}: {error}", Exit.BAD_INPUT) from None
     except BrokerError as error:

@@ -26,6 +26,16 @@ MESSAGE_ROWS = ("sent", "acked", "dropped", "expected", "delivered", "lost", "du
 STATUS_STYLE = {"completed": "bold green", "interrupted": "bold yellow", "broker_lost": "bold red", "failed": "bold red"}
 
 
+# Below this many measured messages, percentiles are a handful of values (p99 of 50 is their
+# maximum) and per-message and per-second figures swing with a single message.
+FEW_SAMPLES = 100
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 publisher`, `2 publishers`, `1,000 late sends`."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def ms(microseconds: Optional[float]) -> str:
     """Milliseconds with microsecond resolution: 1234 µs -> "1.234"."""
     return "–" if microseconds is None else f"{microseconds / 1000:.3f}"
@@ -38,6 +48,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
     if summary.get("generator_limited"):
         parts.append(_generator_limited_warning(summary))
     parts += [_messages_table(summary), _latency_table(summary)]
+    few = _few_samples_warning(summary)
+    if few is not None:
+        parts.append(few)
     for key, title in (("violations", "Violations"), ("errors", "Errors")):
         issues = summary.get(key) or []
         if issues:
@@ -131,12 +144,12 @@ def plan_line(plan: Mapping[str, Any], followed: Optional[Mapping[str, str]] = N
     duration = (load.get("duration_ms") or 0) / 1000
     warmup = (load.get("warmup_ms") or 0) / 1000
     if pubs.get("arrival") == "closed":
-        pace = f"{count:,} publishers, closed loop"
+        pace = f"{counted(count, 'publisher')}, closed loop"
     else:
-        pace = f"{count:,} publishers × {pubs['rate']:g} msg/s = {count * pubs['rate']:,.6g} msg/s"
+        pace = f"{counted(count, 'publisher')} × {pubs['rate']:g} msg/s = {count * pubs['rate']:,.6g} msg/s"
     amount = f", {pubs['messages']:,} messages each" if pubs.get("messages") else ""
     span = f" for {duration:g} s ({warmup:g} s warm-up)" if duration else f" ({warmup:g} s warm-up)"
-    line = f"plan: {pace}{amount}{span} → {subs['count']:,} subscribers of {', '.join(subs['filters'])}, QoS {pubs['qos']}/{subs['qos']}"
+    line = f"plan: {pace}{amount}{span} → {counted(subs['count'], 'subscriber')} of {', '.join(subs['filters'])}, QoS {pubs['qos']}/{subs['qos']}"
     notes = followed_line(followed)
     return line + (f"\n{notes}" if notes else "")
 
@@ -224,6 +237,17 @@ def _latency_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
+def _few_samples_warning(summary: Mapping[str, Any]) -> Optional[Text]:
+    """Figures from too few messages to mean anything, said under the table that shows them."""
+    e2e = (summary.get("latency") or {}).get("e2e") or {}
+    count = e2e.get("count")
+    if not count or count >= FEW_SAMPLES:
+        return None
+    return Text(f"only {counted(count, 'message')} measured: too few for the percentiles (p99 needs at least {FEW_SAMPLES}; "
+                "here the high ones are the slowest message or two), the per-message CPU and the rates per second; "
+                "run longer (--duration) or faster (--rate, --pubs)", style="yellow")
+
+
 def _issues_table(title: str, issues: list[Mapping[str, Any]], text_key: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold red")
     table.add_column("kind")
@@ -242,7 +266,7 @@ def _generator_line(summary: Mapping[str, Any]) -> Text:
     if generator.get("schedule_lag_p99_us") is not None:
         text.append(f", schedule lag p99 {ms(generator['schedule_lag_p99_us'])} ms")
     if generator.get("late_sends"):
-        text.append(f", {generator['late_sends']:,} late sends", style="yellow")
+        text.append(f", {counted(generator['late_sends'], 'late send')}", style="yellow")
     return text
 
 
@@ -257,8 +281,12 @@ def _resources_line(summary: Mapping[str, Any]) -> Optional[Text]:
         rss = figures.get("peak_rss_bytes")
         parts.append(f"{role} {figures['mean_cpu_share']:.2f} cores mean, {figures.get('max_cpu_share') or 0:.2f} peak"
                      + (f", {rss / 1e6:.1f} MB peak RSS" if rss is not None else ""))
-    if not parts:
+    if not resources:
         return None
+    if not parts:
+        parts.append("none sampled (sampled once a second: the measured window was too short)")
+    elif (resources.get("broker") or {}).get("mean_cpu_share") is None:
+        parts.append("broker not sampled (a broker given by URL: add ?pid=PID, or &container=NAME, to its URL)")
     return Text.assemble(("resources: ", "dim"), "; ".join(parts))
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -270,15 +270,31 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
         raise _fail(f"error: --metrics-linger: {error}", Exit.BAD_INPUT) from None
     except MetricsError as error:
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
-    Console(stderr=True).print(f"metrics: http://{server.host}:{server.port}/metrics", style="dim", highlight=False)
-    return server
+    url = f"http://{server.host}:{server.port}/metrics"
+    Console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
+    return _lingering(server, url)
+
+
+@contextmanager
+def _lingering(server: Any, url: str) -> Iterator[Any]:
+    """The metrics server, stopped after the run; when it stays up with the final figures, the
+    wait is said, with how to end it (it would otherwise look like a hang after the summary)."""
+    try:
+        yield server
+    except BaseException:
+        server.stop(0.0)  # after an error or Ctrl-C nobody waits for final figures
+        raise
+    if server.linger > 0:
+        Console(stderr=True).print(f"metrics: the final figures stay at {url} for {server.linger:g} s, one scrape interval "
+                                   "(--metrics-linger 0 to end at once; Ctrl-C ends the wait)", style="dim", highlight=False)
+    server.stop()
 
 
 def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **options: Any) -> Exit:
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
     from mqttlab import session
-    from mqttlab.live_view import LiveProgress
+    from mqttlab.live_view import LiveProgress, broker_starting
 
     err = Console(stderr=True)
 
@@ -286,7 +302,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
         return LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state)
 
     try:
-        outcome = session.execute(scenario, directory, display=display, **options)
+        outcome = session.execute(scenario, directory, display=display, starting=lambda name: broker_starting(err, name), **options)
     except session.ResultsIncomplete as error:
         _show(error.result.summary, directory, as_json, manifest=False)
         raise _fail(str(error), error.code) from None
@@ -376,7 +392,26 @@ def report_command(
         if ended is None and live is not None:
             ended = f"error: {results_dir}: a run is still writing here; follow it with `mqttlab report --watch {results_dir}`"
         raise _fail(ended or f"error: {error}", Exit.BAD_INPUT if ended is None else Exit.ABNORMAL) from None
+    if not as_json:
+        Console().print(_what_ran(loaded.manifest, loaded.plan, loaded.summary), highlight=False, markup=False)
     _show(loaded.summary, loaded.path, as_json)
+
+
+def _what_ran(manifest: Mapping[str, Any], plan: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+    """`report`'s opening, as `run`'s header said it: scenario, broker, protocol and the plan line."""
+    from mqttlab.summary_view import plan_line
+
+    broker = manifest.get("broker") or {}
+    target = plan.get("broker") or {}
+    version = {3: "3.1", 4: "3.1.1", 5: "5"}.get(int((plan.get("mqtt") or {}).get("version") or 0), "?")
+    over = ("TLS" if target.get("tls") else "TCP") if not target.get("websocket") else ("wss" if target.get("tls") else "ws")
+    if plan.get("transport"):  # only MQTT-SN plans carry one
+        over = "MQTT-SN over UDP through the gateway"
+    name, release = str(broker.get("name", "?")), str(broker.get("version") or "")
+    who = release if release.startswith(name) else f"{name} {release}"
+    head = (f"{manifest.get('scenario', '?')} against {who} at {broker.get('url', '?')}: "
+            f"MQTT {version} over {over}, started {manifest.get('started_at', '?')}")
+    return f"{' '.join(head.split())}\n{plan_line(plan, summary.get('defaults_followed'))}"
 
 
 def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
