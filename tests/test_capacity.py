@@ -244,3 +244,22 @@ def test_the_standard_scenarios_run_quick(tmp_path: Path):
             assert row["at_fraction"]["rate"] <= row["capacity"] * 0.5 + 1
     connections = rows[-1]
     assert connections["unit"] == "connections" and connections["slo"] == ["failed==0", "connack.p99<200ms"]
+
+
+def test_a_connect_rate_search_and_its_place_in_compare_and_the_report(tmp_path: Path):
+    _mosquitto()
+    out = tmp_path / "connect"
+    result = runner.invoke(app, ["capacity", "--of", "connect-rate", "--broker", "mosquitto", "--subs", "300", "--slo", "connack.p99<1s",
+                                 "--slo", "failed==0", "--start", "500", "--max-rate", "1000", "--probe-duration", "1s", "--warmup", "0s",
+                                 "--repeats", "1", "--out", str(out)])
+    report = json.loads((out / "capacity.json").read_text())
+    # 300 connections at 500-1,000/s are far from Mosquitto's limit: the search runs out of room, open above.
+    assert result.exit_code == 1, result.output
+    assert (report["status"], report["unit"], report["capacity_per_s"]) == ("above_max", "conn/s", 1000)
+    probe = report["probes"][0]
+    assert probe["checks"][0]["observed"] > 0 and (out / probe["directory"] / "histograms" / "connack.hdr").is_file()
+    compared = runner.invoke(app, ["compare", str(out), "--out", str(tmp_path / "report"), "--no-png"])
+    assert compared.exit_code == 0, compared.output
+    assert "capacity of mosquitto (connack.p99<1s, failed==0): 1000 conn/s open, above_max" in compared.output
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Capacity</h2>" in page and "data:image/png;base64," in page

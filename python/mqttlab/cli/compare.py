@@ -86,10 +86,15 @@ def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out:
         print_comparison(Console(), comparison)
         if comparison.paper is not None:
             print_paper_section(Console(), comparison.paper)
+    from mqttlab.reports.capacity import capacity_lines, capacity_rows, capacity_section, find_searches
+
+    searches = find_searches(paths)  # `mqttlab capacity` directories among the paths (docs/capacity.md)
+    for line in capacity_lines(capacity_rows(searches)) if not as_json else []:
+        Console().print(line, markup=False, highlight=False)
     if out is not None:
         from mqttlab.reproductions.paper_section import write_report_with_paper
 
-        written = write_report_with_paper(comparison, out, title=title, png=not no_png)
+        written = write_report_with_paper(comparison, out, title=title, png=not no_png, first=[capacity_section(searches)] if searches else [])
         typer.echo(f"report: {written['html']}", err=True)
     if page is not None:
         _write_page(page, comparison.paper, paths, comparison)

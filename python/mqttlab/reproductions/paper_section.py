@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from mqttlab.analysis import Comparison
 from mqttlab.reports import write_report_bundle
@@ -113,11 +113,11 @@ def paper_page(section: PaperSection, title: str) -> str:
 
 
 def write_report_with_paper(comparison: Comparison, directory: Path, *, title: str = "mqttlab comparison",
-                            png: bool = True) -> dict[str, Path]:
+                            png: bool = True, first: Sequence[str] = ()) -> dict[str, Path]:
     """The report bundle (reports/), with the paper's section first and its two CSVs when the
-    comparison has a paper attached."""
+    comparison has a paper attached; `first`: more sections before the summary (capacity)."""
     section = comparison.paper
     if section is None:
-        return write_report_bundle(comparison, directory, title=title, png=png)
+        return write_report_bundle(comparison, directory, title=title, png=png, first=first)
     return write_report_bundle(comparison, directory, title=title, png=png,
-                               tables={CSV_NAME: paper_rows(section), CLAIMS_CSV: claim_rows(section)}, first=[paper_html(section)])
+                               tables={CSV_NAME: paper_rows(section), CLAIMS_CSV: claim_rows(section)}, first=[paper_html(section), *first])
