@@ -263,3 +263,20 @@ def test_a_connect_rate_search_and_its_place_in_compare_and_the_report(tmp_path:
     assert "capacity of mosquitto (connack.p99<1s, failed==0): 1000 conn/s open, above_max" in compared.output
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h2>Capacity</h2>" in page and "data:image/png;base64," in page
+
+
+def test_a_difference_is_significant_only_when_the_intervals_are_disjoint(tmp_path: Path):
+    from mqttlab.capacity.report import differences
+    from mqttlab.capacity.runner import CapacityReport
+    from mqttlab.capacity.search import Outcome
+
+    def report(broker: str, status: str, lower: float | None, upper: float | None) -> CapacityReport:
+        return CapacityReport(broker, tmp_path, Outcome(status, lower, upper), [])
+
+    a, b, c = report("a", "bracketed", 1000, 1100), report("b", "bracketed", 1100, 1210), report("c", "bracketed", 1050, 1150)
+    d = report("d", "generator_limited", 1050, None)
+    found = {tuple(x["brokers"]): x for x in differences([a, b, c, d])}
+    assert found[("a", "b")]["significant"] and found[("a", "b")]["higher"] == "b"
+    assert not found[("a", "c")]["significant"] and not found[("b", "c")]["significant"]
+    # An open interval (the generator's limit) cannot be shown lower than anything above its floor.
+    assert not found[("b", "d")]["significant"] and found[("a", "d")]["significant"] is False
