@@ -8,7 +8,7 @@ the latency at a fixed fraction of that capacity.
 | fan-in | 20 publishers on their own topics, 1 subscriber to all (`bench/#`) | msg/s |
 | fan-out | 1 publisher, 20 subscribers to its topic | msg/s |
 | shared | 10 publishers, 5 subscribers in one shared subscription (`$share/g/bench/#`) | msg/s |
-| connections | idle subscribers held, connected at 1,000/s | connections |
+| connections | idle subscribers held, connected at 1,000/s (and one publisher at 1 msg/s to nobody) | connections |
 
 The counts scale with --scale (at least 1 of each); the names carry them, as in
 `p2p-10-topics-10-pubs-10-subs`. QoS 1, 64-byte payloads, MQTT 3.1.1 throughout."""
@@ -72,7 +72,8 @@ def families(scale: float, chosen: tuple[str, ...] = FAMILIES) -> list[Family]:
         elif family == "connections":
             k = n(1000)
             found.append(Family(f"connections-{k}", family, "subscribers.count",
-                                (*common, "publishers.count=0", "load.connect_rate=1000"), 0, float(k), CONNECTION_SLOS))
+                                (*common, "publishers.count=1", "publishers.rate=1", "publishers.topic=capacity/ping",
+                                 "subscribers.filters=[capacity/idle/%i]", "load.connect_rate=1000"), 1, float(k), CONNECTION_SLOS))
     return found
 
 

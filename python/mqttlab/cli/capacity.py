@@ -80,10 +80,9 @@ def capacity_command(
         problems.append(f"--of: one of {', '.join(KNOBS)} (got {of!r})")
     overrides = flag_overrides(pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, inflight=inflight)
     if knob not in (None, "publishers.rate"):
-        # Connections only: no publisher unless asked for, and a connect rate the listen backlog
-        # keeps up with when the search is over the number held (--set wins over both).
-        overrides.setdefault("publishers.count", 0)
+        overrides.update({k: v for k, v in CONNECTIONS_ONLY.items() if k not in overrides})
         if knob == "subscribers.count":
+            # A connect rate the listen backlog keeps up with (all at once overflows it).
             overrides.setdefault("load.connect_rate", 1000)
     scenario = None
     try:
@@ -177,6 +176,11 @@ def _probe_problems(duration: str, warmup: str) -> list[str]:
 
 
 KNOBS = {"messages": "publishers.rate", "connect-rate": "load.connect_rate", "connections": "subscribers.count"}
+# The connection searches' clients, unless the flags or --set say otherwise: the subscribers hold
+# idle connections (their filters match nothing sent); one publisher at 1 msg/s keeps the load
+# phase (and the broker's CPU and memory sampling) going for the probe's duration, which a run
+# without publishers would end at once.
+CONNECTIONS_ONLY = {"publishers.count": 1, "publishers.rate": 1, "publishers.topic": "capacity/ping", "subscribers.filters": ["capacity/idle/%i"]}
 
 
 def _scenario_start(scenario: Any, knob: str) -> float:
