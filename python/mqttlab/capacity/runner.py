@@ -63,6 +63,14 @@ class CapacityReport:
             return f"{self.broker}: capacity below {o.upper:g} {self.unit} (--min-rate reached, no rate sustained)"
         return f"{self.broker}: probe budget spent; the capacity lies in [{o.lower}, {o.upper}] {self.unit} as far as the search got"
 
+    def verified(self) -> Optional[bool]:
+        """With --verify: every judged probe at 0.9x met the objectives and one at 1.2x broke
+        them. False says the host's noise (or the broker's) is wider than the interval."""
+        if not self.verification:
+            return None
+        below, above = self.verification[0], self.verification[-1]
+        return below["broke"] == 0 and below["met"] > 0 and above["broke"] > 0
+
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome
         settings = o.settings
@@ -84,6 +92,7 @@ class CapacityReport:
                           "go_further": GO_FURTHER if o.status == "generator_limited" else None},
             "host_busy_cores": {"mean": sum(hosts) / len(hosts), "max": max(hosts)} if hosts else None,
             "verification": self.verification,
+            "verified": self.verified(),
             "probes": [_probe_entry(p, self.directory) for p in o.probes],
         }
 

@@ -243,6 +243,9 @@ def _print_report(report: CapacityReport, as_json: bool) -> None:
     for check in data["verification"]:
         console.print(f"  check at {check['factor']:g}x ({check['rate']:g} {data['unit']}): {check['met']} of {check['probes']} probes met the objectives, "
                       f"{check['broke']} broke one" + (f", {check['generator_limited']} generator-limited" if check["generator_limited"] else ""))
+    if data["verified"] is False:
+        console.print("  not verified: the probes at 0.9x did not all meet the objectives, or none at 1.2x broke them; "
+                      "the boundary moves more than the interval on this host now (busy host, or a broker whose knee is not sharp)")
     if data["generator"]["go_further"]:
         for reason in data["generator"]["reasons"]:
             console.print(f"  generator: {reason}")
