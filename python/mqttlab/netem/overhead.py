@@ -62,6 +62,8 @@ def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[
     topic_len = round(_topic_length(plan))
     table = exchange_table(topic_len, size, qos, v5)
     mqtt_total = int(counters.get("mqtt_bytes_out") or 0) + int(counters.get("mqtt_bytes_in") or 0)
+    # MQTT over WebSocket: the upgrade, frame headers and control frames, on the wire beside MQTT.
+    websocket_total = int(counters.get("websocket_bytes_out") or 0) + int(counters.get("websocket_bytes_in") or 0)
     out: dict[str, Any] = {
         "messages_sent": sent,
         "deliveries": int(counters.get("received") or 0),
@@ -73,16 +75,19 @@ def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[
         "exchange_overhead_bytes": sum(r["bytes"] for r in table) - 2 * size,
         "engine_mqtt_bytes_per_message": round(mqtt_total / sent, 1) if sent else None,
     }
+    if websocket_total:
+        out["engine_websocket_bytes_per_message"] = round(websocket_total / sent, 1) if sent else None
     if link and sent:
         packets = sum(int(link[d]["packets"]) for d in ("up", "down"))
         ip_bytes = sum(int(link[d]["ip_bytes"]) for d in ("up", "down"))
-        # Clients and broker are on opposite sides of the link: every MQTT byte the engine wrote
-        # or read crossed it once, so the rest of what crossed is TCP/IP (and retransmissions).
+        # Clients and broker are on opposite sides of the link: every MQTT (and WebSocket) byte the
+        # engine wrote or read crossed it once, so the rest of what crossed is TCP/IP (and
+        # retransmissions).
         out["wire"] = {
             "packets_per_message": round(packets / sent, 2),
             "ip_bytes_per_message": round(ip_bytes / sent, 1),
             "frame_bytes_per_message": round((ip_bytes + ETHERNET_HEADER * packets) / sent, 1),
-            "tcp_ip_overhead_bytes_per_message": round((ip_bytes - mqtt_total) / sent, 1),
+            "tcp_ip_overhead_bytes_per_message": round((ip_bytes - mqtt_total - websocket_total) / sent, 1),
             "up_packets": int(link["up"]["packets"]),
             "down_packets": int(link["down"]["packets"]),
         }
