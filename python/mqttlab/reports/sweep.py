@@ -20,14 +20,19 @@ from mqttlab.analysis import Comparison
 from mqttlab.analysis.configuration import configuration, configuration_key, describe, differing_fields
 
 PROTOCOL_DASH = {"mqtt": "solid", "mqtt-sn": "dash"}
-SWEPT = ("publishers.rate", "transport.kind")
+#: the MQTT-SN gateway goes with the protocol: MQTT runs have none, so it must not split them
+#: from the MQTT-SN runs they are compared with (seed 004 runs MQTT-SN on RSMB)
+SWEPT = ("publishers.rate", "transport.kind", "transport.gateway")
 
 
 def _protocol(scenario: dict[str, Any]) -> str:
+    """mqtt, mqtt-sn (through mqttlab's gateway), or mqtt-sn (GATEWAY) for another gateway."""
     transport = scenario.get("transport")
-    if isinstance(transport, dict):
-        return str(transport.get("kind") or "mqtt")
-    return str(transport or "mqtt")
+    if not isinstance(transport, dict):
+        return str(transport or "mqtt")
+    kind = str(transport.get("kind") or "mqtt")
+    gateway = transport.get("gateway") or "mqttlab"
+    return f"{kind} ({gateway})" if kind == "mqtt-sn" and gateway != "mqttlab" else kind
 
 
 def _shape(scenario: dict[str, Any]) -> str:
