@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from mqttlab.reproductions.readme import END, START, main
+from mqttlab.reproductions.readme import END, START, main, update_for_page
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICT_WORDS = re.compile(r"\b(holds?|does not hold|agrees?|disagrees?|reproduced|confirm(s|ed)?|contradicts?)\b", re.IGNORECASE)
@@ -45,3 +45,14 @@ def test_the_check_fails_when_a_page_verdict_changes(tmp_path):
     assert main(["--check", str(readme), str(pages)]) == 1
     readme.write_text("# no block\n", encoding="utf-8")
     assert main(["--check", str(readme), str(pages)]) == 2
+
+
+def test_writing_a_page_of_docs_reproductions_updates_the_readme_block(tmp_path):
+    pages = tmp_path / "docs" / "reproductions"
+    shutil.copytree(ROOT / "docs" / "reproductions" / "seed004", pages / "seed004", ignore=shutil.ignore_patterns("*.png", "*.tar.xz"))
+    (pages / "seed004.md").write_text("# page\n", encoding="utf-8")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{START}\n{END}\n", encoding="utf-8")
+    assert update_for_page(pages / "seed004.md") == readme
+    assert main(["--check", str(readme), str(pages)]) == 0 and "[seed004](docs/reproductions/seed004.md)" in readme.read_text()
+    assert update_for_page(tmp_path / "elsewhere" / "seed004.md") is None

@@ -130,6 +130,11 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
 
     evidence = write_evidence(sources, folder / EVIDENCE)
     typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables, evidence)}", err=True)
+    from mqttlab.reproductions.readme import update_for_page
+
+    readme = update_for_page(page)  # the README's verdict lines follow the page's
+    if readme is not None:
+        typer.echo(f"verdicts: {readme}", err=True)
 
 
 PAGE_BARS = ("throughput", "latency_p50", "latency_p99", "loss")

@@ -57,6 +57,22 @@ def merged(readme: str, generated: str) -> Optional[str]:
     return head + generated + tail
 
 
+def update_for_page(page: Path) -> Optional[Path]:
+    """After a page of <repo>/docs/reproductions/ is written: that repository's README block made
+    again from the pages (None when the page lives elsewhere or the README has no block)."""
+    pages = page.resolve().parent
+    readme = pages.parent.parent / "README.md"
+    if pages.name != "reproductions" or pages.parent.name != "docs" or not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8")
+    new = merged(text, block(pages, readme.parent))
+    if new is None:
+        return None
+    if new != text:
+        readme.write_text(new, encoding="utf-8")
+    return readme
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     paths = [Path(a) for a in argv if a != "--check"]
