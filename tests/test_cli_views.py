@@ -126,7 +126,7 @@ def test_a_distributed_run_shows_hosts_shares_clock_basis_and_missing_shards():
     }  # fmt: skip
     text = rendered(realistic_summary(distributed=section))
     assert "distributed: 3 shards on 2 hosts" in text
-    assert "load1: 2 shards, 4 publishers, 4 subscribers" in text and "load2: 1 shards, 1 publishers" in text
+    assert "load1: 2 shards, 4 publishers, 4 subscribers" in text and "load2: 1 shard, 1 publisher," in text
     assert "latency clock: across_hosts (4 of 25 measured pairs span hosts)" in text
     assert "missing shards: 2" in text
 

@@ -371,3 +371,72 @@ def test_report_opens_with_what_ran(tmp_path: Path):
     assert re.search(r"default against rumqttd \S+ at mqtt://127\.0\.0\.1:\d+: MQTT 5 over TCP", opening)
     assert "plan: 1 publisher × 20 msg/s = 20 msg/s for 1 s (0.2 s warm-up) → 1 subscriber of bench/%i, QoS 2/2" in opening
     assert "plan:" not in invoke("report", "--json", str(out)).output
+
+
+# --- 5. reports that fit what they show ------------------------------------------------------
+
+
+def test_fault_lines_say_every_time_on_the_loads_clock():
+    from mqttlab.cli.run import _fault_line
+
+    fault = {"kind": "broker-stall", "asked_at_s": 4.0, "duration_s": 2.0, "applied": True, "lasted_s": 2.0, "start_s": 2.0,
+             "received_during": 0, "worst_e2e_us": None, "recovered_after_s": 0.5, "band_us": 900.0, "verdict": None}
+    assert "at 4 s for 2 s: 2.00 s from 4.00 s;" in _fault_line(fault, warmup_s=2.0)  # start_s counts from the measured window
+
+
+def test_user_text_is_never_markup(tmp_path: Path):
+    result = invoke("run", "--topic", "a/[bold]/%i", "--filter", "b/[red]x", "--strict", "--pubs", "1", "--subs", "1")
+    assert result.exit_code == 2 and "a/[bold]/0" in result.output and "b/[red]x" in result.output
+    assert "1 publishers" not in said(result) and "the publisher's topic" in said(result)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("two")
+    for name, broker in (("a", "rumqttd"), ("b", "mosquitto")):  # one run each: a plain comparison
+        result = invoke("run", "--broker", broker, "--duration", "2s", "--out", str(root / name), *SMALL)
+        assert result.exit_code in (0, 1), result.output
+    return root
+
+
+def test_a_plain_comparison_has_no_seed_sections_and_short_windows_show(two_runs: Path):
+    result = invoke("compare", str(two_runs / "a"), str(two_runs / "b"), "--out", str(two_runs / "report"), "--no-png")
+    assert result.exit_code == 0, result.output
+    page = (two_runs / "report" / "report.html").read_text()
+    assert "The seeds' statistics" not in page and "As in seed 001" not in page
+    assert '"mode":"lines+markers"' in page and '"range":[-0.5,' in page  # a 2 s window's two points are drawn
+    ticks = re.findall(r'"ticktext":\[([^\]]*)\]', page)
+    assert any('"1"' in labels and '"10"' in labels or '"0.1"' in labels for labels in ticks)  # log ticks in full
+
+
+def test_terminal_comparison_figures_are_never_cut(two_runs: Path):
+    from mqttlab.cli.compare import _figure
+
+    assert (_figure(21900.0, 3), _figure(999.6, 3), _figure(0.5, 2, "+"), _figure(-1234.5, 3, "+")) == ("21,900", "1,000", "+0.5", "-1,234")
+    result = invoke("compare", str(two_runs / "a"), str(two_runs / "b"))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and "e+" not in result.output
+
+
+def test_suite_show_marks_skipped_brokers_estimates_time_and_writes_sizes_once():
+    result = invoke("suite", "show", "seed003", "--quick")
+    assert result.exit_code == 0, result.output
+    text = said(result)
+    assert "1KB B" not in text and "64 B" in text
+    assert re.search(r"time: about \S+ of load for the \d+ runs made here", text)
+    skipped = re.findall(r"skipped: (\w+), not available here", text)
+    assert "emqx" in skipped and "emqx (skipped)" in result.output
+    assert "…" not in result.output
+
+
+def test_smc_tables_fold_at_80_columns_instead_of_cutting_headers(tmp_path: Path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "smc"))
+    from smc_synthetic import LOG_COEF, write_cases
+
+    (tmp_path / "logs").mkdir()
+    write_cases(tmp_path / "logs", seed=5, latency="lognormal", coef=LOG_COEF, spread=0.7, cases=5, rows=1500)
+    result = invoke("smc", "learn", str(tmp_path / "logs"), "--out", str(tmp_path / "model"))
+    assert result.exit_code == 0, result.output
+    assert "R² =" in result.output and "…" not in result.output

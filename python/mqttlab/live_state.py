@@ -244,7 +244,12 @@ def suite_state(suite_dir: Path) -> Optional[dict[str, Any]]:
 
 def _entry_load_s(entry: Mapping[str, Any]) -> Optional[float]:
     """The planned load of a runs.json entry, from its scenario keys."""
-    return _scenario_load_s(json.dumps(entry.get("scenario") or {}, sort_keys=True))
+    return scenario_load_s(entry.get("scenario") or {})
+
+
+def scenario_load_s(scenario: Mapping[str, Any]) -> Optional[float]:
+    """The planned load phase of a suite run's scenario keys; None when it cannot be planned."""
+    return _scenario_load_s(json.dumps(scenario, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -255,6 +260,7 @@ def _scenario_load_s(scenario_json: str) -> Optional[float]:
 
     scenario = dict(json.loads(scenario_json), broker="mqtt://127.0.0.1:1883")
     scenario.pop("tls", None)
+    scenario.pop("launch", None)  # a launched broker's settings, refused with a URL; no part of the load
     try:
         return planned_load_s(engine.compile_plan(validate_scenario(scenario), "mqtt://127.0.0.1:1883"))
     except (ScenarioError, ValueError, KeyError):

@@ -142,7 +142,7 @@ def broker_starting(console: Console, name: str, quiet_for: float = 1.0) -> Iter
     def watch() -> None:
         if status is None:
             if not done.wait(quiet_for):
-                console.print(f"starting {name} …", style="dim", highlight=False)
+                console.print(f"starting {name} …", style="dim", highlight=False, markup=False)
             return
         while not done.wait(0.5):
             status.update(f"starting {name} … {elapsed()}")
@@ -155,4 +155,4 @@ def broker_starting(console: Console, name: str, quiet_for: float = 1.0) -> Iter
         finally:
             done.set()
             watcher.join()
-    console.print(f"{name} started in {elapsed()}", style="dim", highlight=False)
+    console.print(f"{name} started in {elapsed()}", style="dim", highlight=False, markup=False)

@@ -86,8 +86,9 @@ def check_routing(plan: dict[str, Any], followed: Optional[str] = None) -> Routi
     check.idle_subscribers = s_count - len(reached)
     if check.unmatched_publishers == p_count:
         check.warnings.append(
-            f"no subscriber is owed any message: none of the {p_count:,} publishers' topics matches a subscription, "
-            "so the run would measure no delivery (expected 0)"
+            "no subscriber is owed any message: "
+            + ("the publisher's topic matches no subscription, " if p_count == 1 else f"none of the {p_count:,} publishers' topics matches a subscription, ")
+            + "so the run would measure no delivery (expected 0)"
         )
     else:
         if check.unmatched_publishers:

@@ -162,7 +162,8 @@ def routing_panel(routing: Mapping[str, Any], before: bool = False) -> Panel:
     body.add_row(Text("publishers publish to", style="bold"), Text("subscribers subscribe to", style="bold"))
     topics, filters = list(dict.fromkeys(routing.get("topics") or [])), list(dict.fromkeys(routing.get("filters") or []))
     for k in range(max(len(topics), len(filters))):
-        body.add_row(topics[k] if k < len(topics) else "", filters[k] if k < len(filters) else "")
+        # Topics and filters are the user's text: brackets in them are not markup.
+        body.add_row(Text(topics[k] if k < len(topics) else ""), Text(filters[k] if k < len(filters) else ""))
     lines = Text()
     for warning in routing.get("warnings") or []:
         lines.append(f"• {warning}\n", style="bold")
@@ -254,7 +255,7 @@ def _issues_table(title: str, issues: list[Mapping[str, Any]], text_key: str) ->
     table.add_column("count", justify="right")
     table.add_column(text_key)
     for issue in issues:
-        table.add_row(str(issue.get("kind")), f"{issue.get('count', 0):,}", str(issue.get(text_key) or ""))
+        table.add_row(Text(str(issue.get("kind"))), f"{issue.get('count', 0):,}", Text(str(issue.get(text_key) or "")))
     return table
 
 
@@ -336,7 +337,7 @@ def _distributed_lines(section: Mapping[str, Any]) -> Text:
         counts[2] += d - c
     text = Text(f"distributed: {len(shards)} shards on {len(share)} hosts", style="dim")
     for host, (n, pubs, subs) in share.items():
-        text.append(f"\n  {host}: {n} shards, {pubs:,} publishers, {subs:,} subscribers", style="dim")
+        text.append(f"\n  {host}: {counted(n, 'shard')}, {counted(pubs, 'publisher')}, {counted(subs, 'subscriber')}", style="dim")
     clock = section.get("latency_clock") or {}
     if clock:
         text.append(f"\n  latency clock: {clock.get('basis')}", style="dim")

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from mqttlab.exits import Exit
 from mqttlab.cli.app import app
@@ -249,13 +251,13 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
         for keys, label in key_sets:
             means = _table(f"{scenario.scenario}{label}: mean ± {comparison.confidence:.0%} CI half-width{what if not label else ''}", "runs", keys)
             for row in mine:
-                means.add_row(row["broker"], str(row["runs"]), *(_mean_cell(row, key) for key in keys))
+                means.add_row(Text(str(row["broker"])), str(row["runs"]), *(_mean_cell(row, key) for key in keys))
             console.print(means)
             others = [row for row in mine if row["broker"] != comparison.baseline and row["throughput_diff"] is not None]
             if others:
                 differences = _table(f"{scenario.scenario}{label}: difference from {comparison.baseline} [Welch CI]", "", keys)
                 for row in others:
-                    differences.add_row(row["broker"], "", *(_difference_cell(row, key) for key in keys))
+                    differences.add_row(Text(str(row["broker"])), "", *(_difference_cell(row, key) for key in keys))
                 console.print(differences)
     console.print(
         "n/a: one repetition, so no interval; * the difference's interval excludes 0. "
@@ -263,16 +265,24 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
         style="dim",
     )
     for path, reason in comparison.excluded:
-        console.print(f"left out: {path} ({reason})", style="yellow")
+        console.print(f"left out: {path} ({reason})", style="yellow", markup=False, highlight=False)
 
 
 def _table(title: str, second: str, keys: tuple[str, ...]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
+    # The title names the user's scenarios and labels: text, never markup. Figures fold rather
+    # than end in "…" when the terminal is narrow.
+    table = Table(title=escape(title), title_justify="left", header_style="bold", pad_edge=False)
     table.add_column("broker", no_wrap=True)
     table.add_column(second, justify="right")
     for key in keys:
-        table.add_column(SHORT_TITLES[key], justify="right")
+        table.add_column(SHORT_TITLES[key], justify="right", overflow="fold")
     return table
+
+
+def _figure(value: float, digits: int, sign: str = "") -> str:
+    """3 significant digits, without the exponent that `g` gives 21,900 (`2.19e+04`)."""
+    text = f"{value:{sign}.{digits}g}"
+    return f"{value:{sign},.0f}" if "e+" in text else text
 
 
 def _mean_cell(row: dict[str, Any], key: str) -> str:
@@ -280,8 +290,8 @@ def _mean_cell(row: dict[str, Any], key: str) -> str:
     if mean is None:
         return "–"
     if low is None or high is None:
-        return f"{mean:.3g}\n±n/a"
-    return f"{mean:.3g}\n±{(high - low) / 2:.2g}"
+        return f"{_figure(mean, 3)}\n±n/a"
+    return f"{_figure(mean, 3)}\n±{_figure((high - low) / 2, 2)}"
 
 
 def _difference_cell(row: dict[str, Any], key: str) -> str:
@@ -289,6 +299,6 @@ def _difference_cell(row: dict[str, Any], key: str) -> str:
     if diff is None:
         return "–"
     if low is None or high is None:
-        return f"{diff:+.3g}\n(n/a)"
+        return f"{_figure(diff, 3, '+')}\n(n/a)"
     marker = "*" if low > 0 or high < 0 else ""
-    return f"{diff:+.3g}{marker}\n[{low:+.2g},{high:+.2g}]"
+    return f"{_figure(diff, 3, '+')}{marker}\n[{_figure(low, 2, '+')},{_figure(high, 2, '+')}]"

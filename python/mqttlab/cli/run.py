@@ -314,7 +314,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
 
 def _show_capture(section: dict[str, Any]) -> None:
     if section.get("error"):
-        Console(stderr=True).print(f"capture: {section['error']}", style="yellow")
+        Console(stderr=True).print(f"capture: {section['error']}", style="yellow", markup=False)
         return
     from mqttlab.netem.view import render_bundling
 
@@ -349,18 +349,19 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: 
     if "capture" in summary:
         _show_capture(summary["capture"])
     for fault in summary.get("faults") or []:
-        Console().print(_fault_line(fault), highlight=False)
+        Console().print(_fault_line(fault, float(summary.get("warmup_s") or 0.0)), highlight=False, markup=False)
 
 
-def _fault_line(fault: Mapping[str, Any]) -> str:
-    """One line per fault of summary.json's `faults` (docs/faults.md)."""
+def _fault_line(fault: Mapping[str, Any], warmup_s: float = 0.0) -> str:
+    """One line per fault of summary.json's `faults` (docs/faults.md), every time on the load's
+    clock as `at` is (summary.json's start_s counts from the measured window: + the warm-up)."""
     head = f"fault {fault['kind']} at {fault['asked_at_s']:g} s for {fault['duration_s']:g} s"
     if not fault.get("applied"):
         return f"{head}: not applied ({fault.get('problem')})"
     worst = fault.get("worst_e2e_us")
     recovered = fault.get("recovered_after_s")
     return (
-        f"{head}: {fault['lasted_s']:.2f} s from {fault['start_s']:.2f} s; {fault['received_during']} received inside"
+        f"{head}: {fault['lasted_s']:.2f} s from {fault['start_s'] + warmup_s:.2f} s; {fault['received_during']} received inside"
         + (f", worst latency of the messages caught in it {worst / 1000:.0f} ms" if worst is not None else "")
         + (f"; back within the pre-fault band ({fault['band_us'] / 1000:.1f} ms) {recovered:g} s after" if recovered is not None
            else f"; {fault.get('recovery_note')}")

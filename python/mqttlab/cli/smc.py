@@ -73,7 +73,7 @@ def parse_thresholds(text: str) -> list[float]:
 def _growth_table(growth) -> Table:
     view = Table(title=f"Growing the data set until R² stops rising (tolerance {growth.tolerance:g})")
     for column in ("round", "cases", "messages", "R²", "rise"):
-        view.add_column(column, justify="right")
+        view.add_column(column, justify="right", overflow="fold")
     for r in growth.rounds:
         view.add_row(str(r.round), str(r.cases), str(r.messages), "-" if r.r_squared != r.r_squared else f"{r.r_squared:.4f}",
                      "" if r.gain != r.gain else f"{r.gain:+.4f}")
@@ -150,13 +150,13 @@ def learn(
     )
     coefficients = Table(title=f"OLS  Latency ~ Msg + ActiveMsgs + TotalSubs + Subs   (µs, R² = {result.r_squared:.3f})")
     for column in ("term", "Estimate", "Std. Error", "t value", "Pr(>|t|)"):
-        coefficients.add_column(column, justify="left" if column == "term" else "right")
+        coefficients.add_column(column, justify="left" if column == "term" else "right", overflow="fold")
     for term, row in result.coefficients.iterrows():
         coefficients.add_row(escape(term), f"{row['Estimate']:.4g}", f"{row['Std. Error']:.4g}", f"{row['t value']:.3f}", f"{row['Pr(>|t|)']:.3g}")
     _console.print(coefficients)
     scores = Table(title=f"Held-out comparison ({result.holdout}); lower CRPS is better")
     for column in ("model", "CRPS (ms)", "worse than chosen (ms)", "p99 predicted (ms)", "p99 observed (ms)"):
-        scores.add_column(column, justify="left" if column == "model" else "right")
+        scores.add_column(column, justify="left" if column == "model" else "right", overflow="fold")
     for kind, row in result.scores.iterrows():
         chosen = kind == result.chosen
         scores.add_row(
@@ -244,7 +244,7 @@ def predict(
 
     table = Table(title=f"P(all {length} messages of a client < t)  —  {title}; n = {settings.n} per point, {int((1 - delta) * 100)} % Clopper–Pearson")
     for column in ("clients", "t (ms)", "p", "interval", "all clients", "mean ActiveMsgs"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for row in result.table.itertuples():
         table.add_row(
             str(row.clients),
@@ -410,11 +410,11 @@ def verify(
     view = Table(title=f"SPRT on the real broker — {usage.name}, sequences of {length}, α = {alpha:g}, β = {beta:g}")
     # Every broker is tested under the same hypotheses, so H0 and H1 are shown once per point.
     for column in ("t (ms)", "#Clients", "H0", "H1"):
-        view.add_column(column, justify="right")
+        view.add_column(column, justify="right", overflow="fold")
     labels = list(dict.fromkeys(table["broker"]))
     for label in labels:
         for column in ("Result", "#Samples", "Time", "System"):
-            view.add_column(f"{escape(label)}: {column}" if column == "Result" else column, justify="right")
+            view.add_column(f"{escape(label)}: {column}" if column == "Result" else column, justify="right", overflow="fold")
     for (t, n), group in table.groupby(["threshold_ms", "clients"], sort=True):
         first = group.iloc[0]
         cells = [f"{t:g}", str(n), f"{first.p0:.2f}", f"{first.p1:.2f}"]
@@ -488,7 +488,7 @@ def validate(
     view = Table(title=f"Predicted vs measured P(all {length} messages of a client < t) — {usage.name}, "
                        f"{replications} replications per count, {confidence:.0%} intervals")
     for column in ("clients", "t (ms)", "measured p", "interval", "all clients", *[f"{m}: p (error)" for m in names_m]):
-        view.add_column(column, justify="right")
+        view.add_column(column, justify="right", overflow="fold")
     for r in table.itertuples():
         flags = ("*" if r.small_threshold else "") + ("†" if r.many_clients else "")
         cells = [str(r.clients), f"{r.threshold_ms:g}{flags}", f"{r.p:.3f}", f"[{r.low:.3f}, {r.high:.3f}]", f"{r.p_all_clients:.3f}"]
@@ -500,10 +500,10 @@ def validate(
     _console.print(view)
     regions = region_errors(table, names_m)
     summary = Table(title="Mean absolute error by region (share of predictions inside the interval)")
-    summary.add_column("region")
-    summary.add_column("points", justify="right")
+    summary.add_column("region", overflow="fold")
+    summary.add_column("points", justify="right", overflow="fold")
     for m in names_m:
-        summary.add_column(m, justify="right")
+        summary.add_column(m, justify="right", overflow="fold")
     for r in regions.to_dict("records"):
         summary.add_row(r["region"], str(r["points"]), *[f"{r[f'mae_{m}']:.3f} ({r[f'inside_{m}']:.0%})" for m in names_m])
     _console.print(summary)
@@ -604,9 +604,9 @@ def paper(
     table2 = table2_view(result.table2)
     view = Table(title=escape(f"Table 2: Monte Carlo time per point [min:s], n = {settings.samples} "
                               f"(ε = {settings.epsilon:g}, δ = {settings.delta:g})"))
-    view.add_column("profile broker — model")
+    view.add_column("profile broker — model", overflow="fold")
     for column in table2.columns:
-        view.add_column(str(column), justify="right")
+        view.add_column(str(column), justify="right", overflow="fold")
     for label, row in table2.iterrows():
         view.add_row(escape(str(label)), *[str(v) for v in row])
     view.caption = "paper: the paper's delay function (the default); the others are ours, fitted by `learn`"
@@ -618,14 +618,14 @@ def paper(
         table = Table(title=f"Table {number}: SPRT on the real broker, {name}; H1 from the paper's model, "
                             f"α = {settings.alpha:g}, β = {settings.beta:g}")
         for column in part.columns:
-            table.add_column(escape(str(column)), justify="right")
+            table.add_column(escape(str(column)), justify="right", overflow="fold")
         for row in part.itertuples(index=False):
             table.add_row(*[escape(f"{v:.3g}" if isinstance(v, float) else str(v)) for v in row])
         table.caption = "#Samples: mean per client; ours …: p: our models' predictions for the same point"
         _console.print(table)
     cpu = Table(title="Host CPU during the steps that drive the broker (the paper: under 60 %)")
     for column in ("broker", "step", "profile", "mean", "max", "time above 60 %"):
-        cpu.add_column(column, justify="left" if column in ("broker", "step", "profile") else "right")
+        cpu.add_column(column, justify="left" if column in ("broker", "step", "profile") else "right", overflow="fold")
     for row in result.host_cpu.itertuples():
         cpu.add_row(row.broker, row.step, row.profile, f"{row.mean_share:.0%}", f"{row.max_share:.0%}",
                     f"{row.share_of_time_above_limit:.0%}")

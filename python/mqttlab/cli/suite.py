@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -107,17 +107,34 @@ def show_command(
 
     from mqttlab.suite.model import resolve_suite_path
 
+    from rich.text import Text
+
+    from mqttlab.live_state import format_seconds, scenario_load_s
+
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    _, skipped = _without_missing_brokers(runs)
+    kept = [run for run in runs if run.broker not in skipped]
     console = Console()
-    console.print(f"[bold]{suite.name}[/bold] ({resolve_suite_path(suite_name)}): {len(runs)} runs")
+    console.print(Text.assemble((suite.name, "bold"), f" ({resolve_suite_path(suite_name)}): {len(runs)} runs"
+                                + (f", {len(runs) - len(kept)} of them skipped here" if skipped else "")))
     if suite.description:
-        console.print(" ".join(suite.description.split()), style="dim")
+        console.print(" ".join(suite.description.split()), style="dim", markup=False)
+    for name, reason in skipped.items():
+        console.print(f"skipped: {name}, not available here ({reason})", style="yellow", markup=False)
     table = Table(show_header=True, header_style="bold")
     for column in ("#", "scenario", "broker", "rep", "transport", "load"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # names in full, never cut to "…"
     for index, run in enumerate(runs, start=1):
-        table.add_row(str(index), run.scenario_name, run.broker, str(run.repetition), run.transport, _load_text(run))
+        broker = run.broker + (" (skipped)" if run.broker in skipped else "")
+        table.add_row(str(index), Text(run.scenario_name), Text(broker), str(run.repetition), run.transport, Text(_load_text(run)),
+                      style="dim" if run.broker in skipped else None)
     console.print(table)
+    seconds = [scenario_load_s(run.scenario) for run in kept]
+    known = [value for value in seconds if value is not None]
+    if known:
+        console.print(f"time: about {format_seconds(sum(known))} of load for the {len(known)} runs made here"
+                      + (f" ({len(seconds) - len(known)} unknown)" if len(known) < len(seconds) else "")
+                      + ", plus each run's grace (load.grace) and broker start (a second to 15 s)", style="dim", markup=False)
 
 
 def _load_text(run: PlannedRun) -> str:
@@ -125,7 +142,14 @@ def _load_text(run: PlannedRun) -> str:
     subs = run.scenario.get("subscribers") or {}
     load = run.scenario.get("load") or {}
     amount = f"{pubs.get('messages')} msgs" if pubs.get("messages") else str(load.get("duration", "10s"))
-    return f"{pubs.get('count', 10)}→{subs.get('count', 10)}, QoS {pubs.get('qos', 1)}, {pubs.get('payload', 64)} B, {amount}"
+    return f"{pubs.get('count', 10)}→{subs.get('count', 10)}, QoS {pubs.get('qos', 1)}, {_payload_text(pubs.get('payload', 64))}, {amount}"
+
+
+def _payload_text(payload: Any) -> str:
+    """64 -> "64 B"; "1KB" stays "1KB" (not "1KB B"); a distribution by its parameters."""
+    if isinstance(payload, dict):
+        return ", ".join(f"{key} {_payload_text(value) if key != 'dist' else value}" for key, value in payload.items())
+    return f"{payload} B" if isinstance(payload, (int, float)) else str(payload)
 
 
 @app.command("run")

@@ -21,6 +21,24 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 NINES = [round(100 * (1 - 10 ** (-k / 10)), 6) for k in range(0, 51)]
 
 
+def seeds_apply(comparison: Comparison) -> bool:
+    """Whether the seeds' own statistics (seed 001's mean ± SD over runs) belong in the report:
+    for a seed's paper, or runs repeated; not for a plain comparison of single runs."""
+    return comparison.paper is not None or any(len(group.runs) > 1 for s in comparison.scenarios for group in s.groups.values())
+
+
+def log_ticks(values: list[float]) -> dict[str, Any]:
+    """Tick values and labels at 1, 2 and 5 of every decade the values span, written out in
+    full (plotly's own log ticks label the minor ones as bare digits: `3 4 5 … 1 2 3`)."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return {}
+    low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    ticks = [m * 10.0 ** k for k in range(low, high + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if min(positive) / 2 <= t <= max(positive) * 2]
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
 def broker_colors(comparison: Comparison) -> dict[str, str]:
     return {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(comparison.brokers)}
 
@@ -69,11 +87,13 @@ def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -
     colors = broker_colors(comparison)
     figure = make_subplots(rows=1, cols=2, subplot_titles=("latency by percentile", "CDF"))
     drawn = False
+    every_value: list[float] = []
     for broker, group in scenario.groups.items():
         curve = percentile_curve(group)
         if curve is None:
             continue
         percentiles, values = curve
+        every_value += values
         nines = [-math.log10(1 - p / 100) if p < 100 else 5.0 for p in percentiles]
         common = {"name": broker, "legendgroup": broker, "line": {"color": colors[broker]}}
         figure.add_scatter(x=nines, y=values, customdata=percentiles, row=1, col=1, **common,
@@ -86,7 +106,7 @@ def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -
     ticks = [0, 1, 2, 3, 4, 5]
     figure.update_xaxes(row=1, col=1, tickvals=ticks, ticktext=["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"], title="percentile")
     figure.update_yaxes(row=1, col=1, title="ms")
-    figure.update_xaxes(row=1, col=2, title="ms", type="log")
+    figure.update_xaxes(row=1, col=2, title="ms", type="log", **log_ticks(every_value))
     figure.update_yaxes(row=1, col=2, title="fraction of messages", range=[0, 1.02])
     measure = next((g.latency_measure for g in scenario.groups.values() if g.latency_measure), "latency")
     figure.update_layout(title=f"{scenario.scenario}: {measure} latency, all repetitions pooled", height=400,
@@ -111,9 +131,14 @@ def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure
     """Per-second delivered rate, broker CPU and broker RSS of every repetition (one line each)."""
     colors = broker_colors(comparison)
     figure = make_subplots(rows=1, cols=3, subplot_titles=("received msg/s", "broker CPU (cores)", "broker RSS (MB)"))
+    # A measured window of a second or two has as many points: drawn as markers too (a line
+    # through one point shows nothing) on an axis of at least 0..1 s.
+    seconds = [row["t_s"] for group in scenario.groups.values() for run in group.runs for row in run.results.series
+               if isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= 0]
+    few = len(set(seconds)) <= 3
     for broker, group in scenario.groups.items():
         for index, run in enumerate(group.runs):
-            common = {"legendgroup": broker, "line": {"color": colors[broker], "width": 1.5}, "mode": "lines",
+            common = {"legendgroup": broker, "line": {"color": colors[broker], "width": 1.5}, "mode": "lines+markers" if few else "lines",
                       "name": broker, "showlegend": False}
             rate = [(row["t_s"], row["received"] or row["acked"] or row["sent"]) for row in run.results.series
                     if isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= 0]
@@ -133,7 +158,7 @@ def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure
     for kind, start, end in sorted(windows, key=lambda w: w[1]):
         figure.add_vrect(x0=start, x1=max(end, start + 0.05), fillcolor="crimson", opacity=0.15, line_width=0, row="all", col="all")
         figure.add_annotation(x=start, y=1.0, yref="paper", text=kind, showarrow=False, xanchor="left", font={"size": 10, "color": "crimson"})
-    figure.update_xaxes(title="s since the measured window began")
+    figure.update_xaxes(title="s since the measured window began", **({"range": [-0.5, max([1.0, *seconds]) + 0.5]} if few else {}))
     figure.update_layout(title=f"{scenario.scenario}: over time, every repetition", height=360,
                          margin={"t": 70, "l": 60, "r": 20, "b": 50})
     return figure
@@ -145,7 +170,7 @@ def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:
     for key in BAR_METRICS:
         if any(g.estimates[key].mean is not None for s in comparison.scenarios for g in s.groups.values()):
             figures.append(("Brokers by scenario", f"bars-{key}", metric_bars(comparison, key)))
-    seed001 = mean_sd_bars(comparison)
+    seed001 = mean_sd_bars(comparison) if seeds_apply(comparison) else None
     if seed001 is not None:
         figures.append(("As in seed 001: mean ± SD", "paper-mean-sd", seed001))
     for index, scenario in enumerate(comparison.scenarios):

@@ -13,7 +13,7 @@ from plotly.offline import get_plotlyjs
 from mqttlab import __version__
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
-from mqttlab.reports.figures import all_figures
+from mqttlab.reports.figures import all_figures, seeds_apply
 from mqttlab.reports.sweep import sweep_figures
 from mqttlab.reports.tables import HEADER_NOTE, all_tables, summary_keys
 
@@ -51,7 +51,7 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison", first
         _plain_html(tables["latency"]),
         _csv_link("latency"),
     ]
-    parts += [
+    parts += [] if not seeds_apply(comparison) else [
         "<h2>The seeds' statistics</h2>",
         '<p class="note">Mean latency over the repetitions with two standard deviations: over the per-run means '
         "(seed 001's diffusion: one message per run, 20 runs) and of the samples with all repetitions pooled "
