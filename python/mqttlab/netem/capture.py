@@ -30,6 +30,10 @@ START_TIMEOUT = 10.0
 # lets those segments reach the capture before it stops.
 SETTLE_S = 0.3
 START_SETTLE_S = 0.5
+# The kernel's capture buffer: tshark's default 2 MiB dropped most segments of 1 MB messages on
+# `lo` (64 KB segments at tens of MB/s while the host was busy). 256 MiB took so long to set up
+# that a run's first CONNECTs went by before the capture was ready; 64 MiB held both.
+BUFFER_MIB = 64
 
 # MQTT control packet types (mqtt.msgtype), MQTT 3.1.1 section 2.2.1 and 5.0 (AUTH).
 MESSAGE_TYPES = {
@@ -83,7 +87,7 @@ class Capture:
         # -q: no per-packet lines; tshark reports "Capturing on ..." on stderr once the device is
         # open, which is the moment the load may start without losing its first segments.
         self._process = subprocess.Popen(
-            [tshark, "-q", "-n", "-i", self.device, "-f", f"tcp port {self.port}", "-w", str(self.path)],
+            [tshark, "-q", "-n", "-i", self.device, "-B", str(BUFFER_MIB), "-f", f"tcp port {self.port}", "-w", str(self.path)],
             stdout=subprocess.DEVNULL, stderr=log,
         )
         log.close()

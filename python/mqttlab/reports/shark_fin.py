@@ -83,8 +83,11 @@ def _draw(name: str, panels: list[tuple[str, Any, list[RoundTrip]]], path: Path,
         axis.set_ylabel("RTT (ms)")
         axis.grid(alpha=0.3)
         echoed = f"{len(trips)} of {sent} messages echoed" if sent is not None else f"{len(trips)} messages echoed"
+        info = capture_info(run.results.path)
+        if info.get("capture_dropped"):
+            echoed += f" (the capture lost {info['capture_dropped']} packets: echoes may be missing)"
         axis.set_title(f"{case + ': ' if case else ''}{_link(run)}; {echoed}", fontsize=9, loc="left")
-        devices.append(str(capture_info(run.results.path).get("device")))
+        devices.append(str(info.get("device")))
     axes[-1, 0].set_xlabel("send time (s from the start of the measured load)")
     figure.suptitle(f"Round trip of each message over time (seed 002's shark fin): {name}", fontsize=10)
     figure.text(0.01, 0.005, CAPTION.format(devices=", ".join(dict.fromkeys(devices))), fontsize=6.5, wrap=True, va="bottom")

@@ -50,9 +50,12 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     """The figure `kind` over `runs` (analysis.runs.Run of one configuration on one broker); None
     when none of them was captured. `keys` are the paper figure's own keys when it has several."""
     per_run: list[Value] = []
+    lossy = 0
     for run in runs:
         figures = _figures(str(run.results.path))
-        if figures is not None:
+        if figures is not None and figures.get("capture_dropped"):
+            lossy += 1  # the kernel dropped packets before the capture saw them: its counts are short
+        elif figures is not None:
             per_run.append(_one(kind, figures, run.results.scenario, packet, layer, keys))
     numbers = [float(v) for v in per_run if isinstance(v, (int, float))]
     tables = [v for v in per_run if isinstance(v, dict)]
@@ -69,7 +72,8 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     what += _setting(kind, packet, runs[0].results.scenario)
     if kind == "exchange":
         what += _breakdown(runs)
-    return Captured(value, numbers, used, f"{what}, {SOURCE} ({used} run{'s' * (used != 1)})")
+    left_out = f"; {lossy} run{'s' * (lossy != 1)} left out, {'their captures' if lossy != 1 else 'its capture'} lost packets" if lossy else ""
+    return Captured(value, numbers, used, f"{what}, {SOURCE} ({used} run{'s' * (used != 1)}{left_out})")
 
 
 def _setting(kind: str, packet: Optional[str], scenario: dict[str, Any]) -> str:
