@@ -135,7 +135,10 @@ def _grouped_bars(points: list[RttPoint], x_field: str, x_of: Callable[[dict[str
             row=1, col=rates.index(rate) + 1,
         )
         shown.add(name)
-    figure.update_yaxes(type="log", title="RTT (ms), log scale", row=1, col=1)
+    from mqttlab.reports.figures import log_ticks
+
+    figure.update_yaxes(type="log", title="RTT (ms), log scale", row=1, col=1,
+                        **log_ticks([p.row["rtt_mean_ms"] for p in points if p.row["rtt_mean_ms"] is not None]))
     figure.update_xaxes(title=x_title, type="category")
     figure.update_layout(title=title, barmode="group", height=420, margin={"t": 80, "l": 60, "r": 20, "b": 60})
     return figure
@@ -182,15 +185,17 @@ def shark_fin(points: list[RttPoint], label: str) -> Optional[go.Figure]:
     qos_levels = sorted({p.row["qos"] for p, _ in series})
     fields = [f for f in differing_fields(p.config for p, _ in series) if f not in QOS_FIELDS]
     figure = make_subplots(rows=1, cols=len(qos_levels), shared_yaxes=True, subplot_titles=[f"QoS {q}" for q in qos_levels])
-    from mqttlab.reports.figures import PALETTE
+    from mqttlab.reports.figures import PALETTE, log_ticks
 
     colours: dict[str, str] = {}
+    drawn: list[float] = []
     for point, run in series:
         name = f"{point.broker}" + (f", {describe(point.config, fields)}" if fields else "")
         first = name not in colours
         colour = colours.setdefault(name, PALETTE[len(colours) % len(PALETTE)])
         rows = [r for r in run.results.series if isinstance(r.get("t_s"), (int, float)) and r["t_s"] >= 0]
         t = [r["t_s"] for r in rows]
+        drawn += [_ms(r.get(key)) for r in rows for key in ("e2e_max_us", "e2e_p50_us")]
         column = qos_levels.index(point.row["qos"]) + 1
         figure.add_scatter(x=t, y=[_ms(r.get("e2e_max_us")) for r in rows], mode="lines", name=name, legendgroup=name,
                            showlegend=first, line={"color": colour, "width": 1.5}, row=1, col=column,
@@ -198,7 +203,7 @@ def shark_fin(points: list[RttPoint], label: str) -> Optional[go.Figure]:
         figure.add_scatter(x=t, y=[_ms(r.get("e2e_p50_us")) for r in rows], mode="lines", name=name, legendgroup=name,
                            showlegend=False, line={"color": colour, "width": 1, "dash": "dot"}, row=1, col=column,
                            hovertemplate=f"{name}<br>%{{x}} s: p50 %{{y:.1f}} ms<extra></extra>")
-    figure.update_yaxes(type="log", title="latency (ms), log scale", row=1, col=1)
+    figure.update_yaxes(type="log", title="latency (ms), log scale", row=1, col=1, **log_ticks(drawn))
     figure.update_xaxes(title="s since the measured window began")
     figure.update_layout(title=f"As in seed 002 (\"shark fin\"): latency over time under {label}, per second", height=420,
                          margin={"t": 80, "l": 60, "r": 20, "b": 60})
