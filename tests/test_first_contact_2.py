@@ -440,3 +440,10 @@ def test_smc_tables_fold_at_80_columns_instead_of_cutting_headers(tmp_path: Path
     result = invoke("smc", "learn", str(tmp_path / "logs"), "--out", str(tmp_path / "model"))
     assert result.exit_code == 0, result.output
     assert "R² =" in result.output and "…" not in result.output
+
+
+def test_a_results_path_with_brackets_is_printed_as_typed(tmp_path: Path):
+    out = tmp_path / "[bold]" / "run"
+    result = invoke("run", "--duration", "1s", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert f"results: {out}" in said(result)

@@ -125,7 +125,7 @@ def learn(
                                         on_round=lambda r: _console.print(f"round {r.round}: {r.cases} cases, R² = {r.r_squared:.4f}"))
             if isinstance(rounds, LiveRounds):
                 rounds.write_summary(growth)
-                _console.print(f"explore: {rounds.host_load.describe()}")
+                _console.print(f"explore: {rounds.host_load.describe()}", markup=False)
             parsed = growth.logs
         else:
             assert logs is not None  # without --grow there is no --broker, so LOGS were given (checked above)
@@ -168,7 +168,7 @@ def learn(
         )
     scores.caption = "* chosen; ± is one standard error (the paired one for the difference)"
     _console.print(scores)
-    _console.print(f"default model: {result.chosen} → {chosen_path}")
+    _console.print(f"default model: {result.chosen} → {chosen_path}", markup=False)
 
 
 def _resolve_model(path: Path, delay: str):
@@ -255,7 +255,7 @@ def predict(
             f"{row.mean_active:.1f}",
         )
     _console.print(table)
-    _console.print(f"written: {out / 'predict.csv'}, {out / 'predict.html'}, {out / 'predict.png'}")
+    _console.print(f"written: {out / 'predict.csv'}, {out / 'predict.html'}, {out / 'predict.png'}", markup=False)
 
 
 # explore, verify, validate: the steps that talk to a real broker ------------------------------
@@ -290,7 +290,7 @@ def _every(seconds: float):
         if time.monotonic() - last[0] >= seconds:
             last[0] = time.monotonic()
             data = json.loads(snapshot)
-            _console.print(f"  … {data['messages']} messages after {_fmt_min_s(data['elapsed_s'])}")
+            _console.print(f"  … {data['messages']} messages after {_fmt_min_s(data['elapsed_s'])}", markup=False)
 
     return report
 
@@ -328,7 +328,7 @@ def explore(
     def on_case(index: int, count: int, result) -> None:
         failed = len(result.failures)
         note = f"[red]{failed} functional failures[/red]" if failed else "all checks passed"
-        _console.print(f"case {index:3d}: {count:3d} clients, {len(result.rows):6d} messages, {result.elapsed_s:6.2f} s, {note}")
+        _console.print(f"case {index:3d}: {count:3d} clients, {len(result.rows):6d} messages, {result.elapsed_s:6.2f} s, {note}", markup=False)
 
     try:
         summary = run_explore(name, out, cases=cases, clients=counts, length=length, seed=seed, walk=walk,
@@ -336,8 +336,8 @@ def explore(
     except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
     failures = ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())) or "none"
-    _console.print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}")
-    _console.print(f"broker config {summary.broker_config.get('mode')}; {summary.host_load.describe()}")
+    _console.print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}", markup=False)
+    _console.print(f"broker config {summary.broker_config.get('mode')}; {summary.host_load.describe()}", markup=False)
 
 
 @app.command()
@@ -431,7 +431,7 @@ def verify(
                     "in completion order (samples).")
     _console.print(view)
     _console.print(load.describe())
-    _console.print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}")
+    _console.print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}", markup=False)
 
 
 @app.command()
@@ -474,7 +474,7 @@ def validate(
 
     def on_replication(count: int, r: int) -> None:
         if r + 1 == replications:
-            _console.print(f"{count} clients: {replications} replications measured")
+            _console.print(f"{count} clients: {replications} replications measured", markup=False)
 
     try:
         table = run_validate(names[0], models, usage, counts, thresholds, out, settings, on_replication)
@@ -507,7 +507,7 @@ def validate(
     for r in regions.to_dict("records"):
         summary.add_row(r["region"], str(r["points"]), *[f"{r[f'mae_{m}']:.3f} ({r[f'inside_{m}']:.0%})" for m in names_m])
     _console.print(summary)
-    _console.print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}")
+    _console.print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}", markup=False)
 
 
 # paper: seed 000's whole pipeline in one command -------------------------------------------
@@ -590,7 +590,7 @@ def paper(
 
     from mqttlab.results import record_invocation
 
-    _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}")
+    _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}", markup=False)
     try:
         out.mkdir(parents=True, exist_ok=True)
         record_invocation(out)

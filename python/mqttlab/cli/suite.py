@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from mqttlab.exits import Exit
 
@@ -107,8 +108,6 @@ def show_command(
 
     from mqttlab.suite.model import resolve_suite_path
 
-    from rich.text import Text
-
     from mqttlab.live_state import format_seconds, scenario_load_s
 
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
@@ -186,7 +185,7 @@ def run_command(
     console = Console(stderr=True)
     runs, skipped = _without_missing_brokers(runs)
     for name, reason in skipped.items():
-        console.print(f"note: {name} is skipped: not available here ({reason})", style="yellow")
+        console.print(f"note: {name} is skipped: not available here ({reason})", style="yellow", markup=False)
     if not runs:
         raise _fail("error: none of the suite's brokers is available here; `mqttlab brokers list` says how to get them", UNREACHABLE)
     try:
@@ -197,7 +196,7 @@ def run_command(
         raise _fail(f"error: {error}", BAD_INPUT) from None
     except OSError as error:
         raise _fail(f"error: {suite_dir}: cannot write: {error}", BAD_INPUT) from None
-    console.print(f"[bold]{suite.name}[/bold]: {len(runs)} runs into {suite_dir}")
+    console.print(Text.assemble((suite.name, "bold"), f": {len(runs)} runs into {suite_dir}"))
     with ExitStack() as stack:
         if metrics or suite.metrics:
             _open_metrics(metrics or suite.metrics or "", metrics_linger, suite_dir, stack)
@@ -208,9 +207,9 @@ def run_command(
         except (SuiteInterrupted, KeyboardInterrupt):
             raise _fail(f"interrupted: run the same command again to resume ({suite_dir})", INTERRUPTED) from None
     failed = [record for record in records if record.status == "failed"]
-    console.print(f"{len(records) - len(failed)} of {len(records)} runs finished; results in {suite_dir}")
+    console.print(f"{len(records) - len(failed)} of {len(records)} runs finished; results in {suite_dir}", markup=False)
     for record in failed:
-        console.print(f"  failed: {record.run.id}: {record.detail}", style="red")
+        console.print(f"  failed: {record.run.id}: {record.detail}", style="red", markup=False)
     if not no_report:
         # Without --baseline the first broker that ran is the baseline (the suite's first may be skipped).
         _write_report(console, suite_dir, baseline)
@@ -277,7 +276,7 @@ def _check_routing(runs: list[PlannedRun], strict: bool) -> None:
             continue  # expand_suite validated it already; a URL-only difference is no routing matter
         if routing.warnings:
             flagged.append(run.id)
-            console.print(f"{run.id}:", style="bold red")
+            console.print(f"{run.id}:", style="bold red", markup=False)
             console.print(routing_panel(routing.to_dict(), before=True))
     if flagged and strict:
         raise _fail(f"error: --strict: {len(flagged)} runs' topics and filters leave something unmeasured", BAD_INPUT)
@@ -322,7 +321,7 @@ def _print_start(console: Console, index: int, total: int, run: PlannedRun, suit
 def _print_progress(console: Console, index: int, total: int, record: RunRecord, suite_dir: Optional[Path] = None) -> None:
     where = f"[{index}/{total}] {record.run.id}"
     if record.resumed:
-        console.print(f"{where}: {record.status} earlier, kept", style="dim")
+        console.print(f"{where}: {record.status} earlier, kept", style="dim", markup=False)
         return
     style = "green" if record.status == "completed" else "red"
     detail = f" ({record.detail})" if record.detail else ""
@@ -339,12 +338,12 @@ def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) ->
     try:
         comparison = compare_directories([suite_dir], baseline=baseline)
     except ComparisonError as error:
-        console.print(f"no comparison: {error}", style="yellow")
+        console.print(f"no comparison: {error}", style="yellow", markup=False)
         return
     try:
         # A seed's suite (suite.yaml names it) gets the paper's figures beside ours.
         attach_paper(comparison, [suite_dir])
     except PaperFileError as error:
-        console.print(f"no paper section: {error}", style="yellow")
+        console.print(f"no paper section: {error}", style="yellow", markup=False)
     paths = write_report_with_paper(comparison, suite_dir / "report")
-    console.print(f"report: {paths['html']}")
+    console.print(f"report: {paths['html']}", markup=False)
