@@ -356,6 +356,9 @@ def test_a_broker_given_by_url_hints_at_pid_for_its_resources(tmp_path: Path):
     if not launcher.find():
         pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
     with launcher.start(tmp_path / "broker") as broker:
+        from mqttlab.cli.brokers import _describe
+
+        assert f"mqttlab run --broker '{broker.url()}?pid={broker.pid}'" in _describe(broker)  # `brokers start` says how
         result = invoke("run", "--broker", broker.url(), "--duration", "3s", *SMALL, "--out", str(tmp_path / "run"))
         sampled = invoke("run", "--broker", f"{broker.url()}?pid={broker.pid}", "--duration", "3s", *SMALL, "--out", str(tmp_path / "pid"))
     assert result.exit_code in (0, 1), result.output

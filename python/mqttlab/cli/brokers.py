@@ -61,6 +61,8 @@ def _describe(broker: RunningBroker) -> str:
         lines.append(f"  {broker.url(tls=True)}  CA: {broker.ca_file}")
     if broker.log_file:
         lines.append(f"  log: {broker.log_file}")
+    if broker.pid:  # a run given the URL alone cannot sample the broker's CPU and memory
+        lines.append(f"  measure it with its resources: mqttlab run --broker '{broker.url()}?pid={broker.pid}'")
     return "\n".join(lines)
 
 
