@@ -138,3 +138,9 @@ def test_mqtt_sn_retransmissions_are_shown_only_when_there_were_some():
     summary["messages"]["retransmitted"] = 7
     line = next(line for line in rendered(summary).splitlines() if "retransmitted (Tretry)" in line)
     assert line.split("│")[2].strip() == "7"
+
+
+def test_a_distributed_run_on_one_host_says_host_not_hosts():
+    section = {"shards": [{"publishers": [0, 1], "subscribers": [0, 1], "host": "vm"}], "hosts": ["vm"], "missing_shards": [],
+               "latency_clock": {"basis": "shared", "note": "one host"}}
+    assert "distributed: 1 shard on 1 host" in rendered(realistic_summary(distributed=section))

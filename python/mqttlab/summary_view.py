@@ -335,7 +335,7 @@ def _distributed_lines(section: Mapping[str, Any]) -> Text:
         counts[0] += 1
         counts[1] += b - a
         counts[2] += d - c
-    text = Text(f"distributed: {len(shards)} shards on {len(share)} hosts", style="dim")
+    text = Text(f"distributed: {counted(len(shards), 'shard')} on {counted(len(share), 'host')}", style="dim")
     for host, (n, pubs, subs) in share.items():
         text.append(f"\n  {host}: {counted(n, 'shard')}, {counted(pubs, 'publisher')}, {counted(subs, 'subscriber')}", style="dim")
     clock = section.get("latency_clock") or {}
