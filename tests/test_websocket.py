@@ -25,7 +25,7 @@ from test_brokers_launchers import KNOWN_RACES, ensure_installed  # tests/ is on
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
 
 ROOT = Path(__file__).resolve().parents[1]
-WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq"]
+WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq", "rmqtt"]
 # 5 publishers x 5 subscribers, each subscriber owed its publisher's messages.
 LOAD = {"publishers.count": 5, "subscribers.count": 5, "publishers.topic": "ws/%i", "subscribers.filters": ["ws/%i"],
         "publishers.rate": 200, "load.duration": "3s", "load.warmup": "1s", "load.grace": "3s"}
@@ -98,8 +98,8 @@ def test_a_run_over_wss_goes_through_tls_and_websocket(started: RunningBroker, t
 
 
 def test_a_wrong_path_is_refused_in_one_line_naming_the_answer(started: RunningBroker, tmp_path: Path) -> None:
-    if started.name in ("mosquitto",):
-        pytest.skip("Mosquitto's libwebsockets listener serves MQTT on every path")
+    if started.name in ("mosquitto", "rmqtt"):
+        pytest.skip(f"{started.name}'s WebSocket listener serves MQTT on every path")
     url = f"ws://127.0.0.1:{started.ws_port}/no-such-path"
     done = subprocess.run([sys.executable, "-m", "mqttlab", "run", "--broker", url, "--pubs", "1", "--subs", "1",
                            "--duration", "1s", "--set", "mqtt.connect_timeout=3s", "--out", str(tmp_path / "run")],
