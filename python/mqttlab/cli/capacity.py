@@ -39,7 +39,7 @@ def capacity_command(
     inflight: Annotated[Optional[int], typer.Option("--inflight", help="QoS>0 window per publisher.")] = None,
     start: Annotated[Optional[float], typer.Option("--start", help="Rate of the first probe (msg/s over all publishers; conn/s; connections). Default: the scenario's.")] = None,
     max_rate: Annotated[Optional[float], typer.Option("--max-rate", help="Highest rate probed. Default: 1024 x --start.")] = None,
-    min_rate: Annotated[float, typer.Option("--min-rate", help="Lowest rate probed going down.")] = 1.0,
+    min_rate: Annotated[Optional[float], typer.Option("--min-rate", help="Lowest rate probed going down. Default: 1; for connect-rate, the rate that connects every client within 30 s.")] = None,
     factor: Annotated[float, typer.Option("--factor", help="Step of the bracketing ladder.")] = 2.0,
     repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at the capacity.")] = 3,
     resolution: Annotated[float, typer.Option("--resolution", help="Narrow until the interval's upper end is within this share of its lower end.")] = 0.1,
@@ -91,6 +91,10 @@ def capacity_command(
         problems.extend(str(problem) for problem in error.problems)
     probe_problems = _probe_problems(probe_duration, warmup)
     problems.extend(probe_problems)
+    if min_rate is None:
+        # Below it a connect-rate probe of N clients would spend minutes connecting them.
+        slowest = scenario.publishers.count + scenario.subscribers.count if scenario is not None else 0
+        min_rate = max(1.0, slowest / 30) if knob == "load.connect_rate" else 1.0
     if scenario is not None and knob is not None:
         problems.extend(_shape_problems(scenario, knob))
         first = start if start is not None else _scenario_start(scenario, knob)
