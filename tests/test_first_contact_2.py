@@ -450,3 +450,13 @@ def test_a_results_path_with_brackets_is_printed_as_typed(tmp_path: Path):
     result = invoke("run", "--duration", "1s", *SMALL, "--out", str(out))
     assert result.exit_code in (0, 1), result.output
     assert f"results: {out}" in said(result)
+
+
+def test_a_files_warmup_follows_a_shorter_duration_from_the_command_line(tmp_path: Path):
+    out = tmp_path / "run"
+    result = invoke("run", str(ROOT / "scenarios" / "default.yaml"), "--duration", "2s", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert "note: the scenario's warm-up does not fit --duration 2s: 0.4s instead (--warmup to choose)" in said(result)
+    assert summary_of(out)["warmup_s"] == pytest.approx(0.4)
+    kept = invoke("run", str(ROOT / "scenarios" / "default.yaml"), "--duration", "2s", "--warmup", "3s")  # asked for: refused
+    assert kept.exit_code == 2 and "load.warmup (--warmup): must be shorter" in said(kept)

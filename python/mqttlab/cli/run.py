@@ -99,6 +99,14 @@ def _naming_flags(error: Any, given: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _warmup_outlasts_duration(error: Any, duration: Optional[str], warmup: Optional[str], assignments: list[str]) -> bool:
+    """Whether the only problem is a warm-up from the file that a --duration given on the
+    command line (and no --warmup) left too long."""
+    warmup_set = warmup is not None or any(text.partition("=")[0].strip() == "load.warmup" for text in assignments)
+    return (duration is not None and not warmup_set and len(error.problems) == 1
+            and error.problems[0].path == "load.warmup" and "shorter than load.duration" in error.problems[0].message)
+
+
 def _one_broker(broker: Optional[list[str]]) -> Optional[str]:
     """`run` measures one broker: several (`-b a -b b`, `-b a,b`) are pointed to the commands
     that measure several."""
@@ -181,7 +189,16 @@ def run_command(
     try:
         scenario = _load_checked(scenario_file, overrides=overrides, assignments=assignments or ())
     except ScenarioError as error:
-        raise _fail(_naming_flags(error, flags), Exit.BAD_INPUT) from None
+        if not _warmup_outlasts_duration(error, duration, warmup, assignments or []):
+            raise _fail(_naming_flags(error, flags), Exit.BAD_INPUT) from None
+        # `--duration 3s` on a file whose warm-up is 5s: the warm-up follows the duration the
+        # user just set, as the default one does, and says so.
+        try:
+            scenario = _load_checked(scenario_file, overrides={**overrides, "load.warmup": None}, assignments=assignments or ())
+        except ScenarioError as again:
+            raise _fail(_naming_flags(again, flags), Exit.BAD_INPUT) from None
+        Console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
+                                   "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
 
     addresses: dict[str, list[str]] = {}
