@@ -287,7 +287,7 @@ def storm_command(
     fault: Annotated[str, typer.Option("--fault", help="clients-disconnect (every connection reset at once) or broker-restart (killed, then started again).")] = "clients-disconnect",
     down: Annotated[str, typer.Option("--down", help="broker-restart: how long the broker stays down.")] = "1s",
     at: Annotated[str, typer.Option("--at", help="When the storm starts, from the start of the load (warm-up 1 s included).")] = "4s",
-    duration: Annotated[str, typer.Option("--duration", help="The whole load phase: room for everyone to come back.")] = "15s",
+    duration: Annotated[Optional[str], typer.Option("--duration", help="The whole load phase. Default: --at + 8 s + 15 ms per client (the clients-disconnect fault resets connections one by one, about 10 ms each here).")] = None,
     rate: Annotated[float, typer.Option("--rate", help="Messages per second per publisher.")] = 1.0,
     qos: Annotated[int, typer.Option("--qos", help="QoS of publishes and subscriptions: the promise the losses are judged against.")] = 1,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field (repeatable).")] = None,
@@ -306,6 +306,11 @@ def storm_command(
     if clients < 2:
         problems.append(f"--clients: at least 2, a publisher and a subscriber (got {clients})")
     seconds = {}
+    if duration is None:
+        try:
+            duration = f"{parse_duration(at) + 8 + 0.015 * clients:.0f}s"
+        except ValueError:
+            duration = "15s"  # --at is reported below
     for flag, text in (("--down", down), ("--at", at), ("--duration", duration)):
         try:
             seconds[flag] = parse_duration(text)
