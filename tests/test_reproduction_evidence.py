@@ -15,7 +15,8 @@ from mqttlab.reproductions.evidence import EVIDENCE, RUN_FILES
 
 cli_app._register()
 DATA = Path(__file__).resolve().parent / "data" / "reproduction"
-KEPT = ("mini.md", "mini/paper_vs_ours.csv", "mini/paper_claims.csv", "mini/summary.csv", f"mini/{EVIDENCE}")
+BESIDE = tuple(f"mini/beside-{claim}.png" for claim in ("qos1-costs-little", "rate-kept", "latency-as-stated", "looks-fine"))
+KEPT = ("mini.md", "mini/paper_vs_ours.csv", "mini/paper_claims.csv", "mini/summary.csv", *BESIDE, f"mini/{EVIDENCE}")
 
 
 def test_the_page_is_made_again_from_its_evidence_unchanged(tmp_path, monkeypatch):

@@ -128,10 +128,14 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
             figure.unlink()
         for figure in figures:
             _palette(figure)
+    from mqttlab.reproductions.beside import write_beside
     from mqttlab.reproductions.evidence import EVIDENCE, write_evidence
 
+    beside = write_beside(section, folder, comparison.confidence if comparison is not None else 0.95)
+    for drawn in beside:
+        _palette(drawn.path)
     evidence = write_evidence(sources, folder / EVIDENCE)
-    typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables, evidence)}", err=True)
+    typer.echo(f"page: {write_page(page, section, sources, comparison, figures, tables, evidence, beside)}", err=True)
     from mqttlab.reproductions.readme import update_for_page
 
     readme = update_for_page(page)  # the README's verdict lines follow the page's

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
+from mqttlab.reproductions.beside import BesideFigure
 from mqttlab.reproductions.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.results import INVOCATIONS
@@ -24,11 +25,13 @@ HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tabl
 
 
 def write_page(page: Path, section: PaperSection, sources: list[Path], comparison: Optional[Comparison] = None,
-               figures: Optional[list[Path]] = None, tables: Optional[list[Path]] = None, evidence: Optional[Path] = None) -> Path:
-    """Writes (or updates the generated part of) `page`. `figures` (PNG), `tables` (CSV) and the
-    `evidence` archive are files already written beside it, linked relative to the page."""
+               figures: Optional[list[Path]] = None, tables: Optional[list[Path]] = None, evidence: Optional[Path] = None,
+               beside: Optional[list[BesideFigure]] = None) -> Path:
+    """Writes (or updates the generated part of) `page`. `figures` (PNG), `tables` (CSV), the
+    `evidence` archive and the paper-beside-ours figures (`beside`) are files already written
+    beside it, linked relative to the page."""
     generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []],
-                               [f.relative_to(page.parent) for f in tables or []])
+                               [f.relative_to(page.parent) for f in tables or []], _beside(page, section, beside or []))
     if evidence is not None:
         generated = _evidence(page, section, evidence) + "\n\n" + generated
     existing = page.read_text(encoding="utf-8") if page.exists() else None
@@ -49,10 +52,11 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
 
 
 def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
-                   tables: Optional[list[Path]] = None) -> str:
+                   tables: Optional[list[Path]] = None, beside: str = "") -> str:
     parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section)]
     if tables:
         parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
+    parts.append(beside)
     if comparison is not None:
         parts.append(_our_figures(comparison))
     if figures:
@@ -205,6 +209,25 @@ def _claims(section: PaperSection) -> str:
                                                       if len(claim.evidence) > EVIDENCE_SHOWN else [])
         lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell(claim.rule)} | {_cell('; '.join(evidence))} |")
     return "\n".join(lines)
+
+
+def _beside(page: Path, section: PaperSection, figures: list[BesideFigure]) -> str:
+    """Under each claim with ours measured, its figure with the paper drawn over ours and a
+    caption of one line; the claims without one named."""
+    if not figures:
+        return ""
+    lines = ["### The paper beside us", "",
+             "For each claim, the paper's figures it rests on drawn over ours, one line per figure and configuration, one "
+             "panel per unit (the paper's), and one figure per engine configuration.", ""]
+    for figure in figures:
+        link = figure.path.relative_to(page.parent).as_posix()
+        lines += [f"**{figure.claim}** ({figure.verdict})", "", f"![{figure.claim}: the paper beside us]({link})", "",
+                  f"*{figure.caption[0].upper()}{figure.caption[1:]}*", ""]
+    drawn = {figure.claim for figure in figures}
+    without = [claim.claim for claim in section.claims if claim.claim not in drawn]
+    if without:
+        lines.append("No figure for " + ", ".join(without) + ": nothing of ours is measured for them here.")
+    return "\n".join(lines).rstrip()
 
 
 def _our_figures(comparison: Comparison) -> str:

@@ -1,0 +1,310 @@
+"""The paper drawn beside us: for each claim of a seed, one PNG with the paper's values and
+ranges over ours, written beside its reproduction page (`seed00N/beside-<claim>.png`).
+
+Each figure is a dot plot, one line per paper figure and configuration: the paper's number as a
+hollow black diamond (its SD as a dashed bar where it gives one), its range as a grey band (an open
+end runs to the axis' edge); ours filled, coloured by broker, with the confidence interval as an
+error bar where there are two or more runs (n is written beside each line). A figure per claim,
+one panel per unit (in the paper file's unit, the paper's), a log axis where the values span more
+than a factor of 30, and one figure per engine configuration (runs of one scenario configured
+differently are compared apart, compare.scenario_labels, and never drawn together). The bytes are
+the same for the same rows: no date or software version is written into the PNG."""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: figures are only written to files
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure as PlotFigure  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+
+from mqttlab.reproductions.paper_figures import NOT_HERE, NOT_MEASURED, FigureRow, number  # noqa: E402
+from mqttlab.reproductions.section import PaperSection  # noqa: E402
+
+PREFIX = "beside-"
+WIDTH_IN, DPI = 9.0, 100  # 900 px: the width of a Markdown page on a code host
+ROW_IN = 0.3  # height of one line of the dot plot
+MAX_LINES = 40  # lines per figure; a claim over more (seed 000's 60 SPRT rows) is drawn in parts
+LOG_SPAN = 30.0  # values spanning more than this factor get a log axis
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+RANGE_OF_OURS = "#17becf"  # ours as a range over brokers: a colour no broker has
+MEAN_KEYS, SPREAD_KEYS = ("mean", "estimate"), ("std", "std_error")  # a value with its spread ({mean, std}, a coefficient)
+KEY_UNITS = {"h0": "probability", "h1": "probability", "h1_accept_pct": "%", "time_s": "s", "mean_samples": "samples"}
+
+
+@dataclass
+class Line:
+    """One line of a dot plot: a paper figure (or one key of it) in one configuration."""
+
+    label: str
+    unit: str
+    broker: str = ""
+    paper: Optional[float] = None
+    paper_spread: Optional[float] = None  # the paper's SD (or standard error) around `paper`
+    paper_range: Optional[tuple[Optional[float], Optional[float]]] = None  # None: open on that side
+    ours: Optional[float] = None
+    ours_range: Optional[tuple[float, float]] = None  # a range of ours over brokers or configurations
+    interval: Optional[tuple[float, float]] = None  # the confidence interval of `ours` (n >= 2)
+    n: int = 0
+    figure: str = ""
+    kind: str = ""  # the paper file's kind of figure (latency_mean, throughput_range, ...), named on the axis
+    region: Optional[tuple[float, float]] = None  # where ours agrees with `paper`: within the figure's tolerance factor
+
+    @property
+    def values(self) -> list[float]:
+        found = [self.paper, self.ours, *(self.paper_range or ()), *(self.ours_range or ()), *(self.interval or ()), *(self.region or ())]
+        if self.paper is not None and self.paper_spread is not None:
+            found += [self.paper - self.paper_spread, self.paper + self.paper_spread]
+        return [float(v) for v in found if v is not None and math.isfinite(v)]
+
+    @property
+    def has_paper(self) -> bool:
+        return self.paper is not None or self.paper_range is not None
+
+
+@dataclass
+class BesideFigure:
+    claim: str
+    verdict: str
+    path: Path
+    caption: str
+    lines: list[Line] = field(default_factory=list)
+
+
+def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str] = None,
+                tolerances: Optional[dict[str, float]] = None) -> dict[str, list[Line]]:
+    """The lines of a claim's figures that have a value of ours, by engine configuration ("" when
+    the runs of each scenario were configured alike). `key`: of figures whose values have keys,
+    only this one (the key the claim's check reads); `tolerances`: the tolerance factor of each
+    figure judged by one (the region where ours agrees is drawn around the paper's number)."""
+    by_config: dict[str, list[Line]] = {}
+    for figure in figure_ids:
+        rows = [row for row in section.rows if row.figure == figure and row.ours is not None
+                and row.status not in (NOT_HERE, NOT_MEASURED)]
+        for row in rows:
+            config = row.scenario.split(" [", 1)[1].rstrip("]") if row.scenario and " [" in row.scenario else ""
+            for line in _lines(row, key, many=len(rows) > 1):
+                factor = (tolerances or {}).get(figure)
+                if factor and line.paper and line.ours is not None and not row.exact:
+                    line.region = (line.paper / factor, line.paper * factor)
+                by_config.setdefault(config, []).append(line)
+    return by_config
+
+
+def _lines(row: FigureRow, key: Optional[str], many: bool) -> list[Line]:
+    where = [part for part in (row.scenario.split(" [", 1)[0] if row.scenario and many else None,
+                               row.broker if row.broker and row.broker not in row.figure else None) if part]
+    label = row.figure + (f" · {', '.join(where)}" if where else "")
+    line = Line(label, row.unit or "", broker=row.broker or "", n=len(row.samples) or (row.runs or 0), figure=row.figure, kind=row.kind,
+                interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None)
+    paper, ours = row.paper, row.ours
+    if isinstance(ours, dict):
+        theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
+        mean = next((k for k in MEAN_KEYS if number(ours.get(k))), None)
+        if mean is not None:  # a value with its spread: the paper's spread drawn around its value
+            spread = next((k for k in SPREAD_KEYS if number(theirs.get(k))), None)
+            return [replace(line, ours=float(ours[mean]), paper=float(theirs[mean]) if number(theirs.get(mean)) else None,
+                            paper_spread=float(theirs[spread]) if spread else None)]
+        found = []
+        for name, mine in ours.items():  # keys of their own (bytes per layer, an SPRT row's figures): a line each
+            other = theirs.get(name, theirs.get(str(name)))
+            if number(mine) and (key is None or str(name) == key):
+                found.append(replace(line, label=f"{label} · {name}", unit=KEY_UNITS.get(str(name), line.unit), ours=float(mine),
+                                     interval=None, paper=float(other) if number(other) else None))
+        return found
+    if isinstance(ours, list) and len(ours) == 2 and all(number(v) for v in ours):
+        line.ours_range, line.broker = (float(ours[0]), float(ours[1])), ""
+    elif number(ours):
+        line.ours = float(ours)
+    else:
+        return []
+    if isinstance(paper, list) and len(paper) == 2 and any(number(v) for v in paper):
+        line.paper_range = (float(paper[0]) if number(paper[0]) else None, float(paper[1]) if number(paper[1]) else None)
+    elif number(paper):
+        line.paper = float(paper)
+    return [line]
+
+
+def _check_key(claim: Any) -> Optional[str]:
+    return next((check.key for check in claim.check or [] if check.key), None)
+
+
+def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) -> list[BesideFigure]:
+    """One PNG per claim (and engine configuration, and part of MAX_LINES lines) with ours measured,
+    in `folder`; the old ones removed first. Claims in the paper file's order."""
+    from mqttlab.reproductions.paper_figures import DEFAULT_TOLERANCE
+    from mqttlab.reproductions.paper_file import load_paper
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in sorted(folder.glob(f"{PREFIX}*.png")):
+        old.unlink()
+    paper = load_paper(section.source)
+    verdicts = {claim.claim: claim.verdict for claim in section.claims}
+    tolerances = {f.id: f.reproduce.tolerance or DEFAULT_TOLERANCE for f in paper.figures if not f.exact}
+    written = []
+    for claim in paper.claims:
+        ids = list(dict.fromkeys([*claim.figures, *(name for check in claim.check or [] for name in check.figure_ids())]))
+        configs = claim_lines(section, ids, _check_key(claim), tolerances)
+        for index, (config, lines) in enumerate(configs.items()):
+            parts = [lines[start:start + MAX_LINES] for start in range(0, len(lines), MAX_LINES)]
+            for part_number, part in enumerate(parts):
+                suffix = (f"-{index + 1}" if len(configs) > 1 else "") + (f"-part{part_number + 1}" if len(parts) > 1 else "")
+                path = folder / f"{PREFIX}{_file_name(claim.id)}{suffix}.png"
+                title = claim.id + (f" [{config}]" if config else "") + (f" (part {part_number + 1} of {len(parts)})" if len(parts) > 1 else "")
+                figure = draw(part, title, claim.text)
+                save(figure, path)
+                written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path, caption(part, config, confidence), part))
+    return written
+
+
+def draw(lines: list[Line], title: str, text: str = "") -> PlotFigure:
+    """The dot plot: one panel per unit, in the order the units first appear."""
+    units = list(dict.fromkeys(line.unit for line in lines))
+    panels = [[line for line in lines if line.unit == unit] for unit in units]
+    height = sum(len(p) for p in panels) * ROW_IN + 1.0 * len(panels) + 1.3
+    figure = plt.figure(figsize=(WIDTH_IN, height), layout="constrained")
+    axes = figure.subplots(len(panels), 1, squeeze=False, height_ratios=[len(p) + 2 for p in panels])[:, 0]
+    brokers = list(dict.fromkeys(line.broker for line in lines if line.broker))
+    colors = {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(brokers)}
+    for axis, unit, panel in zip(axes, units, panels):
+        _panel(axis, unit, panel, colors)
+    figure.suptitle("\n".join([title, *textwrap.wrap(text, 110)[:2]]), fontsize=9, x=0.01, ha="left")
+    figure.legend(handles=_legend(lines, colors), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    return figure
+
+
+def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> None:
+    values = [v for line in lines for v in line.values]
+    positive = [v for v in values if v > 0]
+    log = bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    if log:
+        left, right = min(positive) / 1.6, max(positive) * 1.6
+        axis.set_xscale("log")
+    else:
+        pad = (high - low) * 0.12 or abs(high) * 0.1 or 1.0
+        left, right = (0.0 if low >= 0 else low - pad), high + pad
+    axis.set_xlim(left, right)
+    ys = list(range(len(lines)))[::-1]  # the first line on top
+    for y, line in zip(ys, lines):
+        if line.paper_range is not None:
+            start = line.paper_range[0] if line.paper_range[0] is not None else left
+            end = line.paper_range[1] if line.paper_range[1] is not None else right
+            axis.barh(y, end - start, left=start, height=0.7, color="0.85", edgecolor="0.25", linewidth=0.8, zorder=1)
+        if line.region is not None:
+            axis.plot(line.region, [y, y], color="black", linestyle=":", linewidth=1, marker="|", markersize=12, zorder=2)
+        color = colors.get(line.broker, RANGE_OF_OURS)
+        if line.ours_range is not None:
+            axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,
+                          fmt="none", ecolor=RANGE_OF_OURS, elinewidth=3, capsize=5, capthick=2, zorder=3)
+        if line.ours is not None:
+            xerr = [[line.ours - line.interval[0]], [line.interval[1] - line.ours]] if line.interval else None
+            axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3)
+        if line.paper is not None:
+            spread = [[line.paper_spread], [line.paper_spread]] if line.paper_spread else None
+            drawn = axis.errorbar([line.paper], [y], xerr=spread, fmt="D", markersize=8, markerfacecolor="none", markeredgecolor="black",
+                                  markeredgewidth=1.5, ecolor="black", elinewidth=1, capsize=4, zorder=4)
+            if spread:
+                drawn[-1][0].set_linestyle("--")
+    axis.set_yticks(ys, [_label(line) for line in lines], fontsize=8)
+    axis.set_ylim(-0.7, len(lines) - 0.3)
+    named = list(dict.fromkeys(_kind(line.kind) for line in lines if line.kind))
+    # "latency" (a range of means) and "latency mean" on one axis are one quantity: the longer name says it
+    kinds = ", ".join(name for name in named if not any(other != name and other.startswith(name) for other in named))
+    axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}" + (", log scale)" if log else ")"), fontsize=9)
+    axis.tick_params(axis="x", labelsize=8)
+    axis.grid(axis="x", alpha=0.3, which="major")
+    if log:
+        _log_ticks(axis, left, right)
+
+
+def _kind(kind: str) -> str:
+    # throughput_range and throughput are one quantity on one axis; the range is drawn as a range
+    return kind.removesuffix("_range").removesuffix("_std").replace("_", " ")
+
+
+def _label(line: Line) -> str:
+    return f"{line.label} · n = {line.n}" if line.n else line.label
+
+
+def _log_ticks(axis: Any, left: float, right: float) -> None:
+    """Ticks at 1, 2 and 5 of each decade, written out in full (never 2×10³ or bare minor digits)."""
+    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(left)), math.ceil(math.log10(right)) + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if left <= t <= right]
+    if len(ticks) > 9:  # many decades: 1s only
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
+    axis.xaxis.set_major_locator(FixedLocator(ticks))
+    axis.xaxis.set_minor_locator(NullLocator())
+    axis.set_xticklabels([f"{t:,.0f}" if t >= 1000 else f"{t:g}" for t in ticks])
+
+
+def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = []
+    if any(line.paper is not None for line in lines):
+        spread = " (± its SD, dashed)" if any(line.paper_spread for line in lines) else ""
+        handles.append(Line2D([], [], marker="D", linestyle="none", markerfacecolor="none", markeredgecolor="black",
+                              markeredgewidth=1.5, markersize=8, label=f"the paper{spread}"))
+    if any(line.region is not None for line in lines):
+        handles.append(Line2D([], [], color="black", linestyle=":", marker="|", markersize=12, label="where ours agrees (× tolerance)"))
+    if any(line.paper_range is not None for line in lines):
+        handles.append(Patch(facecolor="0.85", edgecolor="0.25", label="the paper's range"))
+    handles += [Line2D([], [], marker="o", linestyle="none", color=color, markersize=6, label=f"ours: {broker}")
+                for broker, color in colors.items()]
+    if any(line.ours_range is not None for line in lines):
+        handles.append(Line2D([], [], color=RANGE_OF_OURS, linewidth=3, label="ours: range over brokers"))
+    return handles
+
+
+def caption(lines: list[Line], config: str = "", confidence: float = 0.95) -> str:
+    """One line: what is drawn, in which units, and n."""
+    units = ", ".join(dict.fromkeys(line.unit or "no unit" for line in lines))
+    with_paper = [line for line in lines if line.has_paper]
+    marks = [text for text, present in (("values (hollow black diamonds)", any(line.paper is not None for line in lines)),
+                                        ("ranges (grey bands)", any(line.paper_range is not None for line in lines))) if present]
+    drawn = (f"the paper's {' and '.join(marks)} beside ours (filled, by broker)" if with_paper else
+             "ours alone (filled, by broker): the paper gives no number for these figures")
+    if any(line.region is not None for line in lines):
+        drawn += ", dotted where ours agrees by the figure's tolerance factor"
+    if with_paper and len(with_paper) < len(lines):
+        drawn += f" (the paper gives a number for {len(with_paper)} of {len(lines)} lines)"
+    counts = sorted({line.n for line in lines if line.ours is not None and line.n})
+    single = [line.figure for line in lines if line.ours is not None and line.n == 1]
+    if not counts:
+        runs = "ours are ranges over brokers (the range's runs are in the table above)"
+    elif counts == [1]:
+        runs = "n = 1 run per point: no interval"
+    else:
+        runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
+        if single:
+            runs += f"; n = 1 (no interval) for {', '.join(dict.fromkeys(single))}"
+    where = f"; engine configuration {config}" if config else ""
+    return f"{drawn}; units: {units}; {runs}{where}."
+
+
+def _span(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+
+
+def save(figure: PlotFigure, path: Path) -> Path:
+    """The PNG without the software version or a date, so that the same lines give the same bytes."""
+    figure.savefig(path, dpi=DPI, metadata={"Software": None})
+    plt.close(figure)
+    return path
+
+
+def _file_name(claim: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", claim).strip("-")
+
+
+__all__ = ["BesideFigure", "Line", "caption", "claim_lines", "draw", "save", "write_beside"]

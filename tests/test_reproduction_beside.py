@@ -1,0 +1,109 @@
+"""The paper drawn beside us (reproductions/beside.py): one figure per claim from the rows of the
+test page (tests/data/reproduction, made from a real suite), the paper's values distinct from
+ours, the axes in the paper's units, the bytes the same for the same data, and runs configured
+differently never drawn together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from matplotlib.colors import to_rgba
+
+from mqttlab.analysis.compare import compare_directories
+from mqttlab.reproductions.beside import Line, claim_lines, draw, write_beside
+from mqttlab.reproductions.evidence import opened
+from mqttlab.reproductions.paper_figures import AGREES, NO_PAPER_NUMBER, FigureRow
+from mqttlab.reproductions.section import PaperSection, attach_paper
+
+DATA = Path(__file__).resolve().parent / "data" / "reproduction"
+
+
+@pytest.fixture(scope="module")
+def section() -> PaperSection:
+    with opened(DATA / "mini" / "evidence.tar.xz") as paths:
+        comparison = compare_directories(paths)
+        found = attach_paper(comparison, paths, str(DATA / "mini.paper.yaml"))
+    assert found is not None
+    return found
+
+
+def _hollow_diamonds(axis) -> list[float]:
+    """x of the paper's markers: hollow black diamonds."""
+    return [float(x) for line in axis.lines if line.get_marker() == "D" and line.get_markerfacecolor() == "none"
+            and to_rgba(line.get_markeredgecolor()) == to_rgba("black") for x in line.get_xdata()]
+
+
+def _filled_dots(axis) -> list[float]:
+    return [float(x) for line in axis.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "none" for x in line.get_xdata()]
+
+
+def test_every_claim_with_ours_measured_gets_a_figure_that_the_committed_page_embeds(section, tmp_path):
+    written = write_beside(section, tmp_path)
+    assert [figure.claim for figure in written] == ["qos1-costs-little", "rate-kept", "latency-as-stated", "looks-fine"]
+    assert all(figure.path.is_file() and figure.path.name == f"beside-{figure.claim}.png" for figure in written)
+    page = (DATA / "mini.md").read_text(encoding="utf-8")
+    section_text = page.split("### The paper beside us", 1)[1].split("\n### ", 1)[0]
+    for figure in written:
+        assert f"(mini/{figure.path.name})" in section_text
+        assert (DATA / "mini" / figure.path.name).is_file()
+    assert "n = 1 (no interval) for latency-qos0" in section_text and "units: ms" in section_text
+
+
+def test_the_same_rows_give_the_same_bytes(section, tmp_path):
+    first = {f.path.name: f.path.read_bytes() for f in write_beside(section, tmp_path / "a")}
+    second = {f.path.name: f.path.read_bytes() for f in write_beside(section, tmp_path / "b")}
+    assert first == second
+    assert all(b"Software" not in data and b"matplotlib" not in data.lower() for data in first.values())
+
+
+def test_the_axes_are_in_the_papers_units_with_its_values_hollow_and_ours_with_their_interval(section):
+    lines = claim_lines(section, ["latency-qos0", "latency-qos1"])[""]
+    figure = draw(lines, "latency-as-stated")
+    (axis,) = figure.axes
+    assert axis.get_xlabel() == "latency mean (ms)" and axis.get_xscale() == "linear"
+    assert sorted(_hollow_diamonds(axis)) == [0.5, 0.6]  # the paper's numbers, as mini.paper.yaml states them
+    qos1 = next(line for line in lines if line.figure == "latency-qos1")
+    assert qos1.n == 3 and qos1.interval is not None and qos1.ours is not None
+    assert pytest.approx(qos1.ours) in _filled_dots(axis)
+    bars = [segment for collection in axis.collections for segment in collection.get_segments()]
+    assert any(pytest.approx(sorted(segment[:, 0].tolist())) == list(qos1.interval) for segment in bars)  # the CI, drawn
+    labels = [tick.get_text() for tick in axis.get_yticklabels()]
+    assert labels == ["latency-qos0 · mosquitto · n = 1", "latency-qos1 · mosquitto · n = 3"]  # top to bottom, as the claim lists them
+    assert all(legend.axes is None for legend in figure.legends)  # the legend is the figure's, outside the axes
+
+
+def test_throughput_is_drawn_in_msg_per_s_with_the_region_where_ours_agrees(section):
+    (line,) = claim_lines(section, ["throughput-qos0"], tolerances={"throughput-qos0": 1.1})[""]
+    assert line.unit == "msg/s" and line.region == pytest.approx((20 / 1.1, 22.0))
+    (axis,) = draw([line], "rate-kept").axes
+    assert axis.get_xlabel() == "throughput (msg/s)" and _hollow_diamonds(axis) == [20.0]
+
+
+def test_values_spanning_decades_get_a_log_axis_ticked_in_full_and_an_open_range_runs_to_its_edge():
+    lines = [Line("qos0-throughput", "msg/s", broker="mosquitto", paper=20000, ours=19990, n=2, interval=(19900, 20080), kind="throughput"),
+             Line("qos2-latency", "ms", broker="mosquitto", paper_range=(20, None), ours=0.4, n=1, kind="latency_range"),
+             Line("qos1-latency", "ms", broker="mosquitto", paper=10, ours=0.3, n=1, kind="latency_mean")]
+    figure = draw(lines, "qos-monotone")
+    throughput, latency = figure.axes
+    assert throughput.get_xscale() == "linear" and throughput.get_xlabel() == "throughput (msg/s)"
+    assert latency.get_xscale() == "log" and latency.get_xlabel() == "latency mean (ms, log scale)"
+    ticks = [tick.get_text() for tick in latency.get_xticklabels()]
+    assert "e" not in "".join(ticks) and "10" in ticks
+    (band,) = latency.patches  # the paper's "20–30+ ms": from 20 to the axis' right edge
+    assert band.get_x() == pytest.approx(20) and band.get_x() + band.get_width() == pytest.approx(latency.get_xlim()[1])
+
+
+def _row(figure: str, scenario: str, ours: float) -> FigureRow:
+    return FigureRow(figure, "", "latency_mean", "ms", False, 1.0, ours, AGREES, scenario=scenario, broker="mosquitto", runs=1,
+                     samples=[ours])
+
+
+def test_runs_configured_differently_are_drawn_in_figures_of_their_own():
+    rows = [_row("f", "p2p [load.duration=2s]", 1.0), _row("f", "p2p [load.duration=4s]", 1.2), _row("g", "p2p [load.duration=2s]", 0.9)]
+    rows.append(FigureRow("h", "", "latency_mean", "ms", False, None, None, NO_PAPER_NUMBER))  # nothing of ours: no line
+    section = PaperSection("T", "test", "none", rows, [])
+    configs = claim_lines(section, ["f", "g", "h"])
+    assert sorted(configs) == ["load.duration=2s", "load.duration=4s"]
+    assert [line.figure for line in configs["load.duration=2s"]] == ["f", "g"]
+    assert [line.ours for line in configs["load.duration=4s"]] == [1.2]
