@@ -589,6 +589,7 @@ def _trusting_launched_ca(scenario: Scenario, broker: Any) -> Scenario:
 def _engine_url(scenario: Scenario, broker: Any) -> str:
     if is_url(scenario.broker):
         scheme, host, port = split_url(scenario.broker or "")
+        host = f"[{host}]" if ":" in host else host  # an IPv6 literal, as the URL had it
         return f"{scheme}://{host}:{port}{websocket_path(scenario.broker or '') or ''}"
     if scenario.launch.websocket:
         return str(broker.url(tls=scenario.launch.tls, websocket=True))

@@ -98,7 +98,9 @@ impl Target {
             }
         };
         let protocol = if plan.mqtt.version == 5 { Protocol::V5 } else { Protocol::V311 };
-        let websocket = b.websocket.as_ref().map(|w| (format!("{}:{}", b.host, b.port), w.path.clone()));
+        // The Host header: an IPv6 literal in brackets, as in a URL (RFC 7230 §5.4).
+        let host = if b.host.contains(':') { format!("[{}]", b.host) } else { b.host.clone() };
+        let websocket = b.websocket.as_ref().map(|w| (format!("{host}:{}", b.port), w.path.clone()));
         Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
     }
 }
