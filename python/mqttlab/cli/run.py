@@ -410,6 +410,11 @@ def report_command(
         if ended is None and live is not None:
             ended = f"error: {results_dir}: a run is still writing here; follow it with `mqttlab report --watch {results_dir}`"
         raise _fail(ended or f"error: {error}", Exit.BAD_INPUT if ended is None else Exit.ABNORMAL) from None
+    _report(loaded, as_json)
+
+
+def _report(loaded: Any, as_json: bool) -> None:
+    """A finished run from disk: what ran, then its summary as `run` printed it."""
     if not as_json:
         Console().print(_what_ran(loaded.manifest, loaded.plan, loaded.summary), highlight=False, markup=False)
     _show(loaded.summary, loaded.path, as_json)
@@ -456,7 +461,7 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
                         return Exit.OK if not state["failed"] else Exit.FINDINGS
             elif (directory / results.MANIFEST).is_file():
                 loaded = results.load_results(directory)
-                _show(loaded.summary, loaded.path, as_json)
+                _report(loaded, as_json)
                 return exit_code_for(loaded.summary)
             else:
                 live = read_live(directory)
