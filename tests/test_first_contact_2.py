@@ -105,6 +105,11 @@ def test_tls_with_a_launched_broker_is_one_flag(tmp_path: Path, args: list[str])
     assert summary_of(out)["latency"]["tls"]["count"] == 2
 
 
+def test_tls_with_a_broker_url_points_to_mqtts():
+    result = invoke("run", "--broker", "mqtt://127.0.0.1:1883", "--tls")
+    assert result.exit_code == 2 and "for a broker given by URL, write mqtts://HOST:PORT (with --ca FILE, or --insecure)" in said(result)
+
+
 def test_a_ca_file_with_a_launched_broker_points_to_tls(tmp_path: Path):
     ca = tmp_path / "ca.pem"
     ca.write_text("not read: refused before")

@@ -169,6 +169,9 @@ def run_command(
 
     _check_assignments(assignments or [])
     one_broker = _one_broker(broker)
+    if tls and one_broker is not None and "://" in one_broker:
+        raise _fail("error: --tls: is for a broker mqttlab launches; for a broker given by URL, write mqtts://HOST:PORT "
+                    "(with --ca FILE, or --insecure)", Exit.BAD_INPUT)
     flags = dict(
         broker=one_broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
