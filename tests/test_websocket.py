@@ -20,15 +20,70 @@ import yaml
 
 import mqttlab
 from mqttlab.brokers import RunningBroker, get_launcher
+from mqttlab.engine import compile_plan
+from mqttlab.scenario import ScenarioError, validate_scenario
 from test_brokers_launchers import KNOWN_RACES, ensure_installed  # tests/ is on sys.path (no package)
 
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
 
 ROOT = Path(__file__).resolve().parents[1]
-WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq", "rmqtt"]
+WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq"]
 # 5 publishers x 5 subscribers, each subscriber owed its publisher's messages.
 LOAD = {"publishers.count": 5, "subscribers.count": 5, "publishers.topic": "ws/%i", "subscribers.filters": ["ws/%i"],
         "publishers.rate": 200, "load.duration": "3s", "load.warmup": "1s", "load.grace": "3s"}
+
+
+# --- URLs, scenarios and plans (no broker) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("url, port, path, tls", [
+    ("ws://broker.lab", 80, "/mqtt", False),
+    ("ws://broker.lab:8083/", 8083, "/mqtt", False),
+    ("wss://broker.lab:8084/mqtt/v1", 8084, "/mqtt/v1", True),
+    ("ws://[::1]:9001/ws", 9001, "/ws", False),
+])
+def test_websocket_urls_compile_to_the_plans_broker_with_its_path(url: str, port: int, path: str, tls: bool) -> None:
+    scenario = validate_scenario({"broker": url, **({"tls": {"insecure": True}} if tls else {})})
+    broker = compile_plan(scenario, url)["broker"]
+    assert (broker["port"], broker["websocket"], broker["tls"] is not None) == (port, {"path": path}, tls)
+
+
+def test_plain_mqtt_plans_stay_without_a_websocket_key() -> None:
+    assert "websocket" not in compile_plan(validate_scenario({}), "mqtt://127.0.0.1:1883")["broker"]
+
+
+@pytest.mark.parametrize("settings, problem", [
+    ({"broker": "http://broker:80"}, "broker: the URL scheme must be mqtt://, mqtts://, ws:// or wss://"),
+    ({"broker": "mqtt://broker:1883/mqtt"}, "broker: only mqtt[s]://HOST[:PORT]"),
+    ({"broker": "ws://broker:80/mqtt", "tls": {"insecure": True}}, "tls: is set but the broker is not an mqtts:// or wss:// URL"),
+    ({"broker": "ws://broker:80/mqtt", "launch": {"websocket": True}}, "launch: applies to a broker mqttlab launches"),
+    ({"broker": "mosquitto", "launch": {"websocket": True}, "transport": {"kind": "mqtt-sn"}}, "launch.websocket: MQTT-SN runs over UDP"),
+    ({"broker": "wss://broker:443/mqtt", "transport": {"kind": "mqtt-sn"}}, "broker: MQTT-SN runs over plain UDP"),
+])
+def test_websocket_settings_that_cannot_work_are_refused_naming_the_field(settings: dict, problem: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        validate_scenario(settings)
+    assert any(str(p).startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_an_external_broker_by_websocket_url_is_described_with_its_listener() -> None:
+    broker = get_launcher("wss://broker.lab:8084/mqtt/v1?name=emqx").describe()  # type: ignore[attr-defined]
+    assert (broker.name, broker.port, broker.wss_port, broker.ws_port) == ("emqx", 8084, 8084, None)
+    assert broker.url(tls=True, websocket=True) == "wss://broker.lab:8084/mqtt/v1"
+    plain = get_launcher("ws://broker.lab").describe()  # type: ignore[attr-defined]
+    assert plain.url(websocket=True) == "ws://broker.lab:80/mqtt"
+
+
+def test_runs_over_websocket_and_over_tcp_are_different_configurations() -> None:
+    from mqttlab.analysis.configuration import configuration
+
+    over_ws = configuration({"broker": "ws://b:80/mqtt"})
+    launched = configuration({"broker": "mosquitto", "launch": {"websocket": True}})
+    over_tcp = configuration({"broker": "mqtt://b:1883"})
+    assert over_ws["transport.websocket"] and launched["transport.websocket"] and not over_tcp["transport.websocket"]
+
+
+# --- real brokers ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module", params=WEBSOCKET_BROKERS)
