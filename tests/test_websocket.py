@@ -27,7 +27,7 @@ from test_brokers_launchers import KNOWN_RACES, ensure_installed  # tests/ is on
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
 
 ROOT = Path(__file__).resolve().parents[1]
-WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq"]
+WEBSOCKET_BROKERS = ["mosquitto", "aedes", "nanomq", "hivemq", "rabbitmq", "rmqtt"]
 # 5 publishers x 5 subscribers, each subscriber owed its publisher's messages.
 LOAD = {"publishers.count": 5, "subscribers.count": 5, "publishers.topic": "ws/%i", "subscribers.filters": ["ws/%i"],
         "publishers.rate": 200, "load.duration": "3s", "load.warmup": "1s", "load.grace": "3s"}
