@@ -292,11 +292,11 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
         raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
     url = f"http://{server.host}:{server.port}/metrics"
     Console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
-    return _lingering(server, url)
+    return announced_linger(server, url)
 
 
 @contextmanager
-def _lingering(server: Any, url: str) -> Iterator[Any]:
+def announced_linger(server: Any, url: str) -> Iterator[Any]:
     """The metrics server, stopped after the run; when it stays up with the final figures, the
     wait is said, with how to end it (it would otherwise look like a hang after the summary)."""
     try:

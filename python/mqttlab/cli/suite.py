@@ -301,8 +301,11 @@ def _open_metrics(address: str, linger: str, suite_dir: Path, stack: ExitStack) 
         raise _fail(f"error: --metrics-linger: {error}", BAD_INPUT) from None
     except MetricsError as error:
         raise _fail(f"error: {error}", BAD_INPUT) from None
-    Console(stderr=True).print(f"metrics: http://{server.host}:{server.port}/metrics", style="dim", highlight=False)
-    stack.enter_context(server)
+    from mqttlab.cli.run import announced_linger
+
+    url = f"http://{server.host}:{server.port}/metrics"
+    Console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
+    stack.enter_context(announced_linger(server, url))  # the wait after the last run is said
 
 
 def _time_left(suite_dir: Path) -> str:
