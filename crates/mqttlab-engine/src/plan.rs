@@ -105,8 +105,12 @@ pub struct WebSocketOptions {
     pub path: String,
 }
 
+/// The path a broker's WebSocket listener serves MQTT on when the URL names none (Mosquitto,
+/// HiveMQ, EMQX, NanoMQ and RabbitMQ's web-mqtt all use it).
+pub const DEFAULT_WEBSOCKET_PATH: &str = "/mqtt";
+
 fn default_ws_path() -> String {
-    crate::websocket::DEFAULT_PATH.to_string()
+    DEFAULT_WEBSOCKET_PATH.to_string()
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -14,10 +14,6 @@ use ring::rand::{SecureRandom, SystemRandom};
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// The path a broker's WebSocket listener serves MQTT on when the URL names none (Mosquitto,
-/// HiveMQ, EMQX, NanoMQ and RabbitMQ's web-mqtt all use it).
-pub const DEFAULT_PATH: &str = "/mqtt";
-
 /// Appended to the client's key before hashing (RFC 6455 §1.3).
 const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
