@@ -214,7 +214,9 @@ def test_a_reconnect_storm_brings_every_client_back_into_its_session(tmp_path: P
     assert result.exit_code == 0, result.output
     # Every connection was reset (ss -K) and came back, as the kernel's count of the broker's
     # established connections shows; Mosquitto keeps persistent sessions across reconnects.
-    assert report["fault"]["torn_down"] == 100 and report["all_back"] and report["fewest_connected"] < 100
+    assert report["fault"]["torn_down"] == 100 and report["all_back"]
+    # At once: one `ss -K` for all of them, so (nearly) none is left connected in between.
+    assert report["fault_lasted_s"] < 1 and report["fewest_connected"] < 50, report
     assert report["reconnected"] == 100 and report["sessions_resumed"] == 100
     assert report["verdict"] == "kept: no message lost" and report["messages"]["lost"] == 0
     assert report["canary_connack_ms_before"]["count"] > 5

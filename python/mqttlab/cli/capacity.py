@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 
-from mqttlab.cli.app import app
 from mqttlab.exits import Exit
 
 if TYPE_CHECKING:
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 Text = Optional[str]
 
 
-@app.command("capacity")
 def capacity_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML whose shape is searched (its rate is the search's); none = the built-in default.", show_default=False)] = None,
     of: Annotated[str, typer.Option("--of", help="What is searched: messages (the publishers' offered msg/s), connect-rate (new connections per second, e.g. --slo 'connack.p99<50ms' --slo 'failed==0'; add --set launch.tls=true for TLS handshakes) or connections (idle subscribers held, e.g. under --set launch.limits.memory=64MiB).")] = "messages",
@@ -279,7 +277,6 @@ def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
     console.print(f"{root / 'comparison.json'}, curves.csv, curves.png")
 
 
-@app.command("storm")
 def storm_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML for the rest (TLS, payload, MQTT version...); none = the built-in default.", show_default=False)] = None,
     broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...); broker-restart needs one mqttlab launches.")] = None,
@@ -287,7 +284,7 @@ def storm_command(
     fault: Annotated[str, typer.Option("--fault", help="clients-disconnect (every connection reset at once) or broker-restart (killed, then started again).")] = "clients-disconnect",
     down: Annotated[str, typer.Option("--down", help="broker-restart: how long the broker stays down.")] = "1s",
     at: Annotated[str, typer.Option("--at", help="When the storm starts, from the start of the load (warm-up 1 s included).")] = "4s",
-    duration: Annotated[Optional[str], typer.Option("--duration", help="The whole load phase. Default: --at + 8 s + 15 ms per client (the clients-disconnect fault resets connections one by one, about 10 ms each here).")] = None,
+    duration: Annotated[Optional[str], typer.Option("--duration", help="The whole load phase. Default: --at + 8 s + 5 ms per client, room for everyone to come back.")] = None,
     rate: Annotated[float, typer.Option("--rate", help="Messages per second per publisher.")] = 1.0,
     qos: Annotated[int, typer.Option("--qos", help="QoS of publishes and subscriptions: the promise the losses are judged against.")] = 1,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field (repeatable).")] = None,
@@ -308,7 +305,7 @@ def storm_command(
     seconds = {}
     if duration is None:
         try:
-            duration = f"{parse_duration(at) + 8 + 0.015 * clients:.0f}s"
+            duration = f"{parse_duration(at) + 8 + 0.005 * clients:.0f}s"
         except ValueError:
             duration = "15s"  # --at is reported below
     for flag, text in (("--down", down), ("--at", at), ("--duration", duration)):
@@ -348,7 +345,6 @@ def storm_command(
     raise typer.Exit(int(Exit.OK if report["all_back"] and report["status"] == "completed" else Exit.FINDINGS))
 
 
-@app.command("standard")
 def standard_command(
     broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...) or mqtt(s)://HOST:PORT.")] = None,
     scale: Annotated[float, typer.Option("--scale", help="Multiplies every family's client counts (p2p 10, fan-in 20, fan-out 20, shared 10/5, connections 1,000 at 1).")] = 1.0,
