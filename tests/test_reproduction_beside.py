@@ -69,7 +69,7 @@ def test_the_axes_are_in_the_papers_units_with_its_values_hollow_and_ours_with_t
     bars = [segment for collection in axis.collections for segment in collection.get_segments()]
     assert any(pytest.approx(sorted(segment[:, 0].tolist())) == list(qos1.interval) for segment in bars)  # the CI, drawn
     labels = [tick.get_text() for tick in axis.get_yticklabels()]
-    assert labels == ["latency-qos0 · mosquitto · n = 1", "latency-qos1 · mosquitto · n = 3"]  # top to bottom, as the claim lists them
+    assert labels == ["latency-qos0 · n = 1", "latency-qos1 · n = 3"]  # top to bottom, as the claim lists them; one broker: its colour
     assert all(legend.axes is None for legend in figure.legends)  # the legend is the figure's, outside the axes
 
 
@@ -107,3 +107,20 @@ def test_runs_configured_differently_are_drawn_in_figures_of_their_own():
     assert sorted(configs) == ["load.duration=2s", "load.duration=4s"]
     assert [line.figure for line in configs["load.duration=2s"]] == ["f", "g"]
     assert [line.ours for line in configs["load.duration=4s"]] == [1.2]
+
+
+def test_a_value_with_its_sd_draws_the_papers_sd_dashed_and_a_keyed_value_the_key_its_check_reads():
+    rows = [FigureRow("s04-latency-mqtt-1000", "", "latency_mean_std", "ms", False, {"mean": 475, "std": 321}, {"mean": 90.0, "std": 40.0},
+                      AGREES, scenario="s04", broker="mosquitto", runs=1, samples=[90.0]),
+            FigureRow("sprt-up1-t50-c130-mosquitto", "", "sprt_result", "samples", True,
+                      {"h0": 0.74, "h1": 0.84, "result": "H1", "h1_accept_pct": 100, "mean_samples": 46.04},
+                      {"h0": 0.74, "h1": 0.84, "result": "H0", "h1_accept_pct": 0.0, "mean_samples": 52.0}, AGREES, broker="mosquitto")]
+    section = PaperSection("T", "test", "none", rows, [])
+    (sd,) = claim_lines(section, ["s04-latency-mqtt-1000"])[""]
+    assert (sd.paper, sd.paper_spread, sd.ours) == (475, 321, 90.0)
+    (axis,) = draw([sd], "mqtt-bottleneck-8p").axes
+    assert _hollow_diamonds(axis) == [475.0]
+    assert any(collection.get_linestyle()[0][1] for collection in axis.collections)  # the paper's SD, dashed
+    (keyed,) = claim_lines(section, ["sprt-up1-t50-c130-mosquitto"], key="h1_accept_pct")[""]
+    assert (keyed.unit, keyed.paper, keyed.ours) == ("%", 100.0, 0.0) and keyed.label.endswith("h1_accept_pct")
+    assert len(claim_lines(section, ["sprt-up1-t50-c130-mosquitto"])[""]) == 4  # without a key: each number, never "result"

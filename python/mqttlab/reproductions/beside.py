@@ -6,7 +6,7 @@ hollow black diamond (its SD as a dashed bar where it gives one), its range as a
 end runs to the axis' edge); ours filled, coloured by broker, with the confidence interval as an
 error bar where there are two or more runs (n is written beside each line). A figure per claim,
 one panel per unit (in the paper file's unit, the paper's), a log axis where the values span more
-than a factor of 30, and one figure per engine configuration (runs of one scenario configured
+than a factor of 20, and one figure per engine configuration (runs of one scenario configured
 differently are compared apart, compare.scenario_labels, and never drawn together). The bytes are
 the same for the same rows: no date or software version is written into the PNG."""
 
@@ -24,16 +24,16 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only written to files
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure as PlotFigure  # noqa: E402
-from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from mqttlab.reproductions.paper_figures import NOT_HERE, NOT_MEASURED, FigureRow, number  # noqa: E402
+from mqttlab.reproductions.paper_figures import LIMITED, NOT_HERE, NOT_MEASURED, FigureRow, number  # noqa: E402
 from mqttlab.reproductions.section import PaperSection  # noqa: E402
 
 PREFIX = "beside-"
 WIDTH_IN, DPI = 9.0, 100  # 900 px: the width of a Markdown page on a code host
 ROW_IN = 0.3  # height of one line of the dot plot
 MAX_LINES = 40  # lines per figure; a claim over more (seed 000's 60 SPRT rows) is drawn in parts
-LOG_SPAN = 30.0  # values spanning more than this factor get a log axis
+LOG_SPAN = 20.0  # values spanning more than this factor get a log axis
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 RANGE_OF_OURS = "#17becf"  # ours as a range over brokers: a colour no broker has
 MEAN_KEYS, SPREAD_KEYS = ("mean", "estimate"), ("std", "std_error")  # a value with its spread ({mean, std}, a coefficient)
@@ -57,12 +57,16 @@ class Line:
     figure: str = ""
     kind: str = ""  # the paper file's kind of figure (latency_mean, throughput_range, ...), named on the axis
     region: Optional[tuple[float, float]] = None  # where ours agrees with `paper`: within the figure's tolerance factor
+    limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
+    left_out: int = 0  # runs flagged generator-limited left out of ours (the others' mean is drawn)
 
-    @property
-    def values(self) -> list[float]:
-        found = [self.paper, self.ours, *(self.paper_range or ()), *(self.ours_range or ()), *(self.interval or ()), *(self.region or ())]
-        if self.paper is not None and self.paper_spread is not None:
-            found += [self.paper - self.paper_spread, self.paper + self.paper_spread]
+    def values(self, spread: bool = True) -> list[float]:
+        """Every value drawn; without `spread`, less the interval and the paper's SD (which may reach below zero)."""
+        found = [self.paper, self.ours, *(self.paper_range or ()), *(self.ours_range or ()), *(self.region or ())]
+        if spread:
+            found += [*(self.interval or ())]
+            if self.paper is not None and self.paper_spread is not None:
+                found += [self.paper - self.paper_spread, self.paper + self.paper_spread]
         return [float(v) for v in found if v is not None and math.isfinite(v)]
 
     @property
@@ -86,12 +90,13 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
     only this one (the key the claim's check reads); `tolerances`: the tolerance factor of each
     figure judged by one (the region where ours agrees is drawn around the paper's number)."""
     by_config: dict[str, list[Line]] = {}
+    drawn = [row for row in section.rows if row.figure in figure_ids and row.ours is not None and row.status not in (NOT_HERE, NOT_MEASURED)]
+    one_broker = len({row.broker for row in drawn}) == 1  # then its colour and the legend name it, not every label
     for figure in figure_ids:
-        rows = [row for row in section.rows if row.figure == figure and row.ours is not None
-                and row.status not in (NOT_HERE, NOT_MEASURED)]
+        rows = [row for row in drawn if row.figure == figure]
         for row in rows:
             config = row.scenario.split(" [", 1)[1].rstrip("]") if row.scenario and " [" in row.scenario else ""
-            for line in _lines(row, key, many=len(rows) > 1):
+            for line in _lines(row, key, many=len(rows) > 1, name_broker=not one_broker):
                 factor = (tolerances or {}).get(figure)
                 if factor and line.paper and line.ours is not None and not row.exact:
                     line.region = (line.paper / factor, line.paper * factor)
@@ -99,12 +104,15 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
     return by_config
 
 
-def _lines(row: FigureRow, key: Optional[str], many: bool) -> list[Line]:
+def _lines(row: FigureRow, key: Optional[str], many: bool, name_broker: bool = True) -> list[Line]:
+    # A broker is labelled by its name alone ("mosquitto", not "mosquitto (CPUs 0)"), and not at all where the figure's id names it.
+    brokers = re.sub(r"\s*\([^)]*\)", "", row.broker or "")
     where = [part for part in (row.scenario.split(" [", 1)[0] if row.scenario and many else None,
-                               row.broker if row.broker and row.broker not in row.figure else None) if part]
+                               brokers if name_broker and brokers and brokers not in row.figure else None) if part]
     label = row.figure + (f" · {', '.join(where)}" if where else "")
     line = Line(label, row.unit or "", broker=row.broker or "", n=len(row.samples) or (row.runs or 0), figure=row.figure, kind=row.kind,
-                interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None)
+                interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
+                left_out=row.limited if row.status != LIMITED else 0)
     paper, ours = row.paper, row.ours
     if isinstance(ours, dict):
         theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
@@ -182,16 +190,19 @@ def draw(lines: list[Line], title: str, text: str = "") -> PlotFigure:
 
 
 def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> None:
-    values = [v for line in lines for v in line.values]
-    positive = [v for v in values if v > 0]
-    log = bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN
+    values = [v for line in lines for v in line.values()]
+    # The scale follows the values themselves; an interval or SD reaching below zero (n = 2: t = 12.7) is cut at the edge.
+    core = [v for line in lines for v in line.values(spread=False)]
+    positive = [v for v in core if v > 0]
+    log = bool(positive) and len(positive) == len(core) and max(positive) / min(positive) > LOG_SPAN
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if log:
-        left, right = min(positive) / 1.6, max(positive) * 1.6
+        left, right = min(positive) / 1.6, max(v for v in values if v > 0) * 1.6
         axis.set_xscale("log")
     else:
         pad = (high - low) * 0.12 or abs(high) * 0.1 or 1.0
-        left, right = (0.0 if low >= 0 else low - pad), high + pad
+        # A quantity that is never negative (every value drawn is not) starts at 0; an interval below it is cut there.
+        left, right = (0.0 if min(core, default=0.0) >= 0 else low - pad), high + pad
     axis.set_xlim(left, right)
     ys = list(range(len(lines)))[::-1]  # the first line on top
     for y, line in zip(ys, lines):
@@ -203,13 +214,16 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
             axis.plot(line.region, [y, y], color="black", linestyle=":", linewidth=1, marker="|", markersize=12, zorder=2)
         color = colors.get(line.broker, RANGE_OF_OURS)
         if line.ours_range is not None:
-            axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,
-                          fmt="none", ecolor=RANGE_OF_OURS, elinewidth=3, capsize=5, capthick=2, zorder=3)
+            bar = axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,
+                                fmt="none", ecolor=RANGE_OF_OURS, elinewidth=3, capsize=5, capthick=2, zorder=3)
+            if line.limited:
+                bar[-1][0].set_linestyle("--")
         if line.ours is not None:
-            xerr = [[line.ours - line.interval[0]], [line.interval[1] - line.ours]] if line.interval else None
-            axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3)
+            xerr = [[line.ours - max(line.interval[0], left)], [line.interval[1] - line.ours]] if line.interval else None
+            axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3,
+                          markerfacecolor="white" if line.limited else color, markeredgewidth=1.5)
         if line.paper is not None:
-            spread = [[line.paper_spread], [line.paper_spread]] if line.paper_spread else None
+            spread = [[line.paper - max(line.paper - line.paper_spread, left)], [line.paper_spread]] if line.paper_spread else None
             drawn = axis.errorbar([line.paper], [y], xerr=spread, fmt="D", markersize=8, markerfacecolor="none", markeredgecolor="black",
                                   markeredgewidth=1.5, ecolor="black", elinewidth=1, capsize=4, zorder=4)
             if spread:
@@ -224,6 +238,8 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
     axis.grid(axis="x", alpha=0.3, which="major")
     if log:
         _log_ticks(axis, left, right)
+    elif right >= 10_000:
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))  # 20,000 msg/s, never 20000 or 2e4
 
 
 def _kind(kind: str) -> str:
@@ -232,7 +248,7 @@ def _kind(kind: str) -> str:
 
 
 def _label(line: Line) -> str:
-    return f"{line.label} · n = {line.n}" if line.n else line.label
+    return line.label + (f" · n = {line.n}" if line.n else "") + (" · gen.-limited" if line.limited else "")
 
 
 def _log_ticks(axis: Any, left: float, right: float) -> None:
@@ -261,6 +277,9 @@ def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
         handles.append(Patch(facecolor="0.85", edgecolor="0.25", label="the paper's range"))
     handles += [Line2D([], [], marker="o", linestyle="none", color=color, markersize=6, label=f"ours: {broker}")
                 for broker, color in colors.items()]
+    if any(line.limited and line.ours is not None for line in lines):
+        handles.append(Line2D([], [], marker="o", linestyle="none", color="0.3", markerfacecolor="white", markeredgewidth=1.5,
+                              markersize=6, label="ours, generator-limited"))
     if any(line.ours_range is not None for line in lines):
         handles.append(Line2D([], [], color=RANGE_OF_OURS, linewidth=3, label="ours: range over brokers"))
     return handles
@@ -278,9 +297,14 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95) -> st
         drawn += ", dotted where ours agrees by the figure's tolerance factor"
     if with_paper and len(with_paper) < len(lines):
         drawn += f" (the paper gives a number for {len(with_paper)} of {len(lines)} lines)"
-    counts = sorted({line.n for line in lines if line.ours is not None and line.n})
-    single = [line.figure for line in lines if line.ours is not None and line.n == 1]
-    if not counts:
+    judged = [line for line in lines if line.ours is not None and not line.limited]
+    counts = sorted({line.n for line in judged if line.n})
+    single = [line.figure for line in judged if line.n == 1]
+    limited = [line for line in lines if line.limited]
+    if len(limited) == len(lines):
+        runs = ("every line from runs flagged generator-limited (hollow circles, dashed ranges; this host could not hold their "
+                "schedule): shown, not judged, no interval")
+    elif not counts:
         runs = "ours are ranges over brokers (the range's runs are in the table above)"
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
@@ -288,6 +312,12 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95) -> st
         runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
         if single:
             runs += f"; n = 1 (no interval) for {', '.join(dict.fromkeys(single))}"
+    if limited and len(limited) < len(lines):
+        runs += (f"; {len(limited)} line{'s' * (len(limited) != 1)} from runs flagged generator-limited (hollow circles, dashed "
+                 "ranges; this host could not hold their schedule): shown, not judged, no interval")
+    left_out = {line.figure: line.left_out for line in lines if line.left_out}
+    if left_out:
+        runs += "; generator-limited runs left out: " + ", ".join(f"{count} of {figure}" for figure, count in left_out.items())
     where = f"; engine configuration {config}" if config else ""
     return f"{drawn}; units: {units}; {runs}{where}."
 
