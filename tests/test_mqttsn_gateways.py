@@ -120,7 +120,6 @@ def test_mqttlab_run_through_the_chosen_gateway_counts_every_message(tmp_path, g
 
 @pytest.mark.parametrize("transport, field", [
     ("{kind: mqtt-sn, gateway: hivemq}", "transport.gateway"),
-    ("{kind: mqtt, gateway: paho}", "transport.kind"),
     ("{kind: mqtt-sn, gateway: paho, qos_minus_one: true, topic_ids: short}", "transport.qos_minus_one"),
     ("{kind: mqtt-sn, gateway: rsmb, topic_ids: predefined, predefined: {1: a}}", "transport.topic_ids"),
 ])

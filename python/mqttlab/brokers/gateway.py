@@ -10,6 +10,7 @@ gateway (crate mqttlab-gateway): one broker connection per MQTT-SN client."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import struct
 import subprocess
@@ -83,6 +84,8 @@ class RunningGateway:
     config: dict[str, object]
     name: str = GATEWAY_NAME
     version: str | None = None
+    #: what ends the gateway cleanly (the Paho gateway leaves only on SIGINT)
+    stop_signal: int = signal.SIGTERM
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def address(self) -> str:
@@ -99,7 +102,7 @@ class RunningGateway:
 
     def stop(self) -> None:
         if self._process is not None:
-            process.terminate(self._process)
+            process.end(self._process, self.stop_signal)
 
     def __enter__(self) -> RunningGateway:
         return self

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -128,6 +129,10 @@ class PahoGatewayLauncher:
                                                 predefined or {}))
         log_file = workdir / "gateway.log"
         log_file.write_bytes(b"")
+        if self.placement.command_prefix:
+            # The gateway joins a multicast group (for SEARCHGW) at start and aborts without a
+            # route for it ("Can't open a UDP", ENODEV), which a fresh network namespace lacks.
+            run_quietly([*self.placement.command_prefix, "ip", "route", "replace", "224.0.0.0/4", "dev", "lo"])
         command = [*self.placement.command_prefix, str(self.executable()), "-f", str(config_file)]
         try:
             child = process.spawn(command, log_file=log_file, cwd=workdir,
@@ -144,5 +149,6 @@ class PahoGatewayLauncher:
         config: dict[str, object] = {"listen": f"0.0.0.0:{port}", "broker_host": parts.hostname,
                                      "broker_port": parts.port,
                                      "predefined": {str(k): v for k, v in (predefined or {}).items()}}
+        # It records SIGTERM but leaves only on SIGINT (MQTTSNGWProcess.cpp): stopped with SIGINT.
         return RunningGateway(host, port, broker_url, child.pid, log_file, config, name=NAME,
-                              version=self.version(), _process=child)
+                              version=self.version(), stop_signal=signal.SIGINT, _process=child)
