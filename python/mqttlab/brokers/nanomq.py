@@ -7,7 +7,8 @@ measured here (docs/brokers.md, "NanoMQ"):
   messages waiting while its connection is busy writing. A full cache doubles only while it holds
   at most 1024 (NNG's NANO_MAX_QOS_PACKET), so at 2048 it never grows: the next message for that
   subscriber is dropped ("msg lost due to reach the limit of lmq"), at any QoS. A subscriber that
-  falls 2048 messages behind loses messages.
+  falls 2048 messages behind loses messages: of a QoS 1 backlog of 20,000 messages of 1 kB to a
+  subscriber that reads late, 5,868 arrived as shipped, all 20,000 tuned (tests/test_brokers_built.py).
 - `mqtt.max_inflight_window = 2048`, `max_awaiting_rel` and `await_rel_timeout` are parsed and
   never used by 0.25.3 (its own example config says "Unsupported now"): no in-flight window
   limits QoS 1/2 throughput.
