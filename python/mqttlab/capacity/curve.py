@@ -99,6 +99,9 @@ def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: P
         broke = [(r, row["p99_us"] / 1000) for r, row in zip(rates, one.rows) if row["broke"] and row["p99_us"]]
         if broke:
             latency.scatter(*zip(*broke), marker="x", color=color, s=50, zorder=3)
+        limited = [(r, row["p99_us"] / 1000) for r, row in zip(rates, one.rows) if not row["met"] and not row["broke"] and row["p99_us"]]
+        if limited:
+            latency.scatter(*zip(*limited), marker="o", facecolors="none", edgecolors=color, s=90, zorder=3)
         delivered.plot(rates, [row["delivered_per_s"] for row in one.rows], "-", marker=".", color=color, label=f"{one.label} delivered/s")
         cpu = [(r, row["broker_cpu_cores"]) for r, row in zip(rates, one.rows) if row["broker_cpu_cores"] is not None]
         if cpu:
@@ -127,7 +130,8 @@ def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: P
     delivered.legend(fontsize=6)
     resources.set_ylabel("broker CPU (cores)")
     memory.set_ylabel("broker peak RSS (MiB)")
-    resources.set_xlabel(f"offered ({unit}); line = capacity, band = its interval, x = a probe broke the SLO")
+    resources.set_xlabel(f"offered ({unit}); line = capacity, band = its interval, x = a probe broke the SLO, o = only generator-limited probes",
+                         fontsize=8)
     lines, labels = resources.get_legend_handles_labels()
     more, more_labels = memory.get_legend_handles_labels()
     resources.legend(lines + more, labels + more_labels, fontsize=6)
