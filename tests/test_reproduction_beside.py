@@ -122,5 +122,27 @@ def test_a_value_with_its_sd_draws_the_papers_sd_dashed_and_a_keyed_value_the_ke
     assert _hollow_diamonds(axis) == [475.0]
     assert any(collection.get_linestyle()[0][1] for collection in axis.collections)  # the paper's SD, dashed
     (keyed,) = claim_lines(section, ["sprt-up1-t50-c130-mosquitto"], key="h1_accept_pct")[""]
-    assert (keyed.unit, keyed.paper, keyed.ours) == ("%", 100.0, 0.0) and keyed.label.endswith("h1_accept_pct")
+    assert (keyed.unit, keyed.paper, keyed.ours) == ("%", 100.0, 0.0) and keyed.where == "h1_accept_pct"
     assert len(claim_lines(section, ["sprt-up1-t50-c130-mosquitto"])[""]) == 4  # without a key: each number, never "result"
+
+
+def test_rows_equal_but_for_their_configuration_are_one_line_and_claims_on_the_same_lines_share_a_figure(tmp_path):
+    paper = tmp_path / "t.paper.yaml"
+    paper.write_text("""seed: T
+title: t
+figures:
+- {id: connect-bytes, quote: q, where: w, kind: overhead_bytes, unit: bytes, exact: true, value: 25, reproduce: {computed: connect_bytes}}
+claims:
+- {id: first, text: CONNECT is 25 B., figures: [connect-bytes], check: [{agree: [connect-bytes]}]}
+- {id: second, text: So is every CONNECT., figures: [connect-bytes], check: [{agree: [connect-bytes]}]}
+""", encoding="utf-8")
+    rows = [FigureRow("connect-bytes", "", "overhead_bytes", "bytes", True, 25, 25, AGREES, scenario=f"s{i}", broker="mosquitto")
+            for i in range(5)]
+    section = PaperSection("T", "t", str(paper), rows, [])
+    (line,) = claim_lines(section, ["connect-bytes"])[""]
+    assert line.where == "5 configurations" and (line.paper, line.ours) == (25, 25)
+    (axis,) = draw([line], "first").axes
+    assert axis.get_xlabel() == "overhead (bytes)"
+    first, second = write_beside(section, tmp_path / "page")
+    assert (first.claim, second.claim, second.same_as) == ("first", "second", "first") and second.path == first.path
+    assert sorted(p.name for p in (tmp_path / "page").iterdir()) == ["beside-first.png"]

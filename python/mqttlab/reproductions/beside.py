@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure as PlotFigure  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from mqttlab.reproductions.paper_figures import LIMITED, NOT_HERE, NOT_MEASURED, FigureRow, number  # noqa: E402
+from mqttlab.reproductions.paper_figures import LIMITED, NOT_HERE, NOT_MEASURED, FigureRow, number, value_text  # noqa: E402
 from mqttlab.reproductions.section import PaperSection  # noqa: E402
 
 PREFIX = "beside-"
@@ -44,8 +44,9 @@ KEY_UNITS = {"h0": "probability", "h1": "probability", "h1_accept_pct": "%", "ti
 class Line:
     """One line of a dot plot: a paper figure (or one key of it) in one configuration."""
 
-    label: str
+    figure: str  # the paper figure's id
     unit: str
+    where: str = ""  # its configuration and broker, where the claim draws the figure on several lines
     broker: str = ""
     paper: Optional[float] = None
     paper_spread: Optional[float] = None  # the paper's SD (or standard error) around `paper`
@@ -54,7 +55,6 @@ class Line:
     ours_range: Optional[tuple[float, float]] = None  # a range of ours over brokers or configurations
     interval: Optional[tuple[float, float]] = None  # the confidence interval of `ours` (n >= 2)
     n: int = 0
-    figure: str = ""
     kind: str = ""  # the paper file's kind of figure (latency_mean, throughput_range, ...), named on the axis
     region: Optional[tuple[float, float]] = None  # where ours agrees with `paper`: within the figure's tolerance factor
     limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
@@ -81,6 +81,7 @@ class BesideFigure:
     path: Path
     caption: str
     lines: list[Line] = field(default_factory=list)
+    same_as: str = ""  # a claim drawn on the same lines as an earlier one shares its figure
 
 
 def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str] = None,
@@ -93,10 +94,17 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
     drawn = [row for row in section.rows if row.figure in figure_ids and row.ours is not None and row.status not in (NOT_HERE, NOT_MEASURED)]
     one_broker = len({row.broker for row in drawn}) == 1  # then its colour and the legend name it, not every label
     for figure in figure_ids:
-        rows = [row for row in drawn if row.figure == figure]
-        for row in rows:
+        # Rows equal but for their configuration (an exact figure, the same in every run) are one line, as on the page.
+        same: dict[tuple[Any, ...], list[FigureRow]] = {}
+        for row in (row for row in drawn if row.figure == figure):
             config = row.scenario.split(" [", 1)[1].rstrip("]") if row.scenario and " [" in row.scenario else ""
-            for line in _lines(row, key, many=len(rows) > 1, name_broker=not one_broker):
+            key_ = (config, value_text(row.paper), value_text(row.ours), row.broker, row.uncertainty, row.status)
+            same.setdefault(key_, []).append(row)
+        for (config, *_), rows in same.items():
+            row = rows[0]
+            scenario = (row.scenario or "").split(" [", 1)[0] if len(same) > 1 else ""
+            where = f"{len(rows)} configurations" if len(rows) > 1 else scenario
+            for line in _lines(row, key, where, name_broker=not one_broker):
                 factor = (tolerances or {}).get(figure)
                 if factor and line.paper and line.ours is not None and not row.exact:
                     line.region = (line.paper / factor, line.paper * factor)
@@ -104,13 +112,11 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
     return by_config
 
 
-def _lines(row: FigureRow, key: Optional[str], many: bool, name_broker: bool = True) -> list[Line]:
+def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool = True) -> list[Line]:
     # A broker is labelled by its name alone ("mosquitto", not "mosquitto (CPUs 0)"), and not at all where the figure's id names it.
     brokers = re.sub(r"\s*\([^)]*\)", "", row.broker or "")
-    where = [part for part in (row.scenario.split(" [", 1)[0] if row.scenario and many else None,
-                               brokers if name_broker and brokers and brokers not in row.figure else None) if part]
-    label = row.figure + (f" · {', '.join(where)}" if where else "")
-    line = Line(label, row.unit or "", broker=row.broker or "", n=len(row.samples) or (row.runs or 0), figure=row.figure, kind=row.kind,
+    where = ", ".join(part for part in (scenario, brokers if name_broker and brokers and brokers not in row.figure else None) if part)
+    line = Line(row.figure, row.unit or "", where, broker=row.broker or "", n=len(row.samples) or (row.runs or 0), kind=row.kind,
                 interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
                 left_out=row.limited if row.status != LIMITED else 0)
     paper, ours = row.paper, row.ours
@@ -125,7 +131,7 @@ def _lines(row: FigureRow, key: Optional[str], many: bool, name_broker: bool = T
         for name, mine in ours.items():  # keys of their own (bytes per layer, an SPRT row's figures): a line each
             other = theirs.get(name, theirs.get(str(name)))
             if number(mine) and (key is None or str(name) == key):
-                found.append(replace(line, label=f"{label} · {name}", unit=KEY_UNITS.get(str(name), line.unit), ours=float(mine),
+                found.append(replace(line, where=", ".join(part for part in (where, str(name)) if part), unit=KEY_UNITS.get(str(name), line.unit), ours=float(mine),
                                      interval=None, paper=float(other) if number(other) else None))
         return found
     if isinstance(ours, list) and len(ours) == 2 and all(number(v) for v in ours):
@@ -157,10 +163,16 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
     paper = load_paper(section.source)
     verdicts = {claim.claim: claim.verdict for claim in section.claims}
     tolerances = {f.id: f.reproduce.tolerance or DEFAULT_TOLERANCE for f in paper.figures if not f.exact}
-    written = []
+    written: list[BesideFigure] = []
+    drawn: dict[tuple[Any, ...], list[BesideFigure]] = {}  # the figures of the lines drawn so far
     for claim in paper.claims:
         ids = list(dict.fromkeys([*claim.figures, *(name for check in claim.check or [] for name in check.figure_ids())]))
         configs = claim_lines(section, ids, _check_key(claim), tolerances)
+        same = tuple((config, tuple((line.figure, line.where) for line in lines)) for config, lines in configs.items())
+        if same and same in drawn:  # seed 002's claims on RTT by QoS and payload all rest on one figure: drawn once
+            written += [replace(earlier, claim=claim.id, verdict=verdicts.get(claim.id, ""), same_as=earlier.claim) for earlier in drawn[same]]
+            continue
+        first = len(written)
         for index, (config, lines) in enumerate(configs.items()):
             parts = [lines[start:start + MAX_LINES] for start in range(0, len(lines), MAX_LINES)]
             for part_number, part in enumerate(parts):
@@ -170,6 +182,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 figure = draw(part, title, claim.text)
                 save(figure, path)
                 written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path, caption(part, config, confidence), part))
+        drawn[same] = written[first:]
     return written
 
 
@@ -177,14 +190,16 @@ def draw(lines: list[Line], title: str, text: str = "") -> PlotFigure:
     """The dot plot: one panel per unit, in the order the units first appear."""
     units = list(dict.fromkeys(line.unit for line in lines))
     panels = [[line for line in lines if line.unit == unit] for unit in units]
-    height = sum(len(p) for p in panels) * ROW_IN + 1.0 * len(panels) + 1.3
+    sizes = [len(_slots(panel)) for panel in panels]
+    height = sum(sizes) * ROW_IN + 1.0 * len(panels) + 1.3
     figure = plt.figure(figsize=(WIDTH_IN, height), layout="constrained")
-    axes = figure.subplots(len(panels), 1, squeeze=False, height_ratios=[len(p) + 2 for p in panels])[:, 0]
-    brokers = list(dict.fromkeys(line.broker for line in lines if line.broker))
+    axes = figure.subplots(len(panels), 1, squeeze=False, height_ratios=[size + 2 for size in sizes])[:, 0]
+    # A figure of ours without a broker (computed, or a range over brokers) has a colour of its own, named "ours".
+    brokers = list(dict.fromkeys(line.broker for line in lines if line.broker or line.ours is not None))
     colors = {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(brokers)}
     for axis, unit, panel in zip(axes, units, panels):
         _panel(axis, unit, panel, colors)
-    figure.suptitle("\n".join([title, *textwrap.wrap(text, 110)[:2]]), fontsize=9, x=0.01, ha="left")
+    figure.suptitle("\n".join([title, *textwrap.wrap(text, 110, max_lines=3, placeholder=" …")]), fontsize=9, x=0.01, ha="left")
     figure.legend(handles=_legend(lines, colors), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     return figure
 
@@ -200,18 +215,23 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
         left, right = min(positive) / 1.6, max(v for v in values if v > 0) * 1.6
         axis.set_xscale("log")
     else:
-        pad = (high - low) * 0.12 or abs(high) * 0.1 or 1.0
         # A quantity that is never negative (every value drawn is not) starts at 0; an interval below it is cut there.
-        left, right = (0.0 if min(core, default=0.0) >= 0 else low - pad), high + pad
-    axis.set_xlim(left, right)
-    ys = list(range(len(lines)))[::-1]  # the first line on top
-    for y, line in zip(ys, lines):
+        left = 0.0 if min(core, default=0.0) >= 0 else low - ((high - low) * 0.12 or 1.0)
+        right = high + (0.05 * (high - left) or abs(high) * 0.1 or 1.0)
+    floor = left  # where an interval or SD is cut
+    axis.set_xlim(left - (0.02 * (right - left) if left == 0 else 0), right)  # a marker at 0 drawn whole
+    slots = _slots(lines)
+    ys = list(range(len(slots)))[::-1]  # the first line on top
+    for y, (_, line) in zip(ys, slots):
+        if line is None:
+            continue
         if line.paper_range is not None:
             start = line.paper_range[0] if line.paper_range[0] is not None else left
             end = line.paper_range[1] if line.paper_range[1] is not None else right
             axis.barh(y, end - start, left=start, height=0.7, color="0.85", edgecolor="0.25", linewidth=0.8, zorder=1)
         if line.region is not None:
-            axis.plot(line.region, [y, y], color="black", linestyle=":", linewidth=1, marker="|", markersize=12, zorder=2)
+            # just under the line, so that the paper's SD (dashed, on the line) stays apart from it
+            axis.plot(line.region, [y - 0.25, y - 0.25], color="black", linestyle=":", linewidth=1, marker="|", markersize=7, zorder=2)
         color = colors.get(line.broker, RANGE_OF_OURS)
         if line.ours_range is not None:
             bar = axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,
@@ -219,18 +239,21 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
             if line.limited:
                 bar[-1][0].set_linestyle("--")
         if line.ours is not None:
-            xerr = [[line.ours - max(line.interval[0], left)], [line.interval[1] - line.ours]] if line.interval else None
+            xerr = [[line.ours - max(line.interval[0], floor)], [line.interval[1] - line.ours]] if line.interval else None
             axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3,
                           markerfacecolor="white" if line.limited else color, markeredgewidth=1.5)
         if line.paper is not None:
-            spread = [[line.paper - max(line.paper - line.paper_spread, left)], [line.paper_spread]] if line.paper_spread else None
+            spread = [[line.paper - max(line.paper - line.paper_spread, floor)], [line.paper_spread]] if line.paper_spread else None
             drawn = axis.errorbar([line.paper], [y], xerr=spread, fmt="D", markersize=8, markerfacecolor="none", markeredgecolor="black",
                                   markeredgewidth=1.5, ecolor="black", elinewidth=1, capsize=4, zorder=4)
             if spread:
                 drawn[-1][0].set_linestyle("--")
-    axis.set_yticks(ys, [_label(line) for line in lines], fontsize=8)
-    axis.set_ylim(-0.7, len(lines) - 0.3)
-    named = list(dict.fromkeys(_kind(line.kind) for line in lines if line.kind))
+    axis.set_yticks(ys, [label for label, _ in slots], fontsize=8)
+    for tick, (_, line) in zip(axis.get_yticklabels(), slots):
+        if line is None:
+            tick.set_fontweight("bold")
+    axis.set_ylim(-0.7, len(slots) - 0.3)
+    named = list(dict.fromkeys(_kind(line.kind, unit) for line in lines if line.kind))
     # "latency" (a range of means) and "latency mean" on one axis are one quantity: the longer name says it
     kinds = ", ".join(name for name in named if not any(other != name and other.startswith(name) for other in named))
     axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}" + (", log scale)" if log else ")"), fontsize=9)
@@ -242,13 +265,29 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
         axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))  # 20,000 msg/s, never 20000 or 2e4
 
 
-def _kind(kind: str) -> str:
-    # throughput_range and throughput are one quantity on one axis; the range is drawn as a range
-    return kind.removesuffix("_range").removesuffix("_std").replace("_", " ")
+def _kind(kind: str, unit: str = "") -> str:
+    # throughput_range and throughput are one quantity on one axis (the range is drawn as a range);
+    # overhead_bytes in bytes is "overhead (bytes)"
+    kind = kind.removesuffix("_range").removesuffix("_std")
+    return (kind.removesuffix(f"_{unit}") if unit else kind).replace("_", " ")
 
 
-def _label(line: Line) -> str:
-    return line.label + (f" · n = {line.n}" if line.n else "") + (" · gen.-limited" if line.limited else "")
+def _slots(lines: list[Line]) -> list[tuple[str, Optional[Line]]]:
+    """The labelled lines of a panel, top to bottom: a figure drawn on several lines gets a heading
+    of its own (its id, bold, no data) and its lines say only where they differ."""
+    slots: list[tuple[str, Optional[Line]]] = []
+    for index, line in enumerate(lines):
+        if sum(other.figure == line.figure for other in lines) == 1 or not line.where:
+            slots.append((" · ".join(part for part in (line.figure, line.where) if part) + _n(line), line))
+            continue
+        if index == 0 or lines[index - 1].figure != line.figure:
+            slots.append((line.figure, None))
+        slots.append((line.where + _n(line), line))
+    return slots
+
+
+def _n(line: Line) -> str:
+    return (f" · n = {line.n}" if line.n else "") + (" · gen.-limited" if line.limited else "")
 
 
 def _log_ticks(axis: Any, left: float, right: float) -> None:
@@ -272,10 +311,10 @@ def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
         handles.append(Line2D([], [], marker="D", linestyle="none", markerfacecolor="none", markeredgecolor="black",
                               markeredgewidth=1.5, markersize=8, label=f"the paper{spread}"))
     if any(line.region is not None for line in lines):
-        handles.append(Line2D([], [], color="black", linestyle=":", marker="|", markersize=12, label="where ours agrees (× tolerance)"))
+        handles.append(Line2D([], [], color="black", linestyle=":", marker="|", label="where ours agrees (× tolerance)", markersize=7))
     if any(line.paper_range is not None for line in lines):
         handles.append(Patch(facecolor="0.85", edgecolor="0.25", label="the paper's range"))
-    handles += [Line2D([], [], marker="o", linestyle="none", color=color, markersize=6, label=f"ours: {broker}")
+    handles += [Line2D([], [], marker="o", linestyle="none", color=color, markersize=6, label=f"ours: {broker}" if broker else "ours")
                 for broker, color in colors.items()]
     if any(line.limited and line.ours is not None for line in lines):
         handles.append(Line2D([], [], marker="o", linestyle="none", color="0.3", markerfacecolor="white", markeredgewidth=1.5,

@@ -220,6 +220,10 @@ def _beside(page: Path, section: PaperSection, figures: list[BesideFigure]) -> s
              "For each claim, the paper's figures it rests on drawn over ours, one line per figure and configuration, one "
              "panel per unit (the paper's), and one figure per engine configuration.", ""]
     for figure in figures:
+        if figure.same_as:
+            if figure.path == next(f.path for f in figures if f.claim == figure.claim):  # once per claim, not per part
+                lines += [f"**{figure.claim}** ({figure.verdict}): drawn on the same lines as {figure.same_as}, above.", ""]
+            continue
         link = figure.path.relative_to(page.parent).as_posix()
         lines += [f"**{figure.claim}** ({figure.verdict})", "", f"![{figure.claim}: the paper beside us]({link})", "",
                   f"*{figure.caption[0].upper()}{figure.caption[1:]}*", ""]
