@@ -343,8 +343,10 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95) -> st
     if len(limited) == len(lines):
         runs = ("every line from runs flagged generator-limited (hollow circles, dashed ranges; this host could not hold their "
                 "schedule): shown, not judged, no interval")
-    elif not counts:
+    elif not counts and any(line.ours_range is not None for line in lines):
         runs = "ours are ranges over brokers (the range's runs are in the table above)"
+    elif not counts:
+        runs = "ours computed, or read from a table of ours, not from repeated runs: no interval"
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
     else:
