@@ -1,15 +1,14 @@
-//! MQTT clients over TCP or TLS: a publisher (its schedule and sends in `sending`, its QoS flows,
-//! the closed loop and round trips here) and a subscriber accounting for every delivery (in
-//! `delivery`). Each is one task on its worker's runtime.
-use crate::accounting::{Arrival as Seen, PairState};
+//! MQTT clients over TCP, TLS or WebSocket: a publisher (its sends in `sending`, paced by
+//! `pacing`; its QoS flows, reconnects and keep-alive here) and a subscriber accounting for every
+//! delivery (in `delivery`). Each is one task on its worker's runtime.
 use crate::clock::now_ns;
-use crate::closed::Awaiting;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
 use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
-use crate::payload::Header;
+use crate::pacing::round_trip::{Echo, Echoes};
+use crate::pacing::Pacing;
 use crate::plan::Arrival;
-use crate::sending::{completed, count_drop, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
+use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
 use bytes::Bytes;
 use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
@@ -99,23 +98,23 @@ fn phase(ctx: &WorkerCtx) -> Phase {
 type PublishInFlight = InFlightMap<Option<Bytes>>;
 
 /// The MQTT outlet: PUBLISH packets into the connection's write buffer, QoS 1/2 flows in flight.
-struct MqttOutlet<'a> {
-    conn: &'a mut Conn,
-    inflight: &'a mut PublishInFlight,
-    next_pkid: &'a mut u16,
-    topic: &'a [u8],
+struct MqttOutlet {
+    conn: Conn,
+    inflight: PublishInFlight,
+    next_pkid: u16,
+    topic: Vec<u8>,
     qos: QoS,
     window: usize,
 }
 
-impl Outlet for MqttOutlet<'_> {
+impl Outlet for MqttOutlet {
     fn has_room(&self) -> bool {
         self.conn.pending_write() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
     }
 
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
-        let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(self.next_pkid, self.inflight) };
-        let n = encode_publish(&mut self.conn.wbuf, self.conn.protocol, self.qos, ctx.plan.publishers.retain, false, self.topic, pkid, None, payload)
+        let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(&mut self.next_pkid, &self.inflight) };
+        let n = encode_publish(&mut self.conn.wbuf, self.conn.protocol, self.qos, ctx.plan.publishers.retain, false, &self.topic, pkid, None, payload)
             .expect("publish within MQTT limits");
         self.conn.bytes_out += n as u64;
         if self.qos != QoS::AtMostOnce {
@@ -125,179 +124,134 @@ impl Outlet for MqttOutlet<'_> {
         }
         pkid
     }
+
+    fn in_flight(&self, id: u16) -> bool {
+        self.inflight.contains_key(&id)
+    }
 }
 
 pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
-    let plan = ctx.plan.clone();
-    let p = &plan.publishers;
-    let client_id = plan.publisher_client_id(index);
-    let Some(mut conn) = open(&ctx, client_id.clone(), index, true).await else { return };
-    let topic = plan.publisher_topic(index).into_bytes();
-    let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
-    let mut replies = p.reply_filter.as_ref().map(|f| {
-        conn.send(&subscribe_packet(&[crate::template::expand(f, index, &client_id)], qos));
-        Replies { index, seen: PairState::default(), awaiting_release: FxHashSet::default(), ready: false, subscribe_sent: now_ns() }
-    });
-    if replies.is_none() {
-        publisher_ready(&ctx);
-    }
-    // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
-    let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + replies.is_some() as u64;
-    let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
-    let closed = p.arrival == Arrival::Closed;
-    let tracker = ctx.tracker.clone();
-    let mut awaiting: Option<Awaiting> = None;
-    // The earliest pacer wake-up still pending for this publisher (closed loop), so waits that
-    // end early do not pile up stale wake-ups in the pacer's queue.
-    let mut armed_ns = 0u64;
-    let mut sender = Sender::new(&ctx, index, fanout);
-    // Grows with what is really in flight: sized for the window up front, 100,000 slow publishers
-    // would each hold a table of a thousand slots.
-    let mut inflight: PublishInFlight = FxHashMap::default();
-    let mut next_pkid: u16 = 0;
-    let keepalive = ctx.keepalive_ticks();
-    let mut lost = false;
-
+    let client_id = ctx.plan.publisher_client_id(index);
+    let Some(conn) = open(&ctx, client_id.clone(), index, true).await else { return };
+    let mut p = Publisher::new(&ctx, index, client_id, conn);
     // Bytes that came in behind the CONNACK are handled before waiting for more.
-    if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now_ns()) {
-        let msg = format!("{client_id}: {msg}");
+    if let Err(msg) = p.read(&ctx) {
+        let msg = format!("{}: {msg}", p.client_id);
         ctx.stats.borrow_mut().error("protocol", &msg);
         ctx.shared.set_first_error(msg);
         WorkerShared::inc(&ctx.shared.connect_failed);
-        conn.close().await;
-        return;
+        return p.out.conn.close().await;
     }
+    let keepalive = ctx.keepalive_ticks();
     loop {
         tokio::select! {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
-            _ = sender.phase_changed.notified() => {
-                if !sender.on_phase_change(&ctx, closed) { break; }
+            _ = p.sender.phase_changed.notified() => {
+                if !p.sender.on_phase_change(&ctx, p.pacing.is_closed()) { break; }
             }
-            ev = conn.io() => {
+            ev = p.out.conn.io() => {
                 let broken = match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => true,
-                    Ok(IoEvent::Read(_)) => {
-                        let now = now_ns();
-                        if let Err(msg) = publisher_packets(&ctx, &mut conn, &mut inflight, &mut replies, now) {
-                            ctx.stats.borrow_mut().error("protocol", &format!("{client_id}: {msg}"));
-                            lost = true;
+                    Ok(IoEvent::Read(_)) => match p.read(&ctx) {
+                        Ok(()) => broker_disconnected(&ctx, &p.client_id, &mut p.out.conn),
+                        Err(msg) => {
+                            ctx.stats.borrow_mut().error("protocol", &format!("{}: {msg}", p.client_id));
+                            p.lost = true;
                             break;
                         }
-                        if closed && awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
-                            awaiting = None;
-                            sender.next_due = Some(now + p.think_us * 1000);
-                            arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
-                        }
-                        broker_disconnected(&ctx, &client_id, &mut conn)
-                    }
+                    },
                     Ok(IoEvent::Wrote) => false,
                 };
-                if broken {
-                        let until = schedule_end_ns(&ctx);
-                        let Some((new_conn, session_present)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, true), until).await else {
-                            // Gave up: what fell due meanwhile was never sent.
-                            if !closed {
-                                sender.skip_missed(&ctx);
-                            }
-                            lost = true;
-                            break;
-                        };
-                        conn = new_conn;
-                        if session_present && !plan.mqtt.clean_start {
-                            resend_inflight(&ctx, &mut conn, &topic, qos, &inflight);
-                        } else {
-                            // Unacknowledged messages died with the session.
-                            WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
-                            inflight.clear();
-                        }
-                        if let Some(r) = replies.as_mut() {
-                            conn.send(&subscribe_packet(&[crate::template::expand(p.reply_filter.as_ref().expect("reply mode"), index, &client_id)], qos));
-                            r.awaiting_release.clear();
-                        }
-                        if !closed {
-                            sender.skip_missed(&ctx);
-                        } else if awaiting.take().is_some() {
-                            // The message waited on died with the connection: carry on at once.
-                            sender.next_due = Some(now_ns());
-                            arm(&ctx, &sender, &mut armed_ns, now_ns());
-                        }
-                }
+                if broken && !p.reconnect(&ctx).await { break; }
             }
-            _ = async { tracker.as_deref().expect("closed loop on delivery").changed(index).await }, if tracker.is_some() && awaiting.is_some() => {
-                let now = now_ns();
-                if awaiting.as_ref().is_some_and(|a| is_complete(&ctx, index, a, &inflight, fanout)) {
-                    awaiting = None;
-                    sender.next_due = Some(now + p.think_us * 1000);
-                    arm(&ctx, &sender, &mut armed_ns, now + p.think_us * 1000);
-                }
-            }
-            _ = sender.wake.notified(), if closed && sender.next_due.is_some() => {
-                let now = now_ns();
-                if armed_ns <= now {
-                    armed_ns = 0;
-                }
-                if let Some(a) = awaiting.as_ref() {
-                    if is_complete(&ctx, index, a, &inflight, fanout) {
-                        awaiting = None;
-                        sender.next_due = Some(now + p.think_us * 1000);
-                    } else if now >= a.give_up_ns {
-                        awaiting = None;
-                        ctx.stats.borrow_mut().counters.completion_timeouts += 1;
-                        sender.next_due = Some(now + p.think_us * 1000);
-                    } else {
-                        let at = a.give_up_ns;
-                        arm(&ctx, &sender, &mut armed_ns, at);
-                        continue;
-                    }
-                }
-                let due = sender.next_due.expect("checked by the branch");
-                if due > now {
-                    arm(&ctx, &sender, &mut armed_ns, due);
-                    continue;
-                }
-                let end = if plan.load.duration_ms > 0 { sender.start_ns + plan.load.duration_ms * 1_000_000 } else { u64::MAX };
-                if p.messages.is_some_and(|m| sender.seq as u64 >= m) || now >= end {
-                    sender.next_due = None;
-                    sender.finish(&ctx);
-                    continue;
-                }
-                let mut out = MqttOutlet { conn: &mut conn, inflight: &mut inflight, next_pkid: &mut next_pkid, topic: &topic, qos, window };
-                if !out.has_room() {
-                    count_drop(&ctx, now);
-                    sender.next_due = Some(now + p.think_us.max(1000) * 1000);
-                    arm(&ctx, &sender, &mut armed_ns, now + p.think_us.max(1000) * 1000);
-                    continue;
-                }
-                if let Some(t) = tracker.as_deref() {
-                    t.start(index, sender.seq);
-                }
-                // No schedule to fall behind: the intended send time is the actual one.
-                let sent_at = now_ns();
-                let (seq, pkid) = sender.send(&ctx, &mut out, sent_at, sent_at);
-                let give_up_ns = sent_at + plan.load.grace_ms * 1_000_000;
-                awaiting = Some(Awaiting { seq, pkid: (qos != QoS::AtMostOnce).then_some(pkid), give_up_ns });
-                sender.next_due = Some(give_up_ns);
-                arm(&ctx, &sender, &mut armed_ns, give_up_ns);
-                sender.last_write_ns = now;
-            }
-            _ = sender.wake.notified(), if !closed && sender.next_due.is_some() => {
-                let mut out = MqttOutlet { conn: &mut conn, inflight: &mut inflight, next_pkid: &mut next_pkid, topic: &topic, qos, window };
-                sender.send_due(&ctx, &mut out);
-                conn.write_now();
+            _ = p.pacing.delivery_counted(), if p.pacing.awaits_delivery() => p.pacing.on_progress(&ctx, &mut p.sender, &p.out, now_ns()),
+            _ = p.sender.wake.notified(), if p.sender.next_due.is_some() => {
+                p.pacing.on_wake(&ctx, &mut p.sender, &mut p.out);
+                p.out.conn.write_now();
             }
             _ = keepalive.notified() => {
-                if now_ns() - sender.last_write_ns >= ctx.ping_after_ns() {
-                    conn.send(&Packet::PingReq);
-                    sender.last_write_ns = now_ns();
+                if now_ns() - p.sender.last_write_ns >= ctx.ping_after_ns() {
+                    p.out.conn.send(&Packet::PingReq);
+                    p.sender.last_write_ns = now_ns();
                 }
             }
         }
     }
-    sender.close(&ctx);
-    // Whatever was never acknowledged is no longer in flight once we leave.
-    WorkerShared::sub(&ctx.shared.inflight, inflight.len() as u64);
-    finish_connection(&ctx, conn, &client_id, lost).await;
+    p.finish(&ctx).await;
+}
+
+/// One publisher's connection, send path, pacing and (round-trip mode) echoes.
+struct Publisher {
+    index: u32,
+    client_id: String,
+    out: MqttOutlet,
+    sender: Sender,
+    pacing: Pacing,
+    echoes: Option<Echoes>,
+    /// The broker ended the connection for good.
+    lost: bool,
+}
+
+impl Publisher {
+    fn new(ctx: &WorkerCtx, index: u32, client_id: String, mut conn: Conn) -> Publisher {
+        let p = &ctx.plan.publishers;
+        let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
+        let echoes = Echoes::for_publisher(ctx, index, &client_id);
+        match &echoes {
+            Some(e) => conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), qos)),
+            None => publisher_ready(ctx),
+        }
+        // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
+        let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + echoes.is_some() as u64;
+        let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
+        // Grows with what is really in flight: sized for the window up front, 100,000 slow
+        // publishers would each hold a table of a thousand slots.
+        let out = MqttOutlet { conn, inflight: FxHashMap::default(), next_pkid: 0, topic: ctx.plan.publisher_topic(index).into_bytes(), qos, window };
+        Publisher { index, client_id, out, sender: Sender::new(ctx, index, fanout), pacing: Pacing::for_publisher(ctx, index, fanout), echoes, lost: false }
+    }
+
+    /// Handles what was read (acknowledgements, echoes), and tells the pacing.
+    fn read(&mut self, ctx: &WorkerCtx) -> Result<(), String> {
+        let now = now_ns();
+        publisher_packets(ctx, &mut self.out.conn, &mut self.out.inflight, &mut self.echoes, now)?;
+        self.pacing.on_progress(ctx, &mut self.sender, &self.out, now);
+        Ok(())
+    }
+
+    /// The connection broke: opens it again (`options.reconnect`), resumes or forgets what was in
+    /// flight, subscribes to the echoes again. False when it stays lost.
+    async fn reconnect(&mut self, ctx: &WorkerCtx) -> bool {
+        let source = source_address(ctx, self.index, true);
+        let Some((conn, session_present)) = reconnect(ctx, &self.client_id, &mut self.out.conn, source, schedule_end_ns(ctx)).await else {
+            // Gave up: what fell due meanwhile was never sent.
+            self.pacing.after_outage(ctx, &mut self.sender, false);
+            self.lost = true;
+            return false;
+        };
+        let out = &mut self.out;
+        out.conn = conn;
+        if session_present && !ctx.plan.mqtt.clean_start {
+            resend_inflight(ctx, &mut out.conn, &out.topic, out.qos, &out.inflight);
+        } else {
+            // Unacknowledged messages died with the session.
+            WorkerShared::sub(&ctx.shared.inflight, out.inflight.len() as u64);
+            out.inflight.clear();
+        }
+        if let Some(e) = self.echoes.as_mut() {
+            out.conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), out.qos));
+            e.awaiting_release.clear();
+        }
+        self.pacing.after_outage(ctx, &mut self.sender, true);
+        true
+    }
+
+    async fn finish(mut self, ctx: &WorkerCtx) {
+        self.sender.close(ctx);
+        // Whatever was never acknowledged is no longer in flight once we leave.
+        WorkerShared::sub(&ctx.shared.inflight, self.out.inflight.len() as u64);
+        finish_connection(ctx, self.out.conn, &self.client_id, self.lost).await;
+    }
 }
 
 /// Whether the broker ended the connection with DISCONNECT (recorded as an error with its
@@ -404,73 +358,20 @@ fn count_traffic(c: &mut crate::result::Counters, conn: &mut Conn) {
     c.websocket_bytes_out += ws_out;
 }
 
-/// Closed loop: whether the message waited on is complete (module `closed`).
-fn is_complete(ctx: &WorkerCtx, index: u32, a: &Awaiting, inflight: &PublishInFlight, fanout: u64) -> bool {
-    let acked = a.pkid.is_none_or(|pkid| !inflight.contains_key(&pkid));
-    let delivered = ctx.tracker.as_deref().is_none_or(|t| t.count(index, a.seq) >= fanout);
-    acked && delivered
-}
-
-/// Closed loop: a pacer wake-up at `at` unless one at or before it is already pending.
-fn arm(ctx: &WorkerCtx, sender: &Sender, armed_ns: &mut u64, at: u64) {
-    if *armed_ns == 0 || at < *armed_ns {
-        *armed_ns = at;
-        sender.wake_at(ctx, at);
-    }
-}
-
 fn publisher_ready(ctx: &WorkerCtx) {
     ctx.stats.borrow_mut().connections.publishers_ok += 1;
     WorkerShared::inc(&ctx.shared.publishers_connected);
 }
 
-/// Round-trip mode, publisher side: the echoes of its own messages.
-struct Replies {
-    index: u32,
-    seen: PairState,
-    awaiting_release: FxHashSet<u16>,
-    ready: bool,
-    subscribe_sent: u64,
-}
-
-impl Replies {
-    fn received(&mut self, ctx: &WorkerCtx, p: &mqttlab_codec::Publish, now: u64) {
-        let mut st = ctx.stats.borrow_mut();
-        let identified = match ctx.sequence.as_deref() {
-            None => Header::read(&p.payload).filter(|h| h.publisher == self.index).map(|h| (h.seq, Some(h.intended_us * 1000))),
-            Some(table) => table.identify_from(self.index, &p.payload).map(|m| (m.seq, m.sent.map(|s| s.0))),
-        };
-        let Some((seq, intended)) = identified else {
-            st.counters.unexpected += 1;
-            return;
-        };
-        match self.seen.record(seq, true) {
-            Seen::New => {
-                st.counters.replies += 1;
-                WorkerShared::inc(&ctx.shared.unique_deliveries);
-                if let Some(t) = ctx.tracker.as_deref() {
-                    t.delivered(self.index, seq);
-                }
-                match intended {
-                    Some(intended_ns) if st.measured(intended_ns) => st.record(H::Rtt, now.saturating_sub(intended_ns) / 1000),
-                    Some(_) => {}
-                    None => st.counters.unmeasured += 1,
-                }
-            }
-            Seen::Duplicate => st.counters.reply_duplicates += 1,
-        }
-    }
+/// The next whole packet the broker sent, if any.
+fn read_packet(conn: &mut Conn) -> Result<Option<Packet>, String> {
+    conn.next_packet().map_err(|e| format!("malformed packet from broker: {e}"))
 }
 
 /// Handles what a publisher receives: the acknowledgements of its QoS flows, and in round-trip
 /// mode the echoes of its messages.
-fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInFlight, replies: &mut Option<Replies>, now: u64) -> Result<(), String> {
-    loop {
-        let packet = match conn.next_packet() {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(format!("malformed packet from broker: {e}")),
-        };
+fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInFlight, echoes: &mut Option<Echoes>, now: u64) -> Result<(), String> {
+    while let Some(packet) = read_packet(conn)? {
         match packet {
             Packet::PubAck(a) => complete(ctx, inflight, &a, now, H::Puback, "PUBACK"),
             Packet::PubComp(a) => complete(ctx, inflight, &a, now, H::Pubcomp, "PUBCOMP"),
@@ -490,7 +391,7 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
                 conn.broker_disconnect = Some(d.reason);
                 return Ok(());
             }
-            Packet::Publish(pb) => match replies.as_mut() {
+            Packet::Publish(pb) => match echoes.as_mut() {
                 Some(r) => {
                     if acknowledge(conn, &pb, &mut r.awaiting_release) {
                         r.received(ctx, &pb, now);
@@ -498,21 +399,22 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
                 }
                 None => ctx.stats.borrow_mut().counters.unexpected += 1,
             },
-            Packet::PubRel(a) if replies.is_some() => {
-                replies.as_mut().map(|r| r.awaiting_release.remove(&a.pkid));
+            Packet::PubRel(a) if echoes.is_some() => {
+                echoes.as_mut().map(|r| r.awaiting_release.remove(&a.pkid));
                 conn.send(&Packet::PubComp(Ack { pkid: a.pkid, reason: 0, properties: Properties::default() }));
             }
-            Packet::SubAck(s) if replies.as_ref().is_some_and(|r| !r.ready) => {
-                let r = replies.as_mut().expect("checked above");
+            Packet::SubAck(s) if echoes.as_ref().is_some_and(|r| !r.ready) => {
+                let r = echoes.as_mut().expect("checked above");
                 check_suback(ctx, &s, QoS::from_u8(ctx.plan.publishers.qos).unwrap_or(QoS::AtMostOnce), r.subscribe_sent, now)?;
                 r.ready = true;
                 publisher_ready(ctx);
             }
             // The SUBACK of a resubscription after a reconnect.
-            Packet::SubAck(_) if replies.is_some() => {}
+            Packet::SubAck(_) if echoes.is_some() => {}
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
     }
+    Ok(())
 }
 
 fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: H, what: &str) {
@@ -569,31 +471,6 @@ fn acknowledge(conn: &mut Conn, p: &mqttlab_codec::Publish, awaiting_release: &m
     }
 }
 
-/// Round-trip mode, subscriber side: every delivery goes straight back on the echo topic.
-struct Echo {
-    topic: Vec<u8>,
-    qos: QoS,
-    inflight: FxHashSet<u16>,
-    next_pkid: u16,
-}
-
-impl Echo {
-    fn send(&mut self, conn: &mut Conn, payload: &[u8]) {
-        let pkid = if self.qos == QoS::AtMostOnce {
-            0
-        } else {
-            loop {
-                self.next_pkid = if self.next_pkid == u16::MAX { 2 } else { self.next_pkid + 1 };
-                if self.inflight.insert(self.next_pkid) {
-                    break self.next_pkid;
-                }
-            }
-        };
-        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, &self.topic, pkid, None, payload).expect("echo within MQTT limits");
-        conn.bytes_out += n as u64;
-    }
-}
-
 struct Subscriber {
     requested: QoS,
     subscribe_sent: u64,
@@ -615,12 +492,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         ready: false,
         awaiting_release: FxHashSet::default(),
         receiver: Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos)),
-        echo: plan.subscribers.echo_topic.as_ref().map(|t| Echo {
-            topic: crate::template::expand(t, index, &client_id).into_bytes(),
-            qos: QoS::from_u8(plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
-            inflight: FxHashSet::default(),
-            next_pkid: 1,
-        }),
+        echo: Echo::for_subscriber(&ctx, index, &client_id),
     };
     let phase_changed = ctx.phase_changes();
     let keepalive = ctx.keepalive_ticks();
@@ -678,12 +550,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
 
 fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {
     let ack = |pkid| Ack { pkid, reason: 0, properties: Properties::default() };
-    loop {
-        let packet = match conn.next_packet() {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(format!("malformed packet from broker: {e}")),
-        };
+    while let Some(packet) = read_packet(conn)? {
         match packet {
             Packet::Publish(p) => {
                 if acknowledge(conn, &p, &mut sub.awaiting_release) {
@@ -708,7 +575,9 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
             }
             // The acknowledgements of our echoes (round-trip mode).
             Packet::PubAck(a) | Packet::PubComp(a) if sub.echo.is_some() => {
-                sub.echo.as_mut().map(|e| e.inflight.remove(&a.pkid));
+                if let Some(e) = sub.echo.as_mut() {
+                    e.acknowledged(a.pkid);
+                }
             }
             Packet::PubRec(a) if sub.echo.is_some() => conn.send(&Packet::PubRel(ack(a.pkid))),
             Packet::PingResp => {}
@@ -719,4 +588,5 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
     }
+    Ok(())
 }

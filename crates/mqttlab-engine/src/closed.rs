@@ -1,11 +1,7 @@
-//! Closed-loop publishing (`arrival: closed`), as mqttperf measured: a publisher sends one
-//! message, waits until it is complete, pauses `think_us`, and sends the next.
-//!
-//! Complete means: acknowledged (PUBACK / PUBCOMP, or refused) at QoS 1 and 2, and with
-//! `complete_on: delivery` also received once by every receiver owed it (and, in round-trip mode,
-//! echoed back). A message not complete within `load.grace_ms` of its send is given up
-//! (`completion_timeouts`): the next is sent, and an undelivered one counts as lost as usual.
-//! There is no schedule, so the intended send time is the actual one.
+//! Closed-loop publishing (`arrival: closed`, paced by `pacing::closed`) that completes on
+//! delivery: the receivers, on any worker thread, count the first deliveries of each publisher's
+//! current message here, and wake the publisher waiting on it. Its own module, apart from the
+//! pacing, because the receivers and the worker's context share it too.
 use crate::plan::{Arrival, CompleteOn, RunPlan};
 use std::sync::atomic::{AtomicU64, Ordering::AcqRel};
 use tokio::sync::Notify;
@@ -53,13 +49,4 @@ impl DeliveryTracker {
     pub async fn changed(&self, p: u32) {
         self.wake[p as usize].notified().await
     }
-}
-
-/// The message a closed-loop publisher is waiting on.
-pub struct Awaiting {
-    pub seq: u32,
-    /// Packet id of its QoS 1/2 flow (None at QoS 0).
-    pub pkid: Option<u16>,
-    /// When it is given up.
-    pub give_up_ns: u64,
 }

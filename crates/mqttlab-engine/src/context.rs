@@ -112,3 +112,38 @@ impl WorkerCtx {
         }
     }
 }
+
+#[cfg(test)]
+impl WorkerCtx {
+    /// A worker's context for `plan` with no broker behind it, its run not yet started.
+    pub(crate) fn for_test(plan: RunPlan) -> WorkerCtx {
+        let units = UnitTable::build(&plan);
+        let target = Target {
+            url: "mqtt://127.0.0.1:1883".into(),
+            addrs: Vec::new(),
+            tls: None,
+            websocket: None,
+            protocol: mqttlab_codec::Protocol::V311,
+            connect_timeout: Duration::from_secs(1),
+        };
+        let initial = Ctl { phase: Phase::Connect, start_ns: 0 };
+        let (_, ctl) = watch::channel(initial);
+        WorkerCtx {
+            fanout: Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect()),
+            units: Arc::new(units),
+            target: Arc::new(target),
+            sequence: None,
+            tracker: crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new),
+            stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
+            shared: Arc::new(WorkerShared::default()),
+            ctl_now: Cell::new(initial),
+            ctl,
+            phase_listeners: RefCell::new(Vec::new()),
+            keepalive_listeners: RefCell::new(Vec::new()),
+            pacer: Rc::new(PacerQueue::new(plan.options.send_ahead_us * 1000)),
+            next_connect_ns: Cell::new(0),
+            connect_interval_ns: 0,
+            plan: Arc::new(plan),
+        }
+    }
+}

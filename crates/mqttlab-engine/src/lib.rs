@@ -2,8 +2,8 @@
 //! result. Pure Rust and tokio; the Python binding lives in `mqttlab-py`.
 //!
 //! Data flow: `plan` (checked by `validate`) → `run` (coordinator) → `worker` threads → `client`
-//! and `sn_client` tasks (sharing `context`; sending through `sending` with `pacer`, `timer`,
-//! `payload`; receiving through `delivery`; connecting through `conn`, `tls`, `websocket`) record
+//! and `sn_client` tasks (sharing `context`; paced by `pacing`: open loop, closed loop, round
+//! trip; sending through `sending` with `pacer`, `timer`, `payload`; receiving through `delivery`; connecting through `conn`, `tls`, `websocket`) record
 //! into `stats` → `result` (mergeable) → `summary`.
 //! Dependencies point one way, along that flow: no module imports one that imports it.
 
@@ -17,6 +17,7 @@ pub mod delivery;
 pub mod histogram;
 pub mod limits;
 pub mod pacer;
+pub mod pacing;
 pub mod payload;
 pub mod plan;
 pub mod result;

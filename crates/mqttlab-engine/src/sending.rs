@@ -19,6 +19,8 @@ pub trait Outlet {
     /// Sends one PUBLISH carrying `payload`, intended at `due` and sent at `sent_at` (ns), and
     /// keeps it in flight until acknowledged. Returns its packet id (0 at QoS 0).
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16;
+    /// Whether message `id` is still unacknowledged.
+    fn in_flight(&self, id: u16) -> bool;
 }
 
 /// A message sent at QoS 1 or 2 and not yet acknowledged, with what the transport needs to send

@@ -217,6 +217,10 @@ impl Outlet for SnOutlet<'_> {
         }
         msg_id
     }
+
+    fn in_flight(&self, id: u16) -> bool {
+        self.inflight.contains_key(&id)
+    }
 }
 
 pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {

@@ -77,6 +77,21 @@ fn scripted_broker_keeping_sessions(keeps_sessions: bool, mut script: impl FnMut
     port
 }
 
+/// A broker that acknowledges every PUBLISH (QoS 1) but the `n`th, which gets `instead()`.
+fn acking_all_but(n: usize, instead: impl Fn() -> Vec<Reply> + Send + 'static) -> u16 {
+    let mut publishes = 0;
+    scripted_broker(move |p| match p {
+        Packet::Publish(m) => {
+            publishes += 1;
+            if publishes == n {
+                return instead();
+            }
+            vec![Reply::Send(Packet::PubAck(ack(m.pkid)))]
+        }
+        _ => vec![],
+    })
+}
+
 /// One publisher, no subscribers: `messages` at `rate` msg/s and `qos`, up to `inflight` unacknowledged.
 fn plan(port: u16, qos: u8, messages: u64, rate: f64, inflight: u32, reconnect: bool) -> RunPlan {
     plan_with_session(port, qos, messages, rate, inflight, reconnect, true)
@@ -337,17 +352,7 @@ fn a_publisher_whose_broker_never_comes_back_gives_up_when_its_schedule_ends() {
 fn a_broker_that_sends_disconnect_is_a_lost_connection_and_is_reconnected() {
     // What a broker shutting down cleanly does (MQTT 5 reason 0x8B; some 3.1.1 brokers too): the
     // first connection gets DISCONNECT at the third PUBLISH, the next one is served normally.
-    let mut publishes = 0;
-    let port = scripted_broker(move |p| match p {
-        Packet::Publish(m) => {
-            publishes += 1;
-            if publishes == 3 {
-                return vec![Reply::Send(Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0x8B, properties: Properties::default() }))];
-            }
-            vec![Reply::Send(Packet::PubAck(ack(m.pkid)))]
-        }
-        _ => vec![],
-    });
+    let port = acking_all_but(3, || vec![Reply::Send(Packet::Disconnect(mqttlab_codec::Disconnect { reason: 0x8B, properties: Properties::default() }))]);
     let r = run(plan(port, 1, 40, 100.0, 10, true), |_| {}).unwrap();
     assert!(matches!(r.status, Status::Completed), "{:?} {:?}", r.status, r.error);
     assert_eq!((r.counters.connections_lost, r.counters.reconnects), (1, 1));
@@ -376,4 +381,32 @@ fn the_generator_measures_its_own_threads_cpu_during_the_load() {
     assert_eq!(r.counters.sent, 20_000);
     let share = r.generator.max_thread_cpu_share;
     assert!(share > 0.01 && share <= 1.5, "thread CPU share {share}");
+}
+
+/// One closed-loop publisher at QoS 1: `messages`, each given up `grace_ms` after its send.
+fn closed_loop_plan(port: u16, messages: u64, grace_ms: u64) -> RunPlan {
+    let mut plan = plan(port, 1, messages, 100.0, 10, true);
+    plan.publishers.arrival = mqttlab_engine::plan::Arrival::Closed;
+    plan.load.grace_ms = grace_ms;
+    plan.validate().unwrap();
+    plan
+}
+
+#[test]
+fn in_a_closed_loop_a_message_never_acknowledged_is_given_up_after_the_grace_and_the_next_goes() {
+    let port = acking_all_but(2, Vec::new);
+    let r = run(closed_loop_plan(port, 4, 300), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?}", r.error);
+    assert_eq!((r.counters.sent, r.counters.acked, r.counters.completion_timeouts), (4, 3, 1));
+}
+
+#[test]
+fn in_a_closed_loop_the_message_after_one_lost_with_its_connection_goes_at_once() {
+    // The second PUBLISH dies with its connection; with a 20 s grace, waiting it out would show.
+    let port = acking_all_but(2, || vec![Reply::Close]);
+    let started = std::time::Instant::now();
+    let r = run(closed_loop_plan(port, 4, 20_000), |_| {}).unwrap();
+    assert!(matches!(r.status, Status::Completed), "{:?}", r.error);
+    assert_eq!((r.counters.sent, r.counters.acked, r.counters.reconnects, r.counters.completion_timeouts), (4, 3, 1, 0));
+    assert!(started.elapsed() < Duration::from_secs(10), "waited {:?}", started.elapsed());
 }

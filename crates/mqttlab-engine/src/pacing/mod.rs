@@ -1,0 +1,131 @@
+//! How a publisher paces its sends, behind one seam (as vegeta's pacer): what happens when the
+//! pacer wakes it (`on_wake`: send what is due, arm the next wake-up), when an acknowledgement,
+//! an echo or a delivery arrives (`on_progress`), and after its connection broke (`after_outage`).
+//!
+//! * `open`: a schedule fixed in advance (constant or Poisson, `pacer::Schedule`); nothing that
+//!   arrives moves it.
+//! * `closed`: one message at a time, the next when the one before is complete (mqttperf).
+//! * `round_trip`: the echoes of a publisher's own messages, which complete them in round-trip
+//!   mode, and the subscriber's side that sends them back.
+//!
+//! An enum rather than a trait object: the publisher's select! loop calls it once per message,
+//! and the generic `Outlet` keeps MQTT and MQTT-SN on the same code.
+pub mod closed;
+pub mod open;
+pub mod round_trip;
+
+use crate::context::WorkerCtx;
+use crate::plan::Arrival;
+use crate::sending::{Outlet, Sender};
+use closed::ClosedLoop;
+use open::OpenLoop;
+
+pub enum Pacing {
+    Open(OpenLoop),
+    Closed(ClosedLoop),
+}
+
+impl Pacing {
+    /// The pacing the plan asks of publisher `index`, owed `fanout` deliveries per message.
+    pub fn for_publisher(ctx: &WorkerCtx, index: u32, fanout: u64) -> Pacing {
+        match ctx.plan.publishers.arrival {
+            Arrival::Closed => Pacing::Closed(ClosedLoop::new(ctx, index, fanout)),
+            Arrival::Constant | Arrival::Poisson => Pacing::Open(OpenLoop),
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Pacing::Closed(_))
+    }
+
+    /// The pacer woke the publisher: sends what is due through `out` and arms the next wake-up.
+    pub fn on_wake(&mut self, ctx: &WorkerCtx, sender: &mut Sender, out: &mut impl Outlet) {
+        match self {
+            Pacing::Open(p) => p.on_wake(ctx, sender, out),
+            Pacing::Closed(p) => p.on_wake(ctx, sender, out),
+        }
+    }
+
+    /// An acknowledgement or an echo was read, or a receiver counted a delivery, at `now`.
+    pub fn on_progress(&mut self, ctx: &WorkerCtx, sender: &mut Sender, out: &impl Outlet, now: u64) {
+        if let Pacing::Closed(p) = self {
+            p.on_progress(ctx, sender, out, now);
+        }
+    }
+
+    /// Whether the publisher must also wait for `delivery_counted` (closed loop completing on
+    /// delivery, with a message under way).
+    pub fn awaits_delivery(&self) -> bool {
+        matches!(self, Pacing::Closed(p) if p.awaits_delivery())
+    }
+
+    /// Resolves when a receiver counted a delivery of this publisher's message (only polled
+    /// while `awaits_delivery`).
+    pub async fn delivery_counted(&self) {
+        match self {
+            Pacing::Closed(p) => p.delivery_counted().await,
+            Pacing::Open(_) => std::future::pending().await,
+        }
+    }
+
+    /// The connection broke and came back (`reconnected`) or was given up.
+    pub fn after_outage(&mut self, ctx: &WorkerCtx, sender: &mut Sender, reconnected: bool) {
+        match self {
+            Pacing::Open(p) => p.after_outage(ctx, sender),
+            Pacing::Closed(p) => p.after_outage(ctx, sender, reconnected),
+        }
+    }
+}
+
+/// What the pacing tests share: a worker context for a plan, and an outlet that records.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::context::WorkerCtx;
+    use crate::sending::Outlet;
+    use std::collections::BTreeSet;
+
+    /// One publisher of 1,000 messages, no subscriber; `publishers` and `load` fields override.
+    pub fn ctx(publishers: serde_json::Value, load: serde_json::Value) -> WorkerCtx {
+        let mut p = serde_json::json!({"count": 1, "client_id": "p%i", "topic": "t/%i", "qos": 1, "rate": 1000.0,
+                                       "payload": {"dist": "fixed", "size": 32}, "inflight": 4, "messages": 1000, "arrival": "constant"});
+        p.as_object_mut().unwrap().extend(publishers.as_object().unwrap().clone());
+        let mut l = serde_json::json!({"duration_ms": 0, "grace_ms": 50, "seed": 1});
+        l.as_object_mut().unwrap().extend(load.as_object().unwrap().clone());
+        let plan = serde_json::json!({
+            "broker": {"host": "127.0.0.1", "port": 1883},
+            "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": true, "connect_timeout_ms": 2000},
+            "publishers": p,
+            "subscribers": {"count": 0, "client_id": "s%i", "filters": [], "qos": 0},
+            "load": l,
+            "shard": {"publishers": [0, 1], "subscribers": [0, 0]},
+        });
+        let plan: crate::RunPlan = serde_json::from_value(plan).expect("a plan");
+        plan.validate().expect("a valid plan");
+        WorkerCtx::for_test(plan)
+    }
+
+    /// Sends nothing anywhere: remembers the packet ids it handed out and which are acknowledged.
+    #[derive(Default)]
+    pub struct Recorder {
+        pub sent: Vec<u16>,
+        pub unacked: BTreeSet<u16>,
+        pub full: bool,
+    }
+
+    impl Outlet for Recorder {
+        fn has_room(&self) -> bool {
+            !self.full
+        }
+
+        fn publish(&mut self, _ctx: &WorkerCtx, _payload: &[u8], _due: u64, _sent_at: u64) -> u16 {
+            let id = self.sent.len() as u16 + 1;
+            self.sent.push(id);
+            self.unacked.insert(id);
+            id
+        }
+
+        fn in_flight(&self, id: u16) -> bool {
+            self.unacked.contains(&id)
+        }
+    }
+}
