@@ -12,8 +12,8 @@ test: setup
 	cargo test --workspace --quiet
 	.venv/bin/pytest -q -rs
 
-# Fails on any finding: formatting, clippy, ruff, mypy, and an import cycle in the engine. CI runs
-# it before the tests (.ci/run).
+# Fails on any finding: formatting, clippy, ruff, mypy, and an import cycle in the engine or in the
+# Python package (scripts/check_module_cycles.py). CI runs it before the tests (.ci/run).
 lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -19,8 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import mqttlab
-from mqttlab import engine
+from mqttlab import _version, engine
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.base import free_ports
 from mqttlab.cli.app import _register, app
@@ -114,10 +113,10 @@ def test_latency_is_recorded_only_for_the_publishers_sharing_the_clock(mosquitto
 
 def test_workers_with_another_mqttlab_version_are_refused_by_name(mosquitto, cluster):
     address = sorted(cluster.nthreads())[0]
-    real = mqttlab.__version__
+    real = _version.VERSION
 
     def set_version(value: str) -> None:
-        mqttlab.__version__ = value
+        _version.VERSION = value
 
     cluster.run(set_version, "0.0.0-other", workers=[address])
     try:

@@ -1,5 +1,6 @@
-"""The engine's modules depend on each other one way only (README, Layout): the check that CI
-runs finds no import cycle in the engine, and does find one when a module imports back."""
+"""The engine's modules and the Python package's files depend on each other one way only (README,
+Layout): the check that CI runs finds no import cycle in either, and does find one when a module
+imports back."""
 
 from __future__ import annotations
 
@@ -32,6 +33,27 @@ def test_a_module_importing_back_is_a_cycle(tmp_path):
     (tmp_path / "topic.rs").write_text("// a leaf\n")
     checker = _checker()
     assert checker.cycles(checker.rust_dependencies(tmp_path)) == [["client", "context", "plan"]]
+
+
+def test_the_python_package_has_no_import_cycle():
+    checker = _checker()
+    graph = checker.python_dependencies(ROOT / "python" / "mqttlab")
+    assert {"mqttlab", "mqttlab.session", "mqttlab.cli.app", "mqttlab.brokers.base"} <= set(graph)
+    assert checker.cycles(graph) == []
+    assert checker.main() == 0
+
+
+def test_a_python_import_back_is_a_cycle_also_late_and_through_the_package_root(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("def __getattr__(name):\n    from pkg import session\n    return session\n")
+    (package / "session.py").write_text("from pkg import __version__\n")
+    (package / "cli" / "__init__.py").write_text("")
+    (package / "cli" / "app.py").write_text("def register():\n    from pkg.cli import run\n")
+    (package / "cli" / "run.py").write_text("from .app import register\n")
+    (package / "leaf.py").write_text("import os\n")
+    checker = _checker()
+    assert checker.cycles(checker.python_dependencies(package)) == [["pkg", "pkg.session"], ["pkg.cli.app", "pkg.cli.run"]]
 
 
 # --- the command's start ------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from mqttlab import engine
 from mqttlab.cli import app as cli_app
-from mqttlab.live_state import RunState, format_seconds, planned_load_s, suite_state, write_live
+from mqttlab.engine import planned_load_s
+from mqttlab.live_state import RunState, format_seconds, suite_state, write_live
 from mqttlab.scenario import validate_scenario
 
 cli_app._register()

@@ -15,7 +15,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def serve_component(argv: list[str], *, module: str, what: str, serve: str) -> int:
-    """Runs `mqttlab._engine.<serve>(config_json)` until stopped; errors become one line and an
+    """Runs the engine's component `serve` (`broker`, `gateway`, `link`) until stopped; errors become one line and an
     exit code (2 bad config, 3 engine missing, 1 the component failed)."""
     if len(argv) != 1:
         print(f"usage: python -m {module} CONFIG.json", file=sys.stderr)
@@ -26,14 +26,16 @@ def serve_component(argv: list[str], *, module: str, what: str, serve: str) -> i
     except OSError as exc:
         print(f"cannot read the {what} config {config_path}: {exc}", file=sys.stderr)
         return 2
+    from mqttlab import engine
+
     try:
-        from mqttlab import _engine
-    except ImportError as exc:
+        engine.load_engine()
+    except engine.EngineUnavailable as exc:
         print(f"the compiled engine is not installed ({exc}); run scripts/setup.sh", file=sys.stderr)
         return 3
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        getattr(_engine, serve)(config_json)
+        engine.serve(serve, config_json)
     except KeyboardInterrupt:
         return 0
     except ValueError as exc:

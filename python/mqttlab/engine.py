@@ -1,5 +1,7 @@
-"""A thin wrapper over the compiled engine: compiles a Scenario into a RunPlan, splits plans into
-shards, runs one shard and summarizes it. Everything crosses the boundary as JSON text."""
+"""The one door to the compiled engine (`mqttlab._engine`, imported here only): compiles a Scenario
+into a RunPlan, splits plans into shards, runs one shard and summarizes it, and answers what the
+engine knows (template expansion, topic matching, the receivers a plan owes) so that Python never
+recodes it. Everything structured crosses the boundary as JSON text."""
 
 from __future__ import annotations
 
@@ -7,12 +9,12 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from mqttlab.scenario import Scenario
+from mqttlab.scenario.model import Scenario
 from mqttlab.scenario.fields import TLS_SCHEMES, split_url, websocket_path
 
 Plan = dict[str, Any]
@@ -69,6 +71,52 @@ def engine_version() -> Optional[str]:
         return str(load_engine().__version__)
     except EngineUnavailable:
         return None
+
+
+def expand_template(template: str, index: int, client_id: str = "") -> str:
+    """A client-id, topic or filter template for client `index` as the engine expands it: `%i` the
+    index, `%c` the client id, `%%` a percent sign."""
+    return str(load_engine().expand_template(template, index, client_id))
+
+
+def client_topic(template: str, index: int, client_id_template: str) -> str:
+    """A topic or filter template for client `index`, its `%c` the client's own expanded id."""
+    return expand_template(template, index, expand_template(client_id_template, index))
+
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    """Whether an MQTT topic filter matches a topic name, by the engine's rules (MQTT 4.7)."""
+    return bool(load_engine().topic_matches(topic_filter, topic))
+
+
+def owed_units(plan: Plan, max_checks: int) -> Optional[dict[str, Any]]:
+    """The plan's receiving units as the engine's accounting owes them (`owed`, `members`), or
+    None when working them out would take more than `max_checks` matches."""
+    found = load_engine().owed_units(json.dumps(plan), max_checks)
+    return None if found is None else dict(json.loads(found))
+
+
+def serve(component: str, config_json: str) -> None:
+    """Runs a component compiled into the engine (`broker`, `gateway`, `link`) in this process
+    until it is stopped (Ctrl-C / KeyboardInterrupt)."""
+    getattr(load_engine(), f"serve_{component}")(config_json)
+
+
+def smc_explore(config: dict[str, Any], progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    """The SMC random-walk clients' rows and failures (mqttlab.smc.explore)."""
+    return dict(json.loads(load_engine().smc_explore(json.dumps(config), progress)))
+
+
+def smc_profile_run(config: dict[str, Any], progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    """The SMC usage-profile clients' sequences (mqttlab.smc.verify)."""
+    return dict(json.loads(load_engine().smc_profile_run(json.dumps(config), progress)))
+
+
+def run_shard_raw(plan_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
+    """Runs one shard and returns its raw result (JSON) without summarizing it, for a shard whose
+    result is merged with others' (a Dask worker). Exceptions are the engine's own
+    (ConnectionError, OSError, ValueError): see `run` for what each means."""
+    return str(load_engine().run_shard(plan_json, progress))
 
 
 def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: int = 1000) -> Plan:
@@ -192,6 +240,28 @@ def _payload(spec: dict[str, Any]) -> dict[str, Any]:
     return {"dist": "exponential", "mean": float(spec["mean"])}
 
 
+def planned_load_s(plan: Mapping[str, Any]) -> Optional[float]:
+    """How long the plan's load phase should last, or None when it cannot be known in advance
+    (closed loop with a message count: it lasts as long as the broker takes)."""
+    pubs, load = plan["publishers"], plan["load"]
+    duration = (load.get("duration_ms") or 0) / 1000
+    messages, rate = pubs.get("messages"), float(pubs.get("rate") or 0)
+    open_loop = pubs.get("arrival", "constant") != "closed" and rate > 0
+    # A constant schedule's last send is at (n-1)/rate; Poisson's averages the same.
+    by_count = (messages - 1) / rate if messages and open_loop else None
+    if duration and by_count is not None:
+        return min(duration, by_count)
+    if duration and not (messages and not open_loop):
+        return duration
+    return by_count
+
+
+def effective_qos(plan: Mapping[str, Any]) -> int:
+    """The QoS a delivery gets: the lower of the publishers' and the subscribers' (MQTT 4.3), as
+    the engine's receivers and its QoS-loss verdict use it (the engine does not export it)."""
+    return min(int(plan["publishers"]["qos"]), int(plan["subscribers"]["qos"]))
+
+
 def split_plan(plan: Plan, shards: int) -> list[Plan]:
     """`shards` plans that together cover the clients of `plan`'s own shard: shard k of n gets
     the contiguous index range [lo + floor(k*N/n), lo + floor((k+1)*N/n)) of each role, so every
@@ -252,7 +322,6 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
     comes back as status "interrupted", not as an exception. An exception from `progress` stops
     the run and is raised once the engine has stopped. Raises BrokerUnreachable, HostCannotRun
     and PlanRejected."""
-    engine = load_engine()
     plan_json = json.dumps(plan)
 
     def forward(snapshot_json: str) -> None:
@@ -261,10 +330,9 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
 
     try:
         with _pinned(cpus):
-            result_json = engine.run_shard(plan_json, forward if progress is not None else None)
+            result_json = run_shard_raw(plan_json, forward if progress is not None else None)
     except ConnectionError as error:
-        url = broker_url or _plan_url(plan)
-        raise BrokerUnreachable(url, _reason(str(error), url, mqtt5=plan["mqtt"]["version"] == 5)) from None
+        raise unreachable(plan, str(error), broker_url) from None
     except OSError as error:  # after ConnectionError, its subclass
         raise HostCannotRun(str(error)) from None
     except ValueError as error:
@@ -294,6 +362,13 @@ def merge_results(shard_results_json: list[str]) -> str:
 
 def histogram_stats(encoded: str) -> dict[str, Any]:
     return json.loads(load_engine().histogram_stats(encoded))
+
+
+def unreachable(plan: Plan, message: str, broker_url: Optional[str] = None) -> BrokerUnreachable:
+    """The BrokerUnreachable for the engine's connect failure `message` on `plan` (at `broker_url`,
+    else the plan's own address), said in the user's terms with what to do."""
+    url = broker_url or _plan_url(plan)
+    return BrokerUnreachable(url, _reason(message, url, mqtt5=plan["mqtt"]["version"] == 5))
 
 
 def _plan_url(plan: Plan) -> str:

@@ -18,22 +18,6 @@ FORMAT = "mqttlab-live/1"
 LOAD_PHASES = ("warmup", "measuring")
 
 
-def planned_load_s(plan: Mapping[str, Any]) -> Optional[float]:
-    """How long the plan's load phase should last, or None when it cannot be known in advance
-    (closed loop with a message count: it lasts as long as the broker takes)."""
-    pubs, load = plan["publishers"], plan["load"]
-    duration = (load.get("duration_ms") or 0) / 1000
-    messages, rate = pubs.get("messages"), float(pubs.get("rate") or 0)
-    open_loop = pubs.get("arrival", "constant") != "closed" and rate > 0
-    # A constant schedule's last send is at (n-1)/rate; Poisson's averages the same.
-    by_count = (messages - 1) / rate if messages and open_loop else None
-    if duration and by_count is not None:
-        return min(duration, by_count)
-    if duration and not (messages and not open_loop):
-        return duration
-    return by_count
-
-
 class RunState:
     """Fed with every engine progress snapshot; derives where the run is and how long is left.
 
@@ -51,6 +35,8 @@ class RunState:
         self.rate = float(pubs.get("rate") or 0)
         self.open_loop = pubs.get("arrival", "constant") != "closed" and self.rate > 0
         self.messages = pubs.get("messages")
+        from mqttlab.engine import planned_load_s
+
         self.load_s = planned_load_s(plan)
         self.warmup_s = (load.get("warmup_ms") or 0) / 1000
         self.grace_s = (load.get("grace_ms") or 0) / 1000
@@ -262,7 +248,7 @@ def _scenario_load_s(scenario_json: str) -> Optional[float]:
     scenario.pop("tls", None)
     scenario.pop("launch", None)  # a launched broker's settings, refused with a URL; no part of the load
     try:
-        return planned_load_s(engine.compile_plan(validate_scenario(scenario), "mqtt://127.0.0.1:1883"))
+        return engine.planned_load_s(engine.compile_plan(validate_scenario(scenario), "mqtt://127.0.0.1:1883"))
     except (ScenarioError, ValueError, KeyError):
         return None
 

@@ -6,12 +6,10 @@ before the load starts and again in the summary, with the topics and filters sid
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from mqttlab._engine import expand_template as expand
-from mqttlab._engine import owed_units
+from mqttlab.engine import client_topic, owed_units
 
 # Enough expanded examples to see the pattern next to each other without flooding the terminal.
 EXAMPLES = 3
@@ -33,11 +31,10 @@ def owed_receivers(plan: dict[str, Any]) -> Optional[Receivers]:
     """The plan's receivers as the engine's own accounting works them out, or None when too
     costly. The distributed runner needs them to tell which measured pairs have publisher and
     subscriber on different hosts, and what was owed to the subscribers of a missing shard."""
-    found = owed_units(json.dumps(plan), MATCH_BUDGET)
+    found = owed_units(plan, MATCH_BUDGET)
     if found is None:
         return None
-    data = json.loads(found)
-    return Receivers(owed=data["owed"], members=data["members"])
+    return Receivers(owed=found["owed"], members=found["members"])
 
 
 @dataclass
@@ -65,9 +62,9 @@ def check_routing(plan: dict[str, Any], followed: Optional[str] = None) -> Routi
     nothing. A run without publishers or without subscribers is what it says and is not flagged."""
     pubs, subs = plan["publishers"], plan["subscribers"]
     p_count, s_count = int(pubs["count"]), int(subs["count"])
-    topics = [pubs["topic"]] + [expand(pubs["topic"], i, expand(pubs["client_id"], i, "")) for i in range(min(p_count, EXAMPLES))]
+    topics = [pubs["topic"]] + [client_topic(pubs["topic"], i, pubs["client_id"]) for i in range(min(p_count, EXAMPLES))]
     filters = list(subs["filters"]) + [
-        expand(f, i, expand(subs["client_id"], i, "")) for i in range(min(s_count, EXAMPLES)) for f in subs["filters"]
+        client_topic(f, i, subs["client_id"]) for i in range(min(s_count, EXAMPLES)) for f in subs["filters"]
     ]
     check = RoutingCheck(p_count, s_count, topics, filters, followed=followed)
     if p_count == 0 or s_count == 0:

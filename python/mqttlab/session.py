@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
-from mqttlab import __version__, engine, results
+from mqttlab import engine, results
+from mqttlab._version import VERSION
 from mqttlab.exits import Exit, exit_code_for
 from mqttlab.faults import FaultDriver, fault_section
 from mqttlab.live_state import RunState
@@ -245,7 +246,7 @@ def _run_into(
         plan = engine.compile_plan(scenario, url)
         if dask is None:
             _spread_source_addresses(plan)
-        header = f"mqttlab {__version__}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
+        header = f"mqttlab {VERSION}: {scenario.name} against {broker.name} at {url}\n{plan_line(plan, scenario.defaults_followed)}"
         sampler = _resource_sampler(getattr(broker, "pid", None))
         state = RunState(plan, run=directory.name, scenario=scenario.name, broker=str(broker.name), shard="all" if dask is None else "dask",
                          directory=directory, resources=sampler,
@@ -285,7 +286,7 @@ def _run_into(
         started_at=started_at,
         command_line=command_line or shlex.join(["mqttlab", *sys.argv[1:]]),
         status=outcome.status,
-        mqttlab_version=__version__,
+        mqttlab_version=VERSION,
         engine_version=engine.engine_version(),
     )
     for key in ("measurement", "network"):

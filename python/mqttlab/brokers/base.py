@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqttlab.brokers import process
+from mqttlab.brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
 from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
 from mqttlab.tls import TlsMaterial, make_tls_material
 
@@ -30,18 +31,6 @@ LOOPBACK = "127.0.0.1"
 WEBSOCKET_PATH = "/mqtt"
 #: which certificate a TLS listener serves: the valid one, or a defective one for failure tests
 TLS_CERTIFICATES = ("valid", "expired", "wrong-name")
-
-
-class BrokerError(Exception):
-    """A broker could not be installed, started or reached; the message says why."""
-
-
-class BrokerUnavailable(BrokerError):
-    """The broker is not installed here; the message says how to get it."""
-
-
-class BrokerStartError(BrokerError):
-    """The broker was launched but did not come up; the message carries its log tail."""
 
 
 @dataclass(frozen=True)

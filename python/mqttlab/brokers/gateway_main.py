@@ -11,4 +11,4 @@ from mqttlab.component import serve_component
 
 if __name__ == "__main__":
     sys.exit(serve_component(sys.argv[1:], module="mqttlab.brokers.gateway_main", what="mqttlab gateway",
-                             serve="serve_gateway"))
+                             serve="gateway"))

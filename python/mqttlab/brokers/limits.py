@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError
+from mqttlab.brokers.errors import BrokerError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 100_000

@@ -18,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from mqttlab.exits import Exit
-from mqttlab.cli.app import app
 
 if TYPE_CHECKING:
     from mqttlab.analysis import Comparison
@@ -29,7 +28,6 @@ SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "
                 "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
 
 
-@app.command("compare")
 def compare_command(
     paths: Annotated[list[Path], typer.Argument(help="Results directories of runs, or suite directories (searched for runs), or a "
                                                 "reproduction page's evidence.tar.xz.", show_default=False)],

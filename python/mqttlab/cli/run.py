@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 import typer
 from rich.console import Console
 
-from mqttlab.cli.app import app
 from mqttlab.exits import Exit, exit_code_for
 
 # The run path (scenario, engine, session: pydantic, numpy, the compiled engine) is imported by
@@ -30,7 +29,6 @@ scenario_app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(scenario_app, name="scenario")
 
 
 def _fail(message: str, code: Exit) -> typer.Exit:
@@ -124,7 +122,6 @@ def _check_assignments(assignments: list[str]) -> None:
             raise _fail(f"error: --set {text}: expected KEY=VALUE without spaces, e.g. --set publishers.qos=2", Exit.BAD_INPUT)
 
 
-@app.command("run")
 def run_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
     broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, a broker to launch (rumqttd, mosquitto, ...), or a container image (image:emqx/emqx:5.8). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
@@ -392,7 +389,6 @@ def _fault_line(fault: Mapping[str, Any], warmup_s: float = 0.0) -> str:
 # --- report --------------------------------------------------------------------------------
 
 
-@app.command("report")
 def report_command(
     results_dir: Annotated[Path, typer.Argument(help="A results directory written by `mqttlab run` (or a suite directory, with --watch).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,

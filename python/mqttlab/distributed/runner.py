@@ -8,6 +8,7 @@ set, far enough ahead for the slowest shard to connect, and every shard handed o
 from __future__ import annotations
 
 import json
+import math
 import queue
 import socket
 import time
@@ -15,7 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from mqttlab import __version__, engine
+from mqttlab import engine
+from mqttlab._version import VERSION
 from mqttlab.distributed import clock as clocks
 from mqttlab.distributed import worker_side
 from mqttlab.routing import Receivers, owed_receivers
@@ -116,10 +118,10 @@ def survey(client: Any) -> list[WorkerInfo]:
         name = f"worker {address} on {info['host']}"
         if info["engine_problem"]:
             problems.append(f"{name}: the compiled engine does not load: {info['engine_problem']}")
-        if info["mqttlab_version"] != __version__ or info["engine_version"] != here_engine:
+        if info["mqttlab_version"] != VERSION or info["engine_version"] != here_engine:
             versions.append(
                 f"{name} has mqttlab {info['mqttlab_version']} (engine {info['engine_version']}), "
-                f"this client mqttlab {__version__} (engine {here_engine})"
+                f"this client mqttlab {VERSION} (engine {here_engine})"
             )
     if versions:
         raise VersionMismatch("mqttlab versions differ; install the same version everywhere: " + "; ".join(versions))
@@ -188,7 +190,9 @@ def run_plan(
                 workers=[shard.worker.address], allow_other_workers=False, pure=False,
                 key=f"mqttlab-shard-{run_id}-{shard.index}",
             )  # fmt: skip
-        deadline = start_at / 1e9 + planned_length_s(plan) + RETURN_ALLOWANCE_S
+        load_s = engine.planned_load_s(plan)
+        # A load that lasts as long as the broker takes (closed loop with a count) has no planned end.
+        deadline = start_at / 1e9 + (math.inf if load_s is None else load_s + plan["load"]["grace_ms"] / 1000) + RETURN_ALLOWANCE_S
         outcomes = _watch(client, shards, futures, arrivals, progress, deadline, stop)
     finally:
         client.unsubscribe_topic(topic)
@@ -197,22 +201,12 @@ def run_plan(
     if not done:
         unreachable = [o for o in outcomes if o.state == "unreachable"]
         if unreachable:
-            url = broker_url or engine._plan_url(plan)
-            raise engine.BrokerUnreachable(url, engine._reason(unreachable[0].reason or "", url))
+            raise engine.unreachable(plan, unreachable[0].reason or "", broker_url)
         raise NoShardReturned("no shard came back: " + "; ".join(f"shard {o.shard.index}: {o.reason}" for o in outcomes))
     merged = merge_shards(plan, outcomes, clock_basis(shards, receivers), receivers)
     return DistributedOutcome(
         plan=plan, result=merged.result, summary=merged.summary, scheduler=scheduler, workers=workers, shards=outcomes
     )
-
-
-def planned_length_s(plan: Plan) -> float:
-    load = plan["load"]
-    length = load["duration_ms"] / 1000
-    messages, rate = plan["publishers"].get("messages"), float(plan["publishers"]["rate"])
-    if messages is not None and rate > 0:
-        length = max(length, messages / rate)
-    return length + load["grace_ms"] / 1000
 
 
 def _watch(

@@ -16,21 +16,21 @@ from mqttlab import source_ports
 
 def describe() -> dict[str, Any]:
     """Who this worker is and what it runs; an engine that cannot load is reported, not raised."""
-    from mqttlab import __version__
+    from mqttlab._version import VERSION
+
+    from mqttlab import engine
 
     engine_version: Optional[str] = None
     engine_problem: Optional[str] = None
     try:
-        from mqttlab import _engine
-
-        engine_version = str(_engine.__version__)
-    except ImportError as error:
+        engine_version = str(engine.load_engine().__version__)
+    except engine.EngineUnavailable as error:
         engine_problem = str(error)
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "cores": os.cpu_count() or 1,
-        "mqttlab_version": __version__,
+        "mqttlab_version": VERSION,
         "engine_version": engine_version,
         "engine_problem": engine_problem,
         "ephemeral_ports": source_ports.ephemeral_port_count(),
@@ -61,7 +61,7 @@ def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pi
 
     from distributed import Event, get_worker
 
-    from mqttlab import _engine
+    from mqttlab import engine
 
     worker = get_worker()
     stop = Event(stop_event)
@@ -78,7 +78,7 @@ def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pi
             raise KeyboardInterrupt  # the engine takes it as Ctrl-C: stop sending, drain, return
 
     try:
-        raw = _engine.run_shard(plan_json, forward)
+        raw = engine.run_shard_raw(plan_json, forward)
     except ConnectionError as error:
         return {**where, "unreachable": str(error)}
     return {**where, "raw": raw}

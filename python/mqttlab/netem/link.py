@@ -10,4 +10,4 @@ import sys
 from mqttlab.component import serve_component
 
 if __name__ == "__main__":
-    sys.exit(serve_component(sys.argv[1:], module="mqttlab.netem.link", what="emulated link", serve="serve_link"))
+    sys.exit(serve_component(sys.argv[1:], module="mqttlab.netem.link", what="emulated link", serve="link"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from mqttlab.engine import client_topic, effective_qos
+
 ETHERNET_HEADER = 14
 ACK_PACKET = 4  # fixed header + remaining length 2 + packet id: PUBACK, PUBREC, PUBREL, PUBCOMP
 
@@ -42,11 +44,7 @@ def exchange_table(topic_len: int, payload: int, qos: int, v5: bool = False) -> 
 def _topic_length(plan: Mapping[str, Any]) -> float:
     pubs = plan["publishers"]
     count = max(1, int(pubs["count"]))
-    total = 0
-    for i in range(count):
-        client_id = pubs["client_id"].replace("%i", str(i))
-        total += len(pubs["topic"].replace("%i", str(i)).replace("%c", client_id).encode())
-    return total / count
+    return sum(len(client_topic(pubs["topic"], i, pubs["client_id"]).encode()) for i in range(count)) / count
 
 
 def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[Mapping[str, Any]]) -> dict[str, Any]:
@@ -55,7 +53,7 @@ def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[
     counters = result.get("counters") or {}
     sent = int(counters.get("sent") or 0)
     pubs = plan["publishers"]
-    qos = min(int(pubs["qos"]), int(plan["subscribers"]["qos"]))
+    qos = effective_qos(plan)
     payload = pubs["payload"]
     size = int(payload.get("size") or payload.get("mean") or payload.get("min") or 0)
     v5 = int(plan["mqtt"]["version"]) == 5

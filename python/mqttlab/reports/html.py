@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from mqttlab import __version__
+from mqttlab._version import VERSION
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 from mqttlab.reports.figures import all_figures, seeds_apply
@@ -144,7 +144,7 @@ def _intro(comparison: Comparison) -> str:
     limited = sum(g.generator_limited_runs for s in comparison.scenarios for g in s.groups.values())
     lines = [
         f"{comparison.run_count} runs of {len(comparison.scenarios)} scenarios on {len(comparison.brokers)} brokers "
-        f"({html.escape(', '.join(versions) or ', '.join(comparison.brokers))}); made by mqttlab {__version__} on {now}.",
+        f"({html.escape(', '.join(versions) or ', '.join(comparison.brokers))}); made by mqttlab {VERSION} on {now}.",
         f"Means over repetitions with {comparison.confidence:.0%} Student t confidence intervals; differences from the "
         f"baseline <b>{html.escape(comparison.baseline)}</b> with Welch intervals (unequal variances). With a single "
         "repetition no interval exists and none is shown. Best-of-N is the best repetition, as seed003 reported.",

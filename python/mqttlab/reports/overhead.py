@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.configuration import scenario_value
+from mqttlab.engine import client_topic, expand_template
 from mqttlab.netem.overhead import publish_bytes, varint_len
 
 Table = list[dict[str, Any]]
@@ -51,7 +52,7 @@ def connection_table(comparison: Comparison) -> Table:
         for group in scenario.groups.values():
             data = group.runs[0].results.scenario
             version = int(scenario_value(data, "mqtt.version", 3) or 3)
-            client_id = str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")).replace("%i", "0")
+            client_id = expand_template(str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")), 0)
             keepalive = scenario_value(data, "mqtt.keepalive")
             username, password = scenario_value(data, "mqtt.username"), scenario_value(data, "mqtt.password")
             expiry = 1 if str(scenario_value(data, "mqtt.session_expiry", "0s")) not in ("0s", "0", "0.0") else 0
@@ -86,7 +87,7 @@ def publish_table(comparison: Comparison) -> Table:
             run = group.runs[0]
             data = run.results.scenario
             qos = int(scenario_value(data, "publishers.qos", 0) or 0)
-            topic = str(scenario_value(data, "publishers.topic", "")).replace("%i", "0")
+            topic = client_topic(str(scenario_value(data, "publishers.topic", "")), 0, str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")))
             payload = scenario_value(data, "publishers.payload.size")
             v5 = int(scenario_value(data, "mqtt.version", 3) or 3) == 5
             overhead = publish_bytes(len(topic.encode()), int(payload), qos, v5) - int(payload) if payload is not None else None

@@ -6,7 +6,7 @@ guards. Clients are synchronous: a client waits for the response to each message
 waits for its PUBACK and for the delivery to every client subscribed at that moment. By default
 there is no think time and every enabled message is equally likely (the paper's logging phase).
 
-The clients run in the Rust engine (`mqttlab._engine.smc_explore`), so latencies hold no Python
+The clients run in the Rust engine (`engine.smc_explore`), so latencies hold no Python
 time. Each case is written with `mqttlab.smc.log.write_log` (``case-007.csv`` + sidecar); the
 functional failures go into the sidecar under ``failures``, never into the latencies.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mqttlab import _engine
+from mqttlab import engine
 from mqttlab.smc.broker import BrokerSource
 from mqttlab.smc.hostload import NO_LOAD, HostLoad, HostLoadSampler
 from mqttlab.smc.log import COLUMNS, MESSAGE_TYPES, CaseMeta, write_log
@@ -152,7 +152,7 @@ def run_case(
     config = engine_config(host, port, clients, length, seed, walk, run_id())
     if kill_subscriber is not None:
         config["kill_subscriber"] = kill_subscriber
-    out = json.loads(_engine.smc_explore(json.dumps(config), progress))
+    out = engine.smc_explore(config, progress)
     rows = pd.DataFrame(out["rows"], columns=["client", "k", "sent_ms", *COLUMNS])
     for column in ("MsgSize", "Subs", "Receivers", "Latency_us"):
         rows[column] = pd.array(rows[column], dtype="Int64")  # empty, not NaN, when absent

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mqttlab import _engine
+from mqttlab import engine
 from mqttlab.smc.broker import BrokerSource
 from mqttlab.smc.explore import WalkSettings, engine_config, run_id
 from mqttlab.smc.hostload import NO_LOAD, HostLoad, HostLoadSampler
@@ -156,7 +156,7 @@ def run_profile(
     config["sprt"] = [
         {"threshold_us": t * 1e3, "p0": s.p0, "p1": s.p1, "alpha": s.alpha, "beta": s.beta} for t, s in tests
     ]
-    out = json.loads(_engine.smc_profile_run(json.dumps(config), progress))
+    out = engine.smc_profile_run(config, progress)
     return ProfileRun(
         clients=[c["sequences"] for c in out["clients"]],
         stopped=out["stopped"],
