@@ -285,7 +285,7 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     rows = {(row["figure"]): row for row in _rows(tmp_path / "out" / "paper_vs_ours.csv")}
     assert rows["chernoff-samples"]["status"] == MATCHES and rows["chernoff-samples"]["ours"] == "1060"
     assert rows["sprt-up1-t30-c50-mosquitto"]["status"] == MATCHES  # 44 successes in a row, forced
-    # Its reproduction page: the command on record, the tables as Markdown, no PNGs (no runs).
+    # Its reproduction page: the command on record, the tables as Markdown, no summary PNGs (no runs), the paper beside ours.
     (smc / "invocations.json").write_text(json.dumps([{"command": "mqttlab smc paper --cases 30", "at": "2026-11-23T10:00:00+00:00"}]))
     page = tmp_path / "pages" / "seed000.md"
     result = CliRunner().invoke(app, ["compare", str(smc), "--paper", "seed000", "--page", str(page)], terminal_width=200)
@@ -294,7 +294,10 @@ def test_seed000_tables_from_an_smc_paper_directory(tmp_path):
     assert "mqttlab smc paper --cases 30    # 2026-11-23T10:00:00+00:00\n" in text
     chernoff = [line for line in text.splitlines() if line.startswith("| chernoff-samples |")]
     assert len(chernoff) == 1 and chernoff[0].endswith("| matches | equal (exact) |") and chernoff[0].count("1060") == 2, chernoff
-    assert sorted(f.name for f in (page.parent / "seed000").iterdir()) == ["evidence.tar.xz", "paper_claims.csv", "paper_vs_ours.csv"]
+    files = sorted(f.name for f in (page.parent / "seed000").iterdir())
+    beside = [name for name in files if name.startswith("beside-")]  # the paper drawn beside ours, per claim measured
+    assert [name for name in files if name not in beside] == ["evidence.tar.xz", "paper_claims.csv", "paper_vs_ours.csv"]
+    assert "beside-sprt-cheaper-than-mc.png" in beside and all(f"(seed000/{name})" in text for name in beside)
     # Made again from its evidence (the smc directory's tables, paper.json, coefficients, commands): the same page.
     shutil.rmtree(smc)
     result = CliRunner().invoke(app, ["compare", str(page.parent / "seed000" / "evidence.tar.xz"), "--paper", "seed000", "--page", str(page)],
