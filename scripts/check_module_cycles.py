@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fails when a module imports, directly or through others, a module that imports it: the
-dependencies must point one way, along the data flow (README, Layout). Three graphs are checked:
-the engine crate's modules (`crate::<module>` in crates/mqttlab-engine/src), every file of the
+dependencies must point one way, along the data flow (README, Layout). These graphs are checked:
+the engine crate's modules (`crate::<module>` in crates/mqttlab-engine/src), the files inside each
+of its module folders (smc/, pacing/: `super::<file>`, a name of mod.rs through `super::`), every file of the
 Python package (every `import` in python/mqttlab, those inside functions too: an import made late
 to dodge a circle is still a circle; the package root counts as a module, so `from mqttlab import
 __version__` inside the package is an edge to the root, which imports the session), and the Python
@@ -26,6 +27,30 @@ def rust_dependencies(src: Path) -> dict[str, list[str]]:
     for d in (p for p in src.iterdir() if p.is_dir()):
         texts[d.name] = "".join(f.read_text() for f in d.rglob("*.rs"))
     return {m: sorted({d for d in re.findall(r"crate::(\w+)", t) if d in texts and d != m}) for m, t in texts.items()}
+
+
+def rust_folder_dependencies(folder: Path) -> dict[str, list[str]]:
+    """File of a module folder -> the files of the same folder it names: `super::<file>` (or a
+    name mod.rs defines, `super::<name>`, which is `mod`), `crate::<folder>::<file>`, and in
+    mod.rs `<file>::`. mod.rs is the node `mod`; its `mod <file>;` lines declare, they do not
+    depend, as lib.rs's do not. A file's test module (at its end) is left out: its `super` is the
+    file itself."""
+    texts = {p.stem: p.read_text().split("#[cfg(test)]\nmod tests")[0] for p in folder.glob("*.rs")}
+    graph: dict[str, list[str]] = {}
+    for name, text in texts.items():
+        text = re.sub(r"^\s*(pub(\([\w:]+\))?\s+)?mod\s+\w+\s*;", "", text, flags=re.M)
+        named = re.findall(r"super::(\w+)", text) + re.findall(rf"crate::{folder.name}::(\w+)", text)
+        named += [item.strip().split("::")[0] for group in re.findall(r"super::\{([^}]*)\}", text) for item in group.split(",")]
+        if name == "mod":
+            named += re.findall(r"(?<![\w:])(\w+)::", text)
+        found = {n if n in texts else "mod" for n in named if n} if name != "mod" else {n for n in named if n in texts}
+        graph[name] = sorted(found - {name})
+    return graph
+
+
+def rust_folders(src: Path) -> list[Path]:
+    """Every module folder of the crate (those inside others too)."""
+    return sorted(p for p in src.rglob("*") if p.is_dir())
 
 
 def python_dependencies(package: Path) -> dict[str, list[str]]:
@@ -107,6 +132,7 @@ def main() -> int:
     failed = False
     for label, graph in (
         ("crates/mqttlab-engine/src", rust_dependencies(ROOT / "crates/mqttlab-engine/src")),
+        *((str(f.relative_to(ROOT)), rust_folder_dependencies(f)) for f in rust_folders(ROOT / "crates/mqttlab-engine/src")),
         ("python/mqttlab", python),
         ("python packages " + " < ".join(LAYERED), package_dependencies(python, LAYERED)),
     ):

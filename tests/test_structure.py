@@ -35,6 +35,25 @@ def test_a_module_importing_back_is_a_cycle(tmp_path):
     assert checker.cycles(checker.rust_dependencies(tmp_path)) == [["client", "context", "plan"]]
 
 
+def test_the_files_inside_each_engine_module_folder_have_no_import_cycle():
+    checker = _checker()
+    folders = checker.rust_folders(ROOT / "crates" / "mqttlab-engine" / "src")
+    assert {f.name for f in folders} >= {"smc", "pacing"}
+    for folder in folders:
+        assert checker.cycles(checker.rust_folder_dependencies(folder)) == [], folder.name
+
+
+def test_a_file_of_a_module_folder_importing_back_is_a_cycle_but_its_tests_are_not(tmp_path):
+    (tmp_path / "mod.rs").write_text("pub mod config;\npub mod explore;\npub use config::Config;\npub fn start() { explore::run(); }\n")
+    (tmp_path / "config.rs").write_text("pub struct Config;\n")
+    (tmp_path / "explore.rs").write_text("use super::config::Config;\nuse super::profile::after;\n")
+    (tmp_path / "profile.rs").write_text("use super::{explore::Row, config::Config};\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n")
+    checker = _checker()
+    graph = checker.rust_folder_dependencies(tmp_path)
+    assert graph == {"mod": ["config", "explore"], "config": [], "explore": ["config", "profile"], "profile": ["config", "explore"]}
+    assert checker.cycles(graph) == [["explore", "profile"]]
+
+
 def test_the_python_package_has_no_import_cycle():
     checker = _checker()
     graph = checker.python_dependencies(ROOT / "python" / "mqttlab")

@@ -12,7 +12,7 @@
 //! a delivery owed and not seen within the timeout is `missing_delivery`, one not owed (or seen
 //! twice) is `extra_delivery`, a wrong or refused acknowledgement is `wrong_ack`, no answer is
 //! `timeout`, a lost connection is `error`. Failures are listed apart from the latencies.
-use super::{profile, Config, MESSAGE_TYPES, PAYLOAD_ID_LEN};
+use super::config::{Config, MESSAGE_TYPES, PAYLOAD_ID_LEN};
 use crate::clock::now_ns;
 use crate::conn::{packet_name, Conn, IoEvent, Target};
 use bytes::Bytes;
@@ -98,7 +98,6 @@ pub struct World {
     pub rows: Vec<Row>,
     pub failures: Vec<Failure>,
     finished: usize,
-    pub profile: profile::Sequences,
 }
 
 impl World {
@@ -488,22 +487,26 @@ impl Client {
                             w.total_subs += 1;
                         }
                     }
-                    Err((outcome, detail)) => {
-                        self.close_row(row, None);
-                        if outcome == "error" {
-                            self.lose_connection(Some(row), &detail);
-                        } else {
-                            self.world.borrow_mut().fail(self.id, Some(row), outcome, format!("client {}: {detail}", self.id));
-                            if outcome == "timeout" {
-                                // A connection that stopped answering is given up, and its subscriptions with it.
-                                self.drop_connection();
-                            }
-                        }
-                    }
+                    Err((outcome, detail)) => self.failed(row, outcome, &detail),
                 }
                 row
             }
             Msg::Publish => self.publish(k, &cfg).await,
+        }
+    }
+
+    /// Closes `row` as failed with `outcome`: a lost connection (`error`) is handled as such, any
+    /// other failure is logged; a connection that stopped answering (`timeout`) is given up, and
+    /// its subscriptions with it.
+    fn failed(&mut self, row: usize, outcome: &'static str, detail: &str) {
+        self.close_row(row, None);
+        if outcome == "error" {
+            self.lose_connection(Some(row), detail);
+            return;
+        }
+        self.world.borrow_mut().fail(self.id, Some(row), outcome, format!("client {}: {detail}", self.id));
+        if outcome == "timeout" {
+            self.drop_connection();
         }
     }
 
@@ -573,17 +576,7 @@ impl Client {
         };
         match failure {
             None => self.close_row(row, Some(puback_ns.unwrap().max(last_delivery))),
-            Some((outcome, detail)) => {
-                self.close_row(row, None);
-                if outcome == "error" {
-                    self.lose_connection(Some(row), &detail);
-                } else {
-                    self.world.borrow_mut().fail(self.id, Some(row), outcome, format!("client {}: {detail}", self.id));
-                    if outcome == "timeout" {
-                        self.drop_connection();
-                    }
-                }
-            }
+            Some((outcome, detail)) => self.failed(row, outcome, &detail),
         }
         row
     }
@@ -603,7 +596,12 @@ fn mask(topics: usize) -> u64 {
     }
 }
 
-async fn walk(mut c: Client, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) {
+/// What a run does with each finished message of a client (the rows so far, the client, the
+/// message's row): true when the client should go back to the initial (disconnected) state.
+/// Profile runs group the messages into sequences this way (`profile`); explore runs do nothing.
+pub type AfterMessage = Rc<dyn Fn(&[Row], usize, usize, &AtomicBool) -> bool>;
+
+async fn walk(mut c: Client, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>, after: AfterMessage) {
     let cfg = c.cfg();
     for k in 0..cfg.messages {
         if stop.load(Ordering::Relaxed) {
@@ -617,7 +615,7 @@ async fn walk(mut c: Client, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) {
             c.kill();
             break;
         }
-        let teardown = profile::after_message(&mut c.world.borrow_mut(), c.id, row, &stop);
+        let teardown = after(&c.world.borrow().rows, c.id, row, &stop);
         if teardown && c.conn.is_some() {
             // Back to the model's initial state; this DISCONNECT is not part of any sample.
             // Its row stays in the world (failures may point at it) but belongs to no sequence.
@@ -640,11 +638,17 @@ async fn walk(mut c: Client, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) {
 /// What a finished run hands to `output`.
 pub struct Outcome {
     pub world: World,
-    pub interrupted: bool,
+    /// The stop flag was set: by the user, or (profile runs) because every test had decided.
+    pub stopped: bool,
     pub elapsed_s: f64,
 }
 
-pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) -> Result<Outcome, String> {
+/// An explore run: every message timed and checked, one log row each.
+pub async fn explore(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) -> Result<Value, String> {
+    Ok(output(&run(cfg, stop, progress, Rc::new(|_, _, _, _| false)).await?))
+}
+
+pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>, after: AfterMessage) -> Result<Outcome, String> {
     let url = format!("mqtt://{}:{}", cfg.host, cfg.port);
     let addrs: Vec<_> =
         tokio::net::lookup_host((cfg.host.as_str(), cfg.port)).await.map_err(|e| format!("cannot connect to {url}: unknown host ({e})"))?.collect();
@@ -662,7 +666,6 @@ pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU6
         rows: Vec::new(),
         failures: Vec::new(),
         finished: 0,
-        profile: profile::Sequences::new(&cfg),
     }));
     let mut tasks = Vec::new();
     for id in 0..cfg.clients {
@@ -679,15 +682,14 @@ pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU6
             read_ns: 0,
             killed: false,
         };
-        tasks.push(tokio::task::spawn_local(walk(client, stop.clone(), progress.clone())));
+        tasks.push(tokio::task::spawn_local(walk(client, stop.clone(), progress.clone(), after.clone())));
     }
     for t in tasks {
         t.await.map_err(|e| format!("an smc client failed: {e}"))?;
     }
     let elapsed_s = (now_ns() - start_ns) as f64 / 1e9;
     let world = Rc::try_unwrap(world).map_err(|_| "clients still hold the world".to_string())?.into_inner();
-    let interrupted = stop.load(Ordering::Relaxed) && !world.profile.all_decided;
-    Ok(Outcome { world, interrupted, elapsed_s })
+    Ok(Outcome { world, stopped: stop.load(Ordering::Relaxed), elapsed_s })
 }
 
 pub fn row_json(r: &Row, start_ns: u64) -> Value {
@@ -723,7 +725,7 @@ pub fn failures_json(w: &World) -> Value {
 pub fn output(o: &Outcome) -> Value {
     let w = &o.world;
     json!({
-        "status": if o.interrupted { "interrupted" } else { "done" },
+        "status": if o.stopped { "interrupted" } else { "done" },
         "elapsed_s": o.elapsed_s,
         "rows": w.rows.iter().map(|r| row_json(r, w.start_ns)).collect::<Vec<_>>(),
         "failures": failures_json(w),

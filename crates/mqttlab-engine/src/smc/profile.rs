@@ -7,10 +7,13 @@
 //!
 //! Clients that have decided keep running until every client has decided: the load the others
 //! see must stay that of N clients.
-use super::explore::{failures_json, Outcome, World, OK};
-use super::{Config, SprtSpec};
+use super::config::{Config, SprtSpec};
+use super::explore::{failures_json, run, Outcome, Row, OK};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// One online Wald test.
 #[derive(Clone)]
@@ -74,36 +77,44 @@ impl Sequences {
             all_decided: false,
         }
     }
+
+    /// Files a finished message into its client's sequence; returns true when a sequence just
+    /// ended and the client should go back to the initial (disconnected) state.
+    fn after_message(&mut self, rows: &[Row], client: usize, row: usize, stop: &AtomicBool) -> bool {
+        let Some(length) = self.length else { return false };
+        self.current[client].push(row);
+        if self.current[client].len() < length {
+            return false;
+        }
+        let sequence = std::mem::take(&mut self.current[client]);
+        let ok = sequence.iter().all(|r| rows[*r].outcome == OK);
+        let worst = sequence.iter().filter_map(|r| rows[*r].latency_us).max().unwrap_or(0) as f64;
+        let end_ns = sequence.iter().map(|r| rows[*r].done_ns).max().unwrap_or(0);
+        for test in &mut self.tests[client] {
+            test.observe(ok && worst < test.threshold_us);
+        }
+        self.finished[client].push(Sequence { rows: sequence, end_ns });
+        if !self.tests[0].is_empty() && self.tests.iter().flatten().all(|t| t.decided) {
+            self.all_decided = true;
+            stop.store(true, Ordering::Relaxed);
+        }
+        self.reset
+    }
 }
 
-/// Files a finished message into its client's sequence; returns true when a sequence just ended
-/// and the client should go back to the initial (disconnected) state.
-pub fn after_message(world: &mut World, client: usize, row: usize, stop: &AtomicBool) -> bool {
-    let Some(length) = world.profile.length else { return false };
-    world.profile.current[client].push(row);
-    if world.profile.current[client].len() < length {
-        return false;
-    }
-    let rows = std::mem::take(&mut world.profile.current[client]);
-    let ok = rows.iter().all(|r| world.rows[*r].outcome == OK);
-    let worst = rows.iter().filter_map(|r| world.rows[*r].latency_us).max().unwrap_or(0) as f64;
-    let end_ns = rows.iter().map(|r| world.rows[*r].done_ns).max().unwrap_or(0);
-    let p = &mut world.profile;
-    for test in &mut p.tests[client] {
-        test.observe(ok && worst < test.threshold_us);
-    }
-    p.finished[client].push(Sequence { rows, end_ns });
-    if !p.tests[0].is_empty() && p.tests.iter().flatten().all(|t| t.decided) {
-        p.all_decided = true;
-        stop.store(true, Ordering::Relaxed);
-    }
-    p.reset
+/// A profile run: the clients' messages in sequences, until every test has decided (or the cap).
+pub async fn profile(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) -> Result<Value, String> {
+    let sequences = Rc::new(RefCell::new(Sequences::new(&cfg)));
+    let filing = sequences.clone();
+    let outcome = run(cfg, stop, progress, Rc::new(move |rows, client, row, stop| filing.borrow_mut().after_message(rows, client, row, stop))).await?;
+    let sequences = sequences.borrow();
+    Ok(output(&outcome, &sequences))
 }
 
-pub fn output(o: &Outcome) -> Value {
+fn output(o: &Outcome, sequences: &Sequences) -> Value {
     let w = &o.world;
-    let clients: Vec<Value> = w
-        .profile
+    let interrupted = o.stopped && !sequences.all_decided;
+    let clients: Vec<Value> = sequences
         .finished
         .iter()
         .map(|seqs| {
@@ -123,15 +134,15 @@ pub fn output(o: &Outcome) -> Value {
             json!({ "sequences": seqs })
         })
         .collect();
-    let stopped = if w.profile.all_decided {
+    let stopped = if sequences.all_decided {
         "decided"
-    } else if o.interrupted {
+    } else if interrupted {
         "interrupted"
     } else {
         "cap"
     };
     json!({
-        "status": if o.interrupted { "interrupted" } else { "done" },
+        "status": if interrupted { "interrupted" } else { "done" },
         "stopped": stopped,
         "elapsed_s": o.elapsed_s,
         "messages": w.rows.len(),
