@@ -115,6 +115,8 @@ def test_a_generator_limit_stops_the_search_after_its_retries():
     outcome = Search(Settings(start=1000, max_rate=1e6, repeats=2, generator_retries=1), probe).run()
     assert (outcome.status, outcome.lower, outcome.limited_at) == ("generator_limited", 2000, 4000)
     assert [c.rate for c in calls].count(4000) == 2  # the first probe and its one retry
+    # "Above 2,000" is claimed as a capacity would be: 2,000 met the objectives in all its repeats.
+    assert outcome.records[2000].passes == 2
 
 
 def test_clopper_pearson_of_all_passes():

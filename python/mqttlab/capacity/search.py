@@ -149,9 +149,21 @@ class Search:
         upper: Optional[float] = None
         try:
             lower, upper = self._bracket()
-            if lower is None or upper is None:
-                status = "above_max" if upper is None else "below_min"
-                return self._outcome(status, lower, upper)
+            if lower is None:
+                return self._outcome("below_min", None, upper)
+            if upper is None:
+                # Every rate up to max_rate met the objectives once; the top is only "sustained"
+                # once its repeats met them too, else it is the upper end of a bracket after all.
+                if self._sustained(lower, self.settings.repeats):
+                    return self._outcome("above_max", lower, None)
+                upper = lower
+                below = [rate for rate, record in self.records.items() if rate < upper and record.fails == 0 and record.passes > 0]
+                if not below:
+                    lower, upper = self._descend(upper)
+                    if lower is None or upper is None:
+                        return self._outcome("below_min", None, upper)
+                else:
+                    lower = max(below)
             low, high = lower, upper
             while True:
                 low, high = self._narrow(low, high)
@@ -168,12 +180,25 @@ class Search:
                     return self._outcome("below_min", None, high)
                 low, high = lower, upper
         except GeneratorLimit as limit:
-            shown = [rate for rate, record in self.records.items() if rate < limit.rate and record.fails == 0 and record.passes > 0]
-            outcome = self._outcome("generator_limited", max(shown) if shown else None, None)
+            outcome = self._outcome("generator_limited", self._floor(limit.rate), None)
             outcome.limited_at = limit.rate
             return outcome
         except ProbeBudget:
             return self._outcome("probe_budget", lower, upper)
+
+    def _floor(self, limited_at: float) -> Optional[float]:
+        """Below a rate the generator limited: the highest rate sustained with its full repeats
+        (probed now if it met the objectives only once on the ladder), so that "capacity above X"
+        means as much as a capacity does. None when no rate below holds."""
+        passed = sorted((rate for rate, record in self.records.items() if rate < limited_at and record.fails == 0 and record.passes > 0),
+                        reverse=True)
+        for rate in passed:
+            try:
+                if self._sustained(rate, self.settings.repeats):
+                    return rate
+            except (GeneratorLimit, ProbeBudget):
+                continue
+        return None
 
     def _outcome(self, status: str, lower: Optional[float], upper: Optional[float]) -> Outcome:
         return Outcome(status, lower, upper, self.records, self.probes, settings=self.settings)
