@@ -80,3 +80,22 @@ def test_capture_of_an_mqtt_sn_run_is_refused_before_any_load(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2 and "--capture: MQTT over TCP only" in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_python_api_captures_what_the_scenario_asks_for_as_the_cli_does(tmp_path):
+    # mqttlab.run() honours options.capture: the session decides capture from the scenario, not
+    # the command line.
+    skip_unless_capture_on_lo()
+    import mqttlab
+
+    scenario = tmp_path / "captured.yaml"
+    scenario.write_text("name: captured\nbroker: mosquitto\npublishers: {count: 1, topic: c/%i, qos: 1, rate: 100}\n"
+                        "subscribers: {count: 1, filters: [c/%i]}\nload: {duration: 1s, warmup: 0s}\noptions: {capture: true}\n")
+    result = mqttlab.run(scenario, out=tmp_path / "run")
+    capture = result.summary["capture"]
+    assert "error" not in capture, capture
+    sent = result.summary["messages"]["sent"]
+    rows = {(r["direction"], r["type"]): r for r in capture["by_type"]}
+    assert sent > 0 and rows[("up", "PUBLISH")]["packets"] == sent
+    assert (result.directory / "capture" / "capture.pcapng").stat().st_size > 0
+    assert (result.directory / "capture" / "bundling.csv").is_file()

@@ -16,6 +16,15 @@ class Exit(IntEnum):
     INTERRUPTED = 130  # Ctrl-C; partial results written
 
 
+class RunFailed(Exception):
+    """A run that could not be made, or whose results could not be kept: a one-line reason and
+    the exit code it means."""
+
+    def __init__(self, message: str, code: Exit) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def exit_code_for(summary: dict[str, Any]) -> Exit:
     status = summary.get("status")
     if status == "interrupted":

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from mqttlab.engine import effective_qos
+
 
 @dataclass
 class AppliedFault:
@@ -88,9 +90,9 @@ class FaultDriver:
             if fault.kind == "broker-stall":
                 self._stall(fault)
             elif fault.kind == "link-down":
-                self._cut(fault)
+                self._hold_link(fault, "cut", lambda down: self.network.cut(down), True, False)
             elif fault.kind == "link-degrade":
-                self._degrade(fault)
+                self._hold_link(fault, "change", lambda conditions: self.network.degrade(conditions), fault.conditions, None)
             elif fault.kind == "clients-disconnect":
                 self._tear_down(fault)
             else:
@@ -113,34 +115,18 @@ class FaultDriver:
         except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
             fault.problem = f"cannot tear the connections down: {error}"
 
-    def _degrade(self, fault: AppliedFault) -> None:
-        """Runs the emulated link under the fault's conditions for its duration, then under its
-        own again (also when the run ends first)."""
+    def _hold_link(self, fault: AppliedFault, what: str, set_link: Callable[[Any], None], changed: Any, normal: Any) -> None:
+        """Holds the emulated link `changed` (cut, or under the fault's conditions) for the fault's
+        duration, then sets it back to `normal`, also when the run ends first."""
         try:
-            self.network.degrade(fault.conditions)
+            set_link(changed)
             fault.started_mono_ns = time.monotonic_ns()
             self._stop.wait(fault.duration_s)
         except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
-            fault.problem = f"cannot change the link: {error}"
+            fault.problem = f"cannot {what} the link: {error}"
         finally:
             try:
-                self.network.degrade(None)
-            finally:
-                if fault.started_mono_ns is not None:
-                    fault.ended_mono_ns = time.monotonic_ns()
-
-    def _cut(self, fault: AppliedFault) -> None:
-        """Cuts the emulated link for the fault's duration; it is mended also when the run ends
-        first."""
-        try:
-            self.network.cut(True)
-            fault.started_mono_ns = time.monotonic_ns()
-            self._stop.wait(fault.duration_s)
-        except Exception as error:  # noqa: BLE001 — told in the summary; the run goes on
-            fault.problem = f"cannot cut the link: {error}"
-        finally:
-            try:
-                self.network.cut(False)
+                set_link(normal)
             finally:
                 if fault.started_mono_ns is not None:
                     fault.ended_mono_ns = time.monotonic_ns()
@@ -288,7 +274,7 @@ def _session_verdict(plan: Mapping[str, Any], counters: Mapping[str, Any], lost:
     session the broker kept is the broker's fault; from a session it dropped, it is expected."""
     reconnects, resumed = int(counters.get("reconnects") or 0), int(counters.get("sessions_resumed") or 0)
     sessions = None if not reconnects else "kept" if resumed == reconnects else "lost" if resumed == 0 else "some kept"
-    qos = min(int(plan["publishers"]["qos"]), int(plan["subscribers"]["qos"]))
+    qos = effective_qos(plan)
     if qos == 0:
         verdict = "nothing promised: QoS 0"
     elif plan["mqtt"]["clean_start"]:

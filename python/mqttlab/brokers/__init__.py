@@ -9,6 +9,7 @@ that join by URL.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -33,82 +34,31 @@ class UnknownBroker(KeyError):
         return str(self.args[0]) if self.args else "unknown broker"
 
 
-def _mosquitto() -> Launcher:
-    from mqttlab.brokers.mosquitto import MosquittoLauncher
-
-    return MosquittoLauncher()
-
-
-def _rumqttd() -> Launcher:
-    from mqttlab.brokers.rumqttd import RumqttdLauncher
-
-    return RumqttdLauncher()
-
-
-def _rmqtt() -> Launcher:
-    from mqttlab.brokers.rmqtt import RmqttLauncher
-
-    return RmqttLauncher()
-
-
-def _aedes() -> Launcher:
-    from mqttlab.brokers.aedes import AedesLauncher
-
-    return AedesLauncher()
+#: the launchers, each (module under mqttlab.brokers, class), imported when first asked for: a
+#: command that lists or runs one broker does not import the other twelve
+_LAUNCHER_CLASSES = {
+    "rumqttd": ("rumqttd", "RumqttdLauncher"),
+    "mosquitto": ("mosquitto", "MosquittoLauncher"),
+    "rmqtt": ("rmqtt", "RmqttLauncher"),
+    "aedes": ("aedes", "AedesLauncher"),
+    "amqtt": ("amqtt", "AmqttLauncher"),
+    "moquette": ("moquette", "MoquetteLauncher"),
+    "hivemq": ("hivemq", "HivemqLauncher"),
+    "activemq": ("activemq", "ActivemqLauncher"),
+    "rabbitmq": ("rabbitmq", "RabbitmqLauncher"),
+    "ejabberd": ("ejabberd", "EjabberdLauncher"),
+    "mochi": ("mochi", "MochiLauncher"),
+    "nanomq": ("nanomq", "NanomqLauncher"),
+    "rsmb": ("rsmb", "RsmbLauncher"),
+}
 
 
-def _amqtt() -> Launcher:
-    from mqttlab.brokers.amqtt import AmqttLauncher
+def _installed(module: str, cls: str) -> Callable[[], Launcher]:
+    def make() -> Launcher:
+        launcher: Callable[[], Launcher] = getattr(importlib.import_module(f"mqttlab.brokers.{module}"), cls)
+        return launcher()
 
-    return AmqttLauncher()
-
-
-def _moquette() -> Launcher:
-    from mqttlab.brokers.moquette import MoquetteLauncher
-
-    return MoquetteLauncher()
-
-
-def _hivemq() -> Launcher:
-    from mqttlab.brokers.hivemq import HivemqLauncher
-
-    return HivemqLauncher()
-
-
-def _activemq() -> Launcher:
-    from mqttlab.brokers.activemq import ActivemqLauncher
-
-    return ActivemqLauncher()
-
-
-def _rabbitmq() -> Launcher:
-    from mqttlab.brokers.rabbitmq import RabbitmqLauncher
-
-    return RabbitmqLauncher()
-
-
-def _ejabberd() -> Launcher:
-    from mqttlab.brokers.ejabberd import EjabberdLauncher
-
-    return EjabberdLauncher()
-
-
-def _mochi() -> Launcher:
-    from mqttlab.brokers.mochi import MochiLauncher
-
-    return MochiLauncher()
-
-
-def _nanomq() -> Launcher:
-    from mqttlab.brokers.nanomq import NanomqLauncher
-
-    return NanomqLauncher()
-
-
-def _rsmb() -> Launcher:
-    from mqttlab.brokers.rsmb import RsmbLauncher
-
-    return RsmbLauncher()
+    return make
 
 
 def _unavailable(name: str) -> Callable[[], Launcher]:
@@ -135,28 +85,10 @@ MISSING_REASONS = {
 IMAGE_ROUTES = {"emqx": "emqx/emqx:5.8", "vernemq": "vernemq/vernemq"}
 
 
-def _external() -> Launcher:
-    from mqttlab.brokers.external import ExternalLauncher
-
-    return ExternalLauncher()
-
-
 _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
-    "rumqttd": _rumqttd,
-    "mosquitto": _mosquitto,
-    "rmqtt": _rmqtt,
-    "aedes": _aedes,
-    "amqtt": _amqtt,
-    "moquette": _moquette,
-    "hivemq": _hivemq,
-    "activemq": _activemq,
-    "rabbitmq": _rabbitmq,
-    "ejabberd": _ejabberd,
-    "mochi": _mochi,
-    "nanomq": _nanomq,
-    "rsmb": _rsmb,
+    **{name: _installed(module, cls) for name, (module, cls) in _LAUNCHER_CLASSES.items()},
     **{name: _unavailable(name) for name in MISSING_REASONS},
-    "external": _external,
+    "external": _installed("external", "ExternalLauncher"),
 }
 _URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://", "ws://", "wss://")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
@@ -22,10 +23,24 @@ from mqttlab.exits import Exit
 if TYPE_CHECKING:
     from mqttlab.analysis import Comparison
 
-BAD_INPUT = Exit.BAD_INPUT
 SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
                 "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss": "RSS MB",
                 "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
+
+
+def _refuse(message: str) -> typer.Exit:
+    """A problem with what was given: said on one line, exit 2."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(Exit.BAD_INPUT)
+
+
+@contextlib.contextmanager
+def _refused_on(*errors: type[Exception]) -> Iterator[None]:
+    """Any of `errors` raised inside is a problem with what was given (`_refuse`)."""
+    try:
+        yield
+    except errors as error:
+        raise _refuse(str(error)) from None
 
 
 def compare_command(
@@ -51,11 +66,8 @@ def compare_command(
     from mqttlab.reproductions.evidence import EvidenceError, is_evidence, opened
 
     with contextlib.ExitStack() as stack:
-        try:
+        with _refused_on(EvidenceError):
             paths = [unpacked for path in paths for unpacked in (stack.enter_context(opened(path)) if is_evidence(path) else [path])]
-        except EvidenceError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(BAD_INPUT) from None
         _compare(paths, baseline, confidence, out, no_png, title, as_json, paper, page)
 
 
@@ -71,15 +83,9 @@ def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out:
     if smc:
         _compare_smc(smc, paths, paper, out, title, as_json, page)
         return
-    try:
+    with _refused_on(ComparisonError, PaperFileError):
         comparison = compare_directories(paths, baseline=baseline, confidence=confidence)
         attach_paper(comparison, paths, paper)
-    except ComparisonError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(BAD_INPUT) from None
-    except PaperFileError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(BAD_INPUT) from None
     if as_json:
         typer.echo(json.dumps(comparison.to_dict(), indent=2))
     else:
@@ -106,8 +112,7 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
     from mqttlab.reproductions.page import write_page
 
     if section is None:
-        typer.echo("error: --page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)", err=True)
-        raise typer.Exit(BAD_INPUT)
+        raise _refuse("--page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)")
     from mqttlab.reproductions.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
     from mqttlab.reports.tables import summary_table, write_csv
 
@@ -172,16 +177,11 @@ def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: 
     from mqttlab.reproductions.paper_file import PaperFileError
 
     if len(smc) != 1 or len(paths) != 1:
-        typer.echo("error: give one `mqttlab smc paper` directory alone (seed 000 has no runs to compare beside it)", err=True)
-        raise typer.Exit(BAD_INPUT)
+        raise _refuse("give one `mqttlab smc paper` directory alone (seed 000 has no runs to compare beside it)")
     if paper not in (None, "seed000"):
-        typer.echo(f"error: --paper: {smc[0]} is a `mqttlab smc paper` directory, which only seed000 describes (got {paper})", err=True)
-        raise typer.Exit(BAD_INPUT)
-    try:
+        raise _refuse(f"--paper: {smc[0]} is a `mqttlab smc paper` directory, which only seed000 describes (got {paper})")
+    with _refused_on(PaperFileError):
         section = paper_section("seed000", smc_directory=smc[0])
-    except PaperFileError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(BAD_INPUT) from None
     if as_json:
         typer.echo(json.dumps(section.to_dict(), indent=2))
     else:

@@ -217,16 +217,6 @@ def run_command(
             raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
         except SchedulerUnreachable as error:
             raise _fail(f"error: {error}", Exit.UNREACHABLE) from None
-    capture_problem = None
-    if capture:
-        problem = session.capture_problem(scenario, dask)
-        if problem:
-            raise _fail(f"error: --capture: {problem}", Exit.BAD_INPUT)
-    elif scenario.options.capture:
-        # Asked for by the scenario (so by every run of a suite): a host or run that cannot be
-        # captured is still measured, and its summary says why it has no bundling table.
-        capture_problem = session.capture_problem(scenario, dask)
-        capture = capture_problem is None
     directory = out if out is not None else results.default_results_dir(scenario.name)
     try:
         session.prepare(directory)
@@ -238,7 +228,7 @@ def run_command(
         with _metrics_server(metrics or scenario.options.metrics, metrics_linger, states):
             code = _run_and_record(
                 scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
-                capture=capture, capture_problem=capture_problem, routing=routing, states=states,
+                capture=True if capture else None, routing=routing, states=states,
             )
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None

@@ -19,6 +19,9 @@ BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "laten
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 # Percentiles to read from a histogram: 0..90 evenly, then ever more nines up to 99.999.
 NINES = [round(100 * (1 - 10 ** (-k / 10)), 6) for k in range(0, 51)]
+#: the ticks of the percentile axis in nines, with their labels
+NINES_TICKS = [0, 1, 2, 3, 4, 5]
+NINES_LABELS = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
 
 
 def seeds_apply(comparison: Comparison) -> bool:
@@ -92,9 +95,8 @@ def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -
         curve = percentile_curve(group)
         if curve is None:
             continue
-        percentiles, values = curve
+        percentiles, nines, values = curve
         every_value += values
-        nines = [-math.log10(1 - p / 100) if p < 100 else 5.0 for p in percentiles]
         common = {"name": broker, "legendgroup": broker, "line": {"color": colors[broker]}}
         figure.add_scatter(x=nines, y=values, customdata=percentiles, row=1, col=1, **common,
                            hovertemplate="p%{customdata}: %{y:.3f} ms<extra>" + broker + "</extra>")
@@ -103,8 +105,7 @@ def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -
         drawn = True
     if not drawn:
         return None
-    ticks = [0, 1, 2, 3, 4, 5]
-    figure.update_xaxes(row=1, col=1, tickvals=ticks, ticktext=["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"], title="percentile")
+    figure.update_xaxes(row=1, col=1, tickvals=NINES_TICKS, ticktext=NINES_LABELS, title="percentile")
     figure.update_yaxes(row=1, col=1, title="ms")
     figure.update_xaxes(row=1, col=2, title="ms", type="log", **log_ticks(every_value))
     figure.update_yaxes(row=1, col=2, title="fraction of messages", range=[0, 1.02])
@@ -114,8 +115,9 @@ def latency_distribution(comparison: Comparison, scenario: ScenarioComparison) -
     return figure
 
 
-def percentile_curve(group: BrokerGroup) -> Optional[tuple[list[float], list[float]]]:
-    """(percentiles, latency in ms) read from the group's pooled histogram."""
+def percentile_curve(group: BrokerGroup) -> Optional[tuple[list[float], list[float], list[float]]]:
+    """(percentiles, the same in nines, latency in ms) read from the group's pooled histogram: the
+    one curve both the interactive and the PNG figure draw."""
     if not group.pooled_histogram:
         return None
     from hdrh.histogram import HdrHistogram
@@ -124,7 +126,13 @@ def percentile_curve(group: BrokerGroup) -> Optional[tuple[list[float], list[flo
     if histogram.get_total_count() == 0:
         return None
     values = [histogram.get_value_at_percentile(p) / 1000.0 for p in NINES]
-    return list(NINES), values
+    return list(NINES), [nines(p) for p in NINES], values
+
+
+def nines(percentile: float) -> float:
+    """A percentile on the axis in nines (p90 = 1, p99 = 2, ...); p100, the maximum, which has
+    no place on it, at the axis' end."""
+    return -math.log10(1 - percentile / 100) if percentile < 100 else float(NINES_TICKS[-1])
 
 
 def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure:

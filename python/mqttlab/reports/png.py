@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from mqttlab.analysis import Comparison  # noqa: E402
 from mqttlab.analysis.runs import METRIC_BY_KEY  # noqa: E402
-from mqttlab.reports.figures import BAR_METRICS, broker_colors, percentile_curve  # noqa: E402
+from mqttlab.reports.figures import BAR_METRICS, NINES_LABELS, NINES_TICKS, broker_colors, percentile_curve  # noqa: E402
 
 
 def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scenario: bool = True) -> list[Path]:
@@ -131,14 +131,13 @@ def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path
         curve = percentile_curve(group)
         if curve is None:
             continue
-        percentiles, values = curve
-        nines = [-math.log10(1 - p / 100) for p in percentiles]
+        _, nines, values = curve
         axes.plot(nines, values, label=broker, color=colors[broker])
         drawn = True
     if not drawn:
         plt.close(figure)
         return None
-    axes.set_xticks([0, 1, 2, 3, 4, 5], ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+    axes.set_xticks(NINES_TICKS, NINES_LABELS)
     axes.set_xlabel("percentile")
     axes.set_ylabel("latency (ms)")
     axes.set_title(f"{scenario.scenario}: latency by percentile (repetitions pooled)", fontsize=10)
