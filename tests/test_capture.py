@@ -99,3 +99,12 @@ def test_the_python_api_captures_what_the_scenario_asks_for_as_the_cli_does(tmp_
     assert sent > 0 and rows[("up", "PUBLISH")]["packets"] == sent
     assert (result.directory / "capture" / "capture.pcapng").stat().st_size > 0
     assert (result.directory / "capture" / "bundling.csv").is_file()
+
+
+def test_capture_over_a_launched_brokers_tls_listener_is_refused_before_any_load(tmp_path):
+    if tshark_path() is None:
+        pytest.skip("tshark is not installed (scripts/install-test-tools.sh)")
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", "--broker", "mosquitto", "--tls", "--capture", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and "--capture: not over TLS" in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -137,7 +137,7 @@ def capture_problem(scenario: Scenario, dask: Optional[str]) -> Optional[str]:
         return "not with --dask (the clients run on other hosts)"
     if scenario.transport.kind != "mqtt":
         return "MQTT over TCP only: an MQTT-SN datagram is one packet, there is nothing to bundle"
-    if (scenario.broker or "").startswith(("mqtts://", "ssl://")):
+    if scenario.launch.tls or (scenario.broker or "").startswith(("mqtts://", "ssl://")):
         return "not over TLS (tshark cannot read the MQTT packets inside)"
     return None
 
