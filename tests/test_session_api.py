@@ -103,3 +103,23 @@ def test_generator_cpus_not_on_this_host_is_refused_before_anything_starts(tmp_p
         mqttlab.run(None, broker="mosquitto", set={**SHORT, "options.generator_cpus": f"0,{absent}"}, out=tmp_path / "run")
     assert failure.value.code == Exit.BAD_INPUT
     assert "options.generator_cpus" in str(failure.value) and f"CPU {absent}" in str(failure.value)
+
+
+def test_a_scenarios_metrics_endpoint_is_served_from_python_as_by_the_cli(tmp_path):
+    # options.metrics is the scenario's: mqttlab.run() serves it during the run, as `mqttlab run` does.
+    import urllib.request
+
+    from mqttlab.brokers.base import free_ports
+
+    (port,) = free_ports(1)
+    scraped: list[str] = []
+
+    def scrape(snapshot: dict) -> None:
+        if not scraped and snapshot["total"]["sent"] > 0:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                scraped.append(response.read().decode())
+
+    result = mqttlab.run(None, broker="mosquitto", set={**SHORT, "options.metrics": f"127.0.0.1:{port}"}, out=tmp_path / "run",
+                         progress=scrape, metrics_linger=0)
+    assert result.status == "completed"
+    assert scraped and 'mqttlab_messages_total{broker="mosquitto"' in scraped[0].replace(", ", ",")

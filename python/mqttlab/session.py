@@ -33,11 +33,14 @@ from mqttlab.summary_types import Summary, add_section, typed
 
 if TYPE_CHECKING:
     from mqttlab.brokers.gateway import RunningGateway
+    from mqttlab.metrics import MetricsServer
     from mqttlab.resources import RunResources
 
-__all__ = ["EMBEDDED_BROKER", "ResultsIncomplete", "RunFailed", "RunResult", "execute", "prepare", "routing_of", "run"]
+__all__ = ["EMBEDDED_BROKER", "ResultsIncomplete", "RunFailed", "RunResult", "execute", "metrics_server", "prepare", "routing_of", "run"]
 
 Progress = Callable[[dict[str, Any]], None]
+#: how long the metrics endpoint stays up after the run with the final figures: one scrape interval
+METRICS_LINGER_S = 15.0
 # Given the run's header line and live state once the broker is up and the plan is known, a
 # context (around the load) whose value receives every progress snapshot: the CLI's live display.
 Display = Callable[[str, RunState], AbstractContextManager[Progress]]
@@ -111,11 +114,13 @@ def run(
     set: Optional[Mapping[str, Any]] = None,  # noqa: A002 — the CLI's --set, by its name
     out: Optional[Union[str, Path]] = None,
     progress: Optional[Progress] = None,
+    metrics_linger: float = METRICS_LINGER_S,
 ) -> RunResult:
     """Runs a scenario (a Scenario, a YAML path, or None for the built-in default) against
     `broker` (a name mqttlab launches, such as "mosquitto", or an mqtt(s):// or ws(s):// URL; default: the
     scenario's, else the embedded rumqttd), with field overrides as `--set` takes them, into `out`
-    (default results/<time>-<name>/). `progress` receives every live snapshot.
+    (default results/<time>-<name>/). `progress` receives every live snapshot. A scenario's
+    `options.metrics` endpoint is served during the run and `metrics_linger` seconds after it.
     Raises ScenarioError for a bad scenario and RunFailed when the run cannot be made."""
     overrides = dict(set or {})
     if broker is not None:
@@ -129,7 +134,21 @@ def run(
     display: Optional[Display] = None
     if progress is not None:
         display = lambda header, state: nullcontext(progress)  # noqa: E731
-    return execute(scenario, directory, display=display)
+    states: list[RunState] = []
+    with metrics_server(scenario.options.metrics, states, metrics_linger) if scenario.options.metrics else nullcontext():
+        return execute(scenario, directory, display=display, states=states)
+
+
+def metrics_server(address: str, states: list[RunState], linger: float = METRICS_LINGER_S) -> MetricsServer:
+    """The live metrics endpoint at `address`, started, serving the runs whose live state is in
+    `states` (a run adds its own once its plan is known); as a context, it stops `linger` seconds
+    after the run, so that a scraper still sees the final figures (docs/metrics.md)."""
+    from mqttlab.metrics import MetricsError, MetricsServer
+
+    try:
+        return MetricsServer(address, lambda: {"runs": [state.to_dict() for state in states]}, linger=linger).start()
+    except MetricsError as error:
+        raise RunFailed(f"error: {error}", Exit.BAD_INPUT) from None
 
 
 def prepare(directory: Path) -> None:

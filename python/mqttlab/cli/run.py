@@ -266,17 +266,15 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
     """The live metrics endpoint (serving `states`), or nothing without an address."""
     if not address:
         return nullcontext()
-    from mqttlab.metrics import MetricsError, MetricsServer
+    from mqttlab import session
     from mqttlab.scenario.units import parse_duration
 
     try:
-        seconds = parse_duration(linger)
-        server = MetricsServer(address, lambda: {"runs": [state.to_dict() for state in states]}, linger=seconds)
-        server.start()
+        server = session.metrics_server(address, states, parse_duration(linger))
     except ValueError as error:
         raise _fail(f"error: --metrics-linger: {error}", Exit.BAD_INPUT) from None
-    except MetricsError as error:
-        raise _fail(f"error: {error}", Exit.BAD_INPUT) from None
+    except session.RunFailed as error:
+        raise _fail(str(error), error.code) from None
     url = f"http://{server.host}:{server.port}/metrics"
     Console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
     return announced_linger(server, url)
