@@ -110,7 +110,8 @@ def _row(family: Family, report: CapacityReport, spec: ProbeSpec, objectives: li
     row: dict[str, Any] = {"scenario": family.name, "family": family.family, "unit": report.unit, "slo": [x.text for x in objectives],
                            "status": o.status, "capacity": o.lower, "interval": [o.lower, o.upper],
                            "limited_by": [item["limit"] for item in report.limits]}
-    if o.lower and family.knob == "publishers.rate":
+    # Only a bracketed capacity has a fraction: half of "above X" is not half of the capacity.
+    if o.status == "bracketed" and o.lower and family.knob == "publishers.rate":
         rate = round_rate(o.lower * fraction)
         probe = run_probe(spec, report.directory / "at-fraction", rate, 1, objectives)
         if on_probe is not None:
