@@ -19,7 +19,7 @@ from mqttlab.brokers import BrokerError, BrokerStartError, UnknownBroker, get_la
 from mqttlab.brokers.base import wait_until_serving
 from mqttlab.brokers.external import ExternalLauncher
 from mqttlab.brokers.probe import round_trip
-from mqttlab.resources import ResourceSampler, summarize
+from mqttlab.environment.resources import ResourceSampler, summarize
 
 PYTHONPATH = str(Path(__file__).resolve().parents[1] / "python")
 

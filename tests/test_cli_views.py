@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from mqttlab.live_view import LiveProgress, snapshot_line, snapshot_table
+from mqttlab.live.view import LiveProgress, snapshot_line, snapshot_table
 from mqttlab.summary_view import ms, print_summary
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 

@@ -238,7 +238,7 @@ def test_nor_from_the_python_api(tmp_path: Path):
 
 
 def test_a_failed_run_that_keeps_something_says_failed_not_running(tmp_path: Path):
-    from mqttlab.live_state import read_live
+    from mqttlab.live.state import read_live
     from mqttlab.session import RunFailed, execute
 
     out = tmp_path / "run"
@@ -254,7 +254,7 @@ def test_a_failed_run_that_keeps_something_says_failed_not_running(tmp_path: Pat
 
 
 def test_report_watch_ends_on_a_run_whose_process_is_gone(tmp_path: Path):
-    from mqttlab.live_state import write_live
+    from mqttlab.live.state import write_live
 
     write_live(tmp_path, {"format": "mqttlab-live/1", "status": "running", "updated_unix": 1.0, "snapshot": {}, "progress": None})
     watched = invoke("report", "--watch", str(tmp_path), "--interval", "0.1")
@@ -326,7 +326,7 @@ def test_a_slow_start_is_announced_while_it_lasts():
 
     from rich.console import Console
 
-    from mqttlab.live_view import broker_starting
+    from mqttlab.live.view import broker_starting
 
     out = StringIO()
     with broker_starting(Console(file=out, width=100), "rabbitmq", quiet_for=0.05):

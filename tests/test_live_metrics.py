@@ -19,8 +19,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mqttlab import engine
-from mqttlab.live_state import RunState
-from mqttlab.metrics import METRICS, MetricsServer, parse_address
+from mqttlab.live.state import RunState
+from mqttlab.live.metrics import METRICS, MetricsServer, parse_address
 from mqttlab.scenario import validate_scenario
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mqttlab.resources import (
+from mqttlab.environment.resources import (
     NS_PER_S,
     ResourceSample,
     ResourceSampler,

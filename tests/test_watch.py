@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mqttlab import engine
 from mqttlab.cli import app as cli_app
 from mqttlab.engine import planned_load_s
-from mqttlab.live_state import RunState, format_seconds, suite_state, write_live
+from mqttlab.live.state import RunState, format_seconds, suite_state, write_live
 from mqttlab.scenario import validate_scenario
 
 cli_app._register()

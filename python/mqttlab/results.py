@@ -213,7 +213,7 @@ def write_results(
     resources: Optional[dict[str, list[dict[str, Any]]]] = None,
 ) -> Path:
     """Writes the whole directory; manifest.json goes last, so its presence means complete.
-    `resources` maps a process ("broker", "generator") to its per-second rows (resources.py)."""
+    `resources` maps a process ("broker", "generator") to its per-second rows (environment/resources.py)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "histograms").mkdir(exist_ok=True)

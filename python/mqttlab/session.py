@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from mqttlab import engine, results
 from mqttlab._version import VERSION
-from mqttlab.environment import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
+from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
 from mqttlab.exits import Exit, RunFailed, exit_code_for
-from mqttlab.live_state import RunState
+from mqttlab.live.state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
 from mqttlab.summary_view import plan_line
@@ -33,8 +33,8 @@ from mqttlab.summary_types import Summary, add_section, typed
 
 if TYPE_CHECKING:
     from mqttlab.brokers.gateway import RunningGateway
-    from mqttlab.metrics import MetricsServer
-    from mqttlab.resources import RunResources
+    from mqttlab.live.metrics import MetricsServer
+    from mqttlab.environment.resources import RunResources
 
 __all__ = ["EMBEDDED_BROKER", "ResultsIncomplete", "RunFailed", "RunResult", "execute", "metrics_server", "prepare", "routing_of", "run"]
 
@@ -143,7 +143,7 @@ def metrics_server(address: str, states: list[RunState], linger: float = METRICS
     """The live metrics endpoint at `address`, started, serving the runs whose live state is in
     `states` (a run adds its own once its plan is known); as a context, it stops `linger` seconds
     after the run, so that a scraper still sees the final figures (docs/metrics.md)."""
-    from mqttlab.metrics import MetricsError, MetricsServer
+    from mqttlab.live.metrics import MetricsError, MetricsServer
 
     try:
         return MetricsServer(address, lambda: {"runs": [state.to_dict() for state in states]}, linger=linger).start()
@@ -204,7 +204,7 @@ def execute(scenario: Scenario, directory: Path, **options: Any) -> RunResult:
 def _never_started(directory: Path, existed: bool, error: BaseException) -> None:
     import shutil
 
-    from mqttlab.live_state import LIVE_FILE, read_live, write_live
+    from mqttlab.live.state import LIVE_FILE, read_live, write_live
 
     if not directory.is_dir():
         return
@@ -322,7 +322,7 @@ def _mark_incomplete(directory: Path, state: RunState) -> None:
     (a directory with summary.json and neither manifest nor live.json reads as incomplete)."""
     import json
 
-    from mqttlab.live_state import LIVE_FILE
+    from mqttlab.live.state import LIVE_FILE
 
     for leftover in directory.glob(".*.tmp"):
         leftover.unlink(missing_ok=True)

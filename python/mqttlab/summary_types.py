@@ -148,7 +148,7 @@ class Summary(EngineSummary, total=False):
     routing: dict[str, Any]  # which publishers reach which subscribers (routing.RoutingCheck)
     defaults_followed: dict[str, str]  # scenario fields left to their defaults, and what they became
     distributed: dict[str, Any]  # shards, hosts, missing shards, latency clock (mqttlab.distributed)
-    faults: list[dict[str, Any]]  # each fault of scenario.faults: when, and the recovery (mqttlab.faults)
+    faults: list[dict[str, Any]]  # each fault of scenario.faults: when, and the recovery (mqttlab.environment.faults)
 
 
 SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed", "faults"]

@@ -17,8 +17,8 @@ from mqttlab.exits import Exit, exit_code_for
 # The run path (scenario, engine, session: pydantic, numpy, the compiled engine) is imported by
 # the commands that use it, so that `mqttlab --version` and `--help` start at once.
 if TYPE_CHECKING:
-    from mqttlab.live_state import RunState
-    from mqttlab.live_view import LiveProgress
+    from mqttlab.live.state import RunState
+    from mqttlab.live.view import LiveProgress
     from mqttlab.routing import RoutingCheck
     from mqttlab.scenario import Scenario
 
@@ -299,7 +299,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
     from mqttlab import session
-    from mqttlab.live_view import LiveProgress, broker_starting
+    from mqttlab.live.view import LiveProgress, broker_starting
 
     err = Console(stderr=True)
 
@@ -390,7 +390,7 @@ def report_command(
     try:
         loaded = results.load_results(results_dir)
     except results.ResultsError as error:
-        from mqttlab.live_state import read_live
+        from mqttlab.live.state import read_live
 
         live = read_live(results_dir)
         ended = _ended_without_results(results_dir, live, stale_after=30.0)
@@ -430,8 +430,8 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
     import time
 
     from mqttlab import results
-    from mqttlab.live_state import read_live, suite_state
-    from mqttlab.live_view import snapshot_line
+    from mqttlab.live.state import read_live, suite_state
+    from mqttlab.live.view import snapshot_line
 
     err = Console(stderr=True)
     last = None
@@ -489,8 +489,8 @@ def _ended_without_results(directory: Path, live: Optional[Mapping[str, Any]], s
 
 
 def _suite_line(state: dict[str, Any]) -> str:
-    from mqttlab.live_state import format_seconds
-    from mqttlab.live_view import progress_text
+    from mqttlab.live.state import format_seconds
+    from mqttlab.live.view import progress_text
 
     text = f"suite {state['suite']}: {state['done']}/{state['runs']} runs done"
     if state["failed"]:

@@ -108,7 +108,7 @@ def show_command(
 
     from mqttlab.suite.model import resolve_suite_path
 
-    from mqttlab.live_state import format_seconds, scenario_load_s
+    from mqttlab.live.state import format_seconds, scenario_load_s
 
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
     _, skipped = _without_missing_brokers(runs)
@@ -285,8 +285,8 @@ def _check_routing(runs: list[PlannedRun], strict: bool) -> None:
 def _open_metrics(address: str, linger: str, suite_dir: Path, stack: ExitStack) -> None:
     """The live metrics endpoint of the suite: its progress, and the run under way read from the
     live.json that run writes (the run is another process)."""
-    from mqttlab.live_state import suite_state
-    from mqttlab.metrics import MetricsError, MetricsServer
+    from mqttlab.live.state import suite_state
+    from mqttlab.live.metrics import MetricsError, MetricsServer
     from mqttlab.scenario.units import parse_duration
 
     def source() -> dict:
@@ -309,7 +309,7 @@ def _open_metrics(address: str, linger: str, suite_dir: Path, stack: ExitStack) 
 
 
 def _time_left(suite_dir: Path) -> str:
-    from mqttlab.live_state import format_seconds, suite_state
+    from mqttlab.live.state import format_seconds, suite_state
 
     state = suite_state(suite_dir)
     if not state or not state["left"]:

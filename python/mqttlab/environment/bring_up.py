@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mqttlab import engine, results
 from mqttlab.exits import Exit, RunFailed
-from mqttlab.faults import FaultDriver, fault_section
+from mqttlab.environment.faults import FaultDriver, fault_section
 from mqttlab.scenario import Scenario
 from mqttlab.scenario.fields import is_url, split_url, websocket_path
 from mqttlab.summary_types import add_section
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mqttlab.brokers.gateway import RunningGateway
     from mqttlab.netem import EmulatedNetwork
     from mqttlab.netem.capture import Capture
-    from mqttlab.resources import RunResources
+    from mqttlab.environment.resources import RunResources
 
 EMBEDDED_BROKER = "rumqttd"
 
@@ -327,7 +327,7 @@ def _trusting_launched_ca(scenario: Scenario, broker: RunningBroker) -> Scenario
 def _resource_sampler(broker_pid: Optional[int]) -> RunResources:
     """Samples the broker's (when its PID is known) and this process's CPU and memory every
     second on the engine's clock; a broker PID that is gone only drops the broker's figures."""
-    from mqttlab.resources import RunResources
+    from mqttlab.environment.resources import RunResources
 
     try:
         return RunResources(broker_pid)

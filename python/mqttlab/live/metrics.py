@@ -1,7 +1,7 @@
 """Live metrics in the Prometheus / OpenMetrics text format (docs/metrics.md), served with
 prometheus-client while a run or a suite goes.
 
-Nothing is counted twice: every scrape is built from the run's live state (live_state.RunState,
+Nothing is counted twice: every scrape is built from the run's live state (live.state.RunState,
 or the live.json of the run a suite has under way) by a custom collector, so the figures are the
 engine's own counters and the final ones are those of summary.json."""
 

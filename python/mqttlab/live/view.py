@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from mqttlab.live_state import format_seconds
+from mqttlab.live.state import format_seconds
 from mqttlab.summary_view import ms
 
 Progress = Optional[Mapping[str, Optional[float]]]  # RunState.progress(): elapsed_s, fraction, left_s
@@ -87,7 +87,7 @@ class LiveProgress:
         self.console = console
         self.enabled = enabled
         self.header = header
-        self.state = state  # a live_state.RunState, for progress toward the end and time left
+        self.state = state  # a live.state.RunState, for progress toward the end and time left
         self._started = False
         self._live: Optional[Live] = None
 

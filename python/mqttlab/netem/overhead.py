@@ -24,10 +24,15 @@ def varint_len(n: int) -> int:
     return length
 
 
+def packet_bytes(remaining: int) -> int:
+    """Size of an MQTT packet whose remaining length is `remaining`: the fixed header's byte, the
+    length itself, the rest."""
+    return 1 + varint_len(remaining) + remaining
+
+
 def publish_bytes(topic_len: int, payload: int, qos: int, v5: bool = False) -> int:
     """Size of one PUBLISH packet on the wire (MQTT 3.1.1; v5 adds an empty property length)."""
-    remaining = 2 + topic_len + (2 if qos else 0) + payload + (1 if v5 else 0)
-    return 1 + varint_len(remaining) + remaining
+    return packet_bytes(2 + topic_len + (2 if qos else 0) + payload + (1 if v5 else 0))
 
 
 def exchange_table(topic_len: int, payload: int, qos: int, v5: bool = False) -> list[dict[str, Any]]:

@@ -15,15 +15,11 @@ from typing import Any, Optional
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.configuration import scenario_value
 from mqttlab.engine import client_topic, expand_template
-from mqttlab.netem.overhead import publish_bytes, varint_len
+from mqttlab.netem.overhead import packet_bytes, publish_bytes, varint_len
 
 Table = list[dict[str, Any]]
 FRAME_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32 (20 + 12 bytes of timestamp option), as the seed counted
 COMPUTED = "computed from the MQTT encoding of the engine's packet"
-
-
-def _packet(remaining: int) -> int:
-    return 1 + varint_len(remaining) + remaining
 
 
 def connect_bytes(client_id: str, keepalive_s: int, version: int, username: Optional[str] = None,
@@ -40,7 +36,7 @@ def connect_bytes(client_id: str, keepalive_s: int, version: int, username: Opti
         payload += 2 + len(username.encode())
     if password is not None:
         payload += 2 + len(password.encode())
-    return _packet(variable + payload)
+    return packet_bytes(variable + payload)
 
 
 def connection_table(comparison: Comparison) -> Table:

@@ -212,7 +212,7 @@ def _write_runs_file(suite_dir: Path, runs: list[PlannedRun], records: dict[str,
         if record is not None and record.detail and not record.resumed:
             entry["detail"] = record.detail
         if record is not None and not record.resumed:
-            entry["seconds"] = round(record.seconds, 3)  # for the time left of the rest (live_state.suite_state)
+            entry["seconds"] = round(record.seconds, 3)  # for the time left of the rest (live.state.suite_state)
         entries.append(entry)
     text = json.dumps({"runs": entries}, indent=2) + "\n"
     temporary = suite_dir / f".{RUNS_FILE}.tmp"
