@@ -142,7 +142,7 @@ class Summary(EngineSummary, total=False):
     """summary.json: the engine's part and the sections the run adds (docs/results.md), each only
     when the run had it."""
 
-    network: dict[str, Any]  # mqttlab.netem.session: the emulated link, probed before and after
+    network: dict[str, Any]  # mqttlab.netem.run_link: the emulated link, probed before and after
     capture: dict[str, Any]  # the packet capture's analysis, or why there is none
     resources: dict[str, Any]  # broker and generator CPU and memory (results.summarize_resources)
     routing: dict[str, Any]  # which publishers reach which subscribers (routing.RoutingCheck)

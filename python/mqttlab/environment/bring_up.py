@@ -85,10 +85,10 @@ class RunEnvironment:
         elif self.capture_problem is not None:
             add_section(outcome.summary, "capture", {"error": f"options.capture: {self.capture_problem}"})
         if self.network is not None:
-            from mqttlab.netem import session as network_session
+            from mqttlab.netem import run_link
 
             assert self.network_before is not None  # measured when the network came up
-            add_section(outcome.summary, "network", network_session.measure_after(self.network, self.network_before, plan, outcome.result))
+            add_section(outcome.summary, "network", run_link.measure_after(self.network, self.network_before, plan, outcome.result))
         if self.faults is not None:
             rows = results.series_rows(outcome.result, engine.histogram_stats)
             add_section(outcome.summary, "faults", fault_section(self.faults.applied, plan, outcome.result, rows))
@@ -114,9 +114,9 @@ def bring_up(scenario: Scenario, directory: Path, *, dask: Optional[str] = None,
         url = _engine_url(broker_url, gateway, network)
         network_before = None
         if network is not None:
-            from mqttlab.netem import session as network_session
+            from mqttlab.netem import run_link
 
-            network_before = network_session.measure_before(network)
+            network_before = run_link.measure_before(network)
         clients = _with_broker_login(_trusting_launched_ca(scenario, broker) if scenario.launch.tls else scenario, broker)
         sampler = _resource_sampler(broker.pid)
         faults = _fault_driver(scenario, broker, dask, sampler, network, url)
@@ -299,9 +299,9 @@ def _engine_url(broker_url: str, gateway: Optional[RunningGateway], network: Opt
     emulated link the broker's (or gateway's) address on the far side of it."""
     url = f"mqtt://{gateway.host}:{gateway.port}" if gateway is not None else broker_url
     if network is not None:
-        from mqttlab.netem import session as network_session
+        from mqttlab.netem import run_link
 
-        url = network_session.broker_url(url, network)
+        url = run_link.broker_url(url, network)
     return url
 
 

@@ -1,5 +1,6 @@
-"""The emulated network's part in `mqttlab run`: measure the link before the load (ICMP echo),
-read its counters after, and compute the overhead; all of it lands in summary.json and the manifest."""
+"""The emulated link in a run (`mqttlab run`, `mqttlab.run()`): the broker's address behind it, the link
+measured before the load (ICMP echo), its counters read after and the overhead computed; all of it
+lands in summary.json and the manifest."""
 
 from __future__ import annotations
 
