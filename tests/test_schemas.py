@@ -106,3 +106,37 @@ def test_a_run_section_cannot_overwrite_what_the_engine_wrote():
     with pytest.raises(ValueError, match="not a section the run adds"):
         add_section(summary, "status", "incomplete")  # type: ignore[arg-type]
     assert summary["status"] == "completed"
+
+
+# --- the plan's Python types against the engine's schema ----------------------------------------
+
+
+def _keys_match(typed: type, node: dict, name: str) -> None:
+    assert set(typed.__required_keys__) | set(typed.__optional_keys__) == set(node["properties"]), name  # type: ignore[attr-defined]
+    assert set(typed.__required_keys__) == set(node.get("required", [])), name  # type: ignore[attr-defined]
+
+
+def test_the_plan_typeddicts_mirror_the_engine_schema_key_for_key():
+    from typing import get_args
+
+    from mqttlab import plan_types
+
+    plan = schema("run-plan")
+    definitions = plan["definitions"]
+    _keys_match(plan_types.RunPlan, plan, "RunPlan")
+    objects = [n for n, d in definitions.items() if d.get("type") == "object"]
+    assert set(objects) == {"BrokerTarget", "Load", "MqttOptions", "Options", "Publishers", "Shard", "Subscribers", "TlsOptions", "WebSocketOptions"}
+    for name in objects:
+        _keys_match(getattr(plan_types, name), definitions[name], name)
+    # The unions, variant by variant (the order of the schema's oneOf).
+    for union, variants in (("PayloadSize", get_args(plan_types.PayloadSize)), ("Transport", get_args(plan_types.Transport))):
+        nodes = definitions[union]["oneOf"]
+        assert len(variants) == len(nodes), union
+        for typed, node in zip(variants, nodes):
+            _keys_match(typed, node, typed.__name__)
+    # The enums, value for value.
+    def values(node: dict) -> set:
+        return {v for part in node.get("oneOf", [node]) for v in part["enum"]}
+
+    for name in ("Arrival", "CompleteOn", "Measure", "SnTopicIds"):
+        assert set(get_args(getattr(plan_types, name))) == values(definitions[name]), name

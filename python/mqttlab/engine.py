@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from mqttlab.plan_types import BrokerTarget, Load, MqttSnTransport, Options, PayloadSize, Publishers, RunPlan, TlsOptions
 from mqttlab.scenario.model import Scenario
 from mqttlab.scenario.fields import TLS_SCHEMES, split_url, websocket_path
 
-Plan = dict[str, Any]
+Plan = RunPlan
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 PROTOCOL_LEVEL = {3: 4, 5: 5}  # the scenario says 3 for MQTT 3.1.1, the wire says 4
@@ -127,17 +128,42 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
     pubs, subs, load = scenario.publishers, scenario.subscribers, scenario.load
     # Scenario's after-validator fills in both from the other settings.
     assert subs.filters is not None and load.warmup is not None
-    tls = None
-    if scheme in TLS_SCHEMES:
-        tls = {
-            "ca_file": _path_text(scenario.tls.ca),
-            "cert_file": _path_text(scenario.tls.cert),
-            "key_file": _path_text(scenario.tls.key),
-            "insecure": scenario.tls.insecure,
-            "server_name": scenario.tls.server_name,
-        }
+    broker: BrokerTarget = {"host": host, "port": port, "tls": _tls(scenario) if scheme in TLS_SCHEMES else None}
+    if path:
+        broker["websocket"] = {"path": path}
+    publishers: Publishers = {
+        "count": pubs.count,
+        "client_id": pubs.client_id,
+        "topic": pubs.topic,
+        "qos": pubs.qos,
+        "retain": pubs.retain,
+        "rate": float(pubs.rate),
+        "arrival": pubs.arrival,
+        "messages": pubs.messages,
+        "payload": _payload(pubs.payload.model_dump()),
+        "inflight": pubs.inflight,
+    }
+    # Absent keys keep the engine's defaults (header, open loop), so plans stay as they were.
+    if pubs.measure != "header":
+        publishers["measure"] = pubs.measure
+    if pubs.arrival == "closed":
+        publishers["think_us"] = round(pubs.think_time * 1e6)
+        publishers["complete_on"] = pubs.complete_on
+    # 0 = no time limit: the run ends when every publisher sent its messages.
+    load_plan: Load = {"duration_ms": _ms(load.duration) if load.duration is not None else 0, "warmup_ms": _ms(load.warmup),
+                       "grace_ms": _ms(load.grace), "connect_rate": float(load.connect_rate), "seed": load.seed}
+    if load.deadline is not None:
+        load_plan["deadline_ms"] = _ms(load.deadline)
+    options: Options = {"record_latency": scenario.options.record_latency, "reconnect": scenario.options.reconnect,
+                        "progress_interval_ms": progress_interval_ms}
+    if scenario.options.timer_resolution:
+        options["timer_resolution_us"] = round(scenario.options.timer_resolution * 1e6)
+    if scenario.options.send_ahead:
+        options["send_ahead_us"] = round(scenario.options.send_ahead * 1e6)
+    if scenario.options.threads:
+        options["threads"] = scenario.options.threads
     plan: Plan = {
-        "broker": {"host": host, "port": port, "tls": tls, **({"websocket": {"path": path}} if path else {})},
+        "broker": broker,
         "mqtt": {
             "version": PROTOCOL_LEVEL[scenario.mqtt.version],
             "username": scenario.mqtt.username,
@@ -147,45 +173,16 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
             "session_expiry_s": int(scenario.mqtt.session_expiry),
             "connect_timeout_ms": _ms(scenario.mqtt.connect_timeout),
         },
-        "publishers": {
-            "count": pubs.count,
-            "client_id": pubs.client_id,
-            "topic": pubs.topic,
-            "qos": pubs.qos,
-            "retain": pubs.retain,
-            "rate": float(pubs.rate),
-            "arrival": pubs.arrival,
-            "messages": pubs.messages,
-            "payload": _payload(pubs.payload.model_dump()),
-            "inflight": pubs.inflight,
-            # Absent keys keep the engine's defaults (header, open loop), so plans stay as they were.
-            **({"measure": pubs.measure} if pubs.measure != "header" else {}),
-            **({"think_us": round(pubs.think_time * 1e6), "complete_on": pubs.complete_on} if pubs.arrival == "closed" else {}),
-        },
+        "publishers": publishers,
         "subscribers": {
             "count": subs.count,
             "client_id": subs.client_id,
             "filters": list(subs.filters),
             "qos": subs.qos if subs.qos is not None else pubs.qos,
         },
-        "load": {
-            # 0 = no time limit: the run ends when every publisher sent its messages.
-            "duration_ms": _ms(load.duration) if load.duration is not None else 0,
-            "warmup_ms": _ms(load.warmup),
-            "grace_ms": _ms(load.grace),
-            "connect_rate": float(load.connect_rate),
-            "seed": load.seed,
-            **({"deadline_ms": _ms(load.deadline)} if load.deadline is not None else {}),
-        },
+        "load": load_plan,
         "shard": {"publishers": [0, pubs.count], "subscribers": [0, subs.count]},
-        "options": {
-            "record_latency": scenario.options.record_latency,
-            "reconnect": scenario.options.reconnect,
-            "progress_interval_ms": progress_interval_ms,
-            **({"timer_resolution_us": round(scenario.options.timer_resolution * 1e6)} if scenario.options.timer_resolution else {}),
-            **({"send_ahead_us": round(scenario.options.send_ahead * 1e6)} if scenario.options.send_ahead else {}),
-            **({"threads": scenario.options.threads} if scenario.options.threads else {}),
-        },
+        "options": options,
     }
     if pubs.reply_filter is not None:
         # Round-trip mode (rules.py has both set together); absent keeps plans as they were.
@@ -208,7 +205,17 @@ def single_process_problem(scenario: Scenario) -> Optional[str]:
     return None
 
 
-def _sn_transport(scenario: Scenario) -> dict[str, Any]:
+def _tls(scenario: Scenario) -> TlsOptions:
+    return {
+        "ca_file": _path_text(scenario.tls.ca),
+        "cert_file": _path_text(scenario.tls.cert),
+        "key_file": _path_text(scenario.tls.key),
+        "insecure": scenario.tls.insecure,
+        "server_name": scenario.tls.server_name,
+    }
+
+
+def _sn_transport(scenario: Scenario) -> MqttSnTransport:
     """The plan's MQTT-SN transport; the plan's broker host/port are then the gateway's UDP address."""
     t = scenario.transport
     return {
@@ -229,7 +236,7 @@ def _path_text(path: Any) -> Optional[str]:
     return None if path is None else str(path)
 
 
-def _payload(spec: dict[str, Any]) -> dict[str, Any]:
+def _payload(spec: dict[str, Any]) -> PayloadSize:
     kind = spec["dist"]
     if kind == "fixed":
         return {"dist": "fixed", "size": int(spec["size"])}

@@ -14,7 +14,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import yaml
 
@@ -206,7 +206,7 @@ def write_results(
     *,
     manifest: dict[str, Any],
     scenario_yaml: str,
-    plan: dict[str, Any],
+    plan: Mapping[str, Any],
     result: dict[str, Any],
     summary: dict[str, Any],
     stats: HistogramStats,

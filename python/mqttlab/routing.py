@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from mqttlab.engine import client_topic, owed_units
+from mqttlab.engine import Plan, client_topic, owed_units
 
 # Enough expanded examples to see the pattern next to each other without flooding the terminal.
 EXAMPLES = 3
@@ -27,7 +27,7 @@ class Receivers:
     members: dict[str, list[int]] = field(default_factory=dict)
 
 
-def owed_receivers(plan: dict[str, Any]) -> Optional[Receivers]:
+def owed_receivers(plan: Plan) -> Optional[Receivers]:
     """The plan's receivers as the engine's own accounting works them out, or None when too
     costly. The distributed runner needs them to tell which measured pairs have publisher and
     subscriber on different hosts, and what was owed to the subscribers of a missing shard."""
@@ -56,7 +56,7 @@ class RoutingCheck:
         return asdict(self)
 
 
-def check_routing(plan: dict[str, Any], followed: Optional[str] = None) -> RoutingCheck:
+def check_routing(plan: Plan, followed: Optional[str] = None) -> RoutingCheck:
     """The routing of `plan` with a warning for each way it leaves something unmeasured: no
     subscriber owed anything, publishers whose topic nobody subscribes to, subscribers owed
     nothing. A run without publishers or without subscribers is what it says and is not flagged."""

@@ -61,7 +61,7 @@ class RunResult:
     """A finished run: its results directory and what it holds, with pandas views of it."""
 
     directory: Path
-    plan: dict[str, Any]
+    plan: engine.Plan  # the RunPlan (plan.json; mqttlab.plan_types)
     result: dict[str, Any]  # the engine's raw result (result.json)
     summary: Summary  # summary.json (mqttlab.summary_types)
     exit_code: Exit  # what `mqttlab run` exits with for it

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from mqttlab.distributed.clock import WorkerClock
 from mqttlab.routing import Receivers
 from mqttlab.engine import Plan, split_plan
+from mqttlab.plan_types import Role
 from mqttlab.source_ports import addresses_needed, is_loopback, loopback_addresses
 
 # Connecting is paced by the plan's connect rate; without one, assume a host connects this many
@@ -284,7 +285,7 @@ def clock_basis(shards: list[Shard], owed: Optional[Receivers]) -> dict[str, Any
                     "end-to-end latencies, which cover deliveries between clients of one clock only"}  # fmt: skip
 
 
-def _domain_lookup(shards: list[Shard], role: str) -> Any:
+def _domain_lookup(shards: list[Shard], role: Role) -> Any:
     ranges = sorted((s.plan["shard"][role][0], s.plan["shard"][role][1], s.worker.clock_key) for s in shards)
     starts = [low for low, _, _ in ranges]
 

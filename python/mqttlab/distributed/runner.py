@@ -20,6 +20,7 @@ from mqttlab import engine
 from mqttlab._version import VERSION
 from mqttlab.distributed import clock as clocks
 from mqttlab.distributed import worker_side
+from mqttlab.plan_types import Role
 from mqttlab.routing import Receivers, owed_receivers
 from mqttlab.distributed.planner import (
     PlanningError,
@@ -332,7 +333,7 @@ def merge_shards(
     return merged
 
 
-def _in_missing(index: int, role: str, missing: list[ShardOutcome]) -> bool:
+def _in_missing(index: int, role: Role, missing: list[ShardOutcome]) -> bool:
     return any(o.shard.plan["shard"][role][0] <= index < o.shard.plan["shard"][role][1] for o in missing)
 
 

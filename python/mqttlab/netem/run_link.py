@@ -4,7 +4,7 @@ lands in summary.json and the manifest."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from mqttlab.netem.network import EmulatedNetwork
 from mqttlab.netem.overhead import counter_difference, overhead
@@ -28,7 +28,7 @@ def measure_before(network: EmulatedNetwork) -> dict[str, Any]:
     return info
 
 
-def measure_after(network: EmulatedNetwork, info: dict[str, Any], plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+def measure_after(network: EmulatedNetwork, info: dict[str, Any], plan: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     after = network.counters()
     link = counter_difference(info["counters_before"], after)
     # The probe's echoes went through the link before `counters_before`: they are not in `link`.

@@ -1,0 +1,174 @@
+"""The RunPlan as Python sees it: the engine's contract (`crates/mqttlab-engine/src/plan.rs`),
+whose JSON Schema is docs/schema/run-plan.schema.json. The TypedDicts below mirror that schema
+key for key, required keys in the base classes and the keys with an engine default in the
+`total=False` ones (tests/test_schemas.py fails when they drift apart), so mypy checks the keys
+code reads from a plan (`engine.compile_plan` returns one)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, TypedDict, Union
+
+Arrival = Literal["constant", "poisson", "closed"]
+CompleteOn = Literal["ack", "delivery"]
+Measure = Literal["header", "topic-sequence"]
+SnTopicIds = Literal["normal", "short", "predefined"]
+Role = Literal["publishers", "subscribers"]  # a shard's client index ranges are per role
+
+
+class TlsOptions(TypedDict, total=False):
+    ca_file: Optional[str]
+    cert_file: Optional[str]
+    insecure: bool
+    key_file: Optional[str]
+    server_name: Optional[str]
+
+
+class WebSocketOptions(TypedDict, total=False):
+    path: str
+
+
+class _BrokerTarget(TypedDict):
+    host: str
+    port: int
+
+
+class BrokerTarget(_BrokerTarget, total=False):
+    tls: Optional[TlsOptions]
+    websocket: Optional[WebSocketOptions]
+
+
+class _MqttOptions(TypedDict):
+    clean_start: bool
+    connect_timeout_ms: int
+    keepalive_s: int
+    version: int
+
+
+class MqttOptions(_MqttOptions, total=False):
+    password: Optional[str]
+    session_expiry_s: int
+    username: Optional[str]
+
+
+class FixedPayload(TypedDict):
+    dist: Literal["fixed"]
+    size: int
+
+
+class UniformPayload(TypedDict):
+    dist: Literal["uniform"]
+    min: int
+    max: int
+
+
+class NormalPayload(TypedDict):
+    dist: Literal["normal"]
+    mean: float
+    std: float
+
+
+class ExponentialPayload(TypedDict):
+    dist: Literal["exponential"]
+    mean: float
+
+
+PayloadSize = Union[FixedPayload, UniformPayload, NormalPayload, ExponentialPayload]
+
+
+class _Publishers(TypedDict):
+    arrival: Arrival
+    client_id: str
+    count: int
+    inflight: int
+    payload: PayloadSize
+    qos: int
+    rate: float
+    topic: str
+
+
+class Publishers(_Publishers, total=False):
+    complete_on: CompleteOn
+    measure: Measure
+    messages: Optional[int]
+    reply_filter: Optional[str]
+    retain: bool
+    think_us: int
+
+
+class _Subscribers(TypedDict):
+    client_id: str
+    count: int
+    filters: list[str]
+    qos: int
+
+
+class Subscribers(_Subscribers, total=False):
+    echo_topic: Optional[str]
+
+
+class _Load(TypedDict):
+    duration_ms: int
+    grace_ms: int
+    seed: int
+
+
+class Load(_Load, total=False):
+    connect_rate: float
+    deadline_ms: Optional[int]
+    warmup_ms: int
+
+
+class _Shard(TypedDict):
+    publishers: list[int]  # [first, end) client indices
+    subscribers: list[int]
+
+
+class Shard(_Shard, total=False):
+    source_addresses: list[str]
+    start_at_unix_ns: Optional[int]
+
+
+class Options(TypedDict, total=False):
+    latency_publishers: Optional[list[int]]
+    max_threads: int
+    progress_interval_ms: int
+    reconnect: bool
+    record_latency: bool
+    send_ahead_us: int
+    threads: int
+    timer_resolution_us: int
+
+
+class MqttTransport(TypedDict):
+    kind: Literal["mqtt"]
+
+
+class _MqttSnTransport(TypedDict):
+    kind: Literal["mqtt-sn"]
+
+
+class MqttSnTransport(_MqttSnTransport, total=False):
+    predefined: dict[str, str]
+    qos_minus_one: bool
+    retries: int
+    retry_ms: int
+    topic_ids: SnTopicIds
+
+
+Transport = Union[MqttTransport, MqttSnTransport]
+
+
+class _RunPlan(TypedDict):
+    broker: BrokerTarget
+    load: Load
+    mqtt: MqttOptions
+    publishers: Publishers
+    shard: Shard
+    subscribers: Subscribers
+
+
+class RunPlan(_RunPlan, total=False):
+    """What the engine runs: every key of docs/schema/run-plan.schema.json."""
+
+    options: Options
+    transport: Transport
