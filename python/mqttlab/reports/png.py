@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display: figures are only written to files
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mqttlab.analysis import Comparison  # noqa: E402
+from mqttlab.analysis import BrokerGroup, Comparison  # noqa: E402
 from mqttlab.analysis.runs import METRIC_BY_KEY  # noqa: E402
 from mqttlab.reports.figures import BAR_METRICS, NINES_LABELS, NINES_TICKS, broker_colors, percentile_curve  # noqa: E402
 
@@ -60,23 +61,15 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     width = 0.8 / max(1, len(brokers))
     labels = [s.scenario for s in comparison.scenarios]
     figure, axes = plt.subplots(figsize=(max(5.0, 0.6 * len(labels) * max(1, len(brokers)) + 2), 3.8))
-    for index, broker in enumerate(brokers):
-        xs: list[float] = []
-        means: list[float] = []
-        errors: list[list[float]] = [[], []]  # below, above
-        for position, scenario in enumerate(comparison.scenarios):
-            group = scenario.groups.get(broker)
-            mean = group.estimates["latency_mean"].mean if group else None
-            if mean is None:
-                continue
-            assert group is not None  # the mean came from it
-            sd = paper_sd(group)[0] or 0.0
-            xs.append(position + (index - (len(brokers) - 1) / 2) * width)
-            means.append(mean)
-            errors[0].append(min(sd, mean))
-            errors[1].append(sd)
-        axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker],
-                 error_kw={"linestyle": "--", "elinewidth": 1})
+
+    def mean_sd(group: BrokerGroup) -> tuple[float, float, float] | None:
+        mean = group.estimates["latency_mean"].mean
+        if mean is None:
+            return None
+        sd = paper_sd(group)[0] or 0.0
+        return mean, min(sd, mean), sd
+
+    _grouped_bars(axes, comparison, width, colors, mean_sd, error_kw={"linestyle": "--", "elinewidth": 1})
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
     axes.set_ylabel("latency (ms)")
     axes.set_title("As in seed 001: mean ± SD (one-message runs: SD of run means; others: SD of samples)", fontsize=9)
@@ -88,6 +81,27 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     return path
 
 
+def _grouped_bars(axes: Any, comparison: Comparison, width: float, colors: dict[str, str],
+                  value: Callable[[BrokerGroup], tuple[float, float, float] | None], **style: Any) -> None:
+    """One bar per scenario and broker, brokers side by side within a scenario: `value` gives a
+    group's bar height and its whiskers below and above (None: no bar)."""
+    brokers = comparison.brokers
+    for index, broker in enumerate(brokers):
+        xs: list[float] = []
+        means: list[float] = []
+        errors: list[list[float]] = [[], []]  # below, above
+        for position, scenario in enumerate(comparison.scenarios):
+            group = scenario.groups.get(broker)
+            bar = value(group) if group is not None else None
+            if bar is None:
+                continue
+            xs.append(position + (index - (len(brokers) - 1) / 2) * width)
+            means.append(bar[0])
+            errors[0].append(bar[1])
+            errors[1].append(bar[2])
+        axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker], **style)
+
+
 def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None:
     metric = METRIC_BY_KEY[key]
     scenarios = [s.scenario for s in comparison.scenarios]
@@ -97,21 +111,17 @@ def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None
     colors = broker_colors(comparison)
     width = 0.8 / max(1, len(brokers))
     figure, axes = plt.subplots(figsize=(max(5.0, 1.2 * len(scenarios) * max(1, len(brokers)) / 2 + 2), 3.6))
-    for index, broker in enumerate(brokers):
-        xs: list[float] = []
-        means: list[float] = []
-        errors: list[list[float]] = [[], []]  # below, above
-        for position, scenario in enumerate(comparison.scenarios):
-            group = scenario.groups.get(broker)
-            estimate = group.estimates[key] if group else None
-            if estimate is None or estimate.mean is None:
-                continue
-            xs.append(position + (index - (len(brokers) - 1) / 2) * width)
-            means.append(estimate.mean)
-            # has_interval: low and high are set (mypy cannot narrow through the property)
-            errors[0].append(estimate.mean - estimate.low if estimate.has_interval else 0.0)  # type: ignore[operator]
-            errors[1].append(estimate.high - estimate.mean if estimate.has_interval else 0.0)  # type: ignore[operator]
-        axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker])
+
+    def mean_ci(group: BrokerGroup) -> tuple[float, float, float] | None:
+        estimate = group.estimates[key]
+        if estimate.mean is None:
+            return None
+        # has_interval: low and high are set (mypy cannot narrow through the property)
+        below = estimate.mean - estimate.low if estimate.has_interval else 0.0  # type: ignore[operator]
+        above = estimate.high - estimate.mean if estimate.has_interval else 0.0  # type: ignore[operator]
+        return estimate.mean, below, above
+
+    _grouped_bars(axes, comparison, width, colors, mean_ci)
     axes.set_xticks(range(len(scenarios)), scenarios, rotation=30, ha="right", fontsize=8)
     axes.set_ylabel(f"{metric.title} ({metric.unit})")
     axes.set_title(f"{metric.title}: mean, {comparison.confidence:.0%} CI", fontsize=10)
