@@ -1,6 +1,6 @@
 """A reconnect storm: every client of a running load dropped at once (the `clients-disconnect`
 fault, or a `broker-restart`), then all reconnecting into their persistent sessions. Measured on
-one real run (mqttlab.faults does the dropping):
+one real run (mqttlab.environment.faults does the dropping):
 
 - time until all are back: the broker's established connections on its port, counted by the
   kernel (`ss`) every 50 ms, from the first count below the full set to the first count at it

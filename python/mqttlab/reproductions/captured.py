@@ -22,6 +22,7 @@ from typing import Any, Optional, Union
 
 from mqttlab.analysis.captures import CaptureAnalysisError, measure
 from mqttlab.analysis.configuration import scenario_value
+from mqttlab.engine import client_topic, expand_template
 
 CAPTURED = ("packet", "exchange", "connect_acks", "disconnect_acks", "publish_overhead")
 PACKETS = ("CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE", "SUBACK", "DISCONNECT")
@@ -79,10 +80,10 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
 def _setting(kind: str, packet: Optional[str], scenario: dict[str, Any]) -> str:
     """What of the run's configuration sets the figure's size, said where it differs from the paper's."""
     if kind == "publish_overhead":
-        topic = str(scenario_value(scenario, "publishers.topic", "")).replace("%i", "0")
+        topic = client_topic(str(scenario_value(scenario, "publishers.topic", "")), 0, str(scenario_value(scenario, "publishers.client_id", "")))
         return f" (topic {len(topic.encode())} B)"
     if packet == "CONNECT":
-        client_id = str(scenario_value(scenario, "publishers.client_id", "")).replace("%i", "0")
+        client_id = expand_template(str(scenario_value(scenario, "publishers.client_id", "")), 0)
         return f" (publisher's client id {len(client_id.encode())} B)"
     return ""
 

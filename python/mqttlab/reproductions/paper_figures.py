@@ -21,6 +21,7 @@ from mqttlab.analysis.compare import BrokerGroup, Comparison
 from mqttlab.analysis.runs import RunFigures
 from mqttlab.analysis.stats import mean_interval
 from mqttlab.analysis.configuration import scenario_value
+from mqttlab.engine import client_topic, expand_template
 from mqttlab.reproductions.paper_file import Figure, Reproduce
 
 # Row statuses.
@@ -301,7 +302,7 @@ def _publish_overhead(data: dict[str, Any]) -> tuple[int, str]:
     from mqttlab.netem.overhead import publish_bytes
 
     qos = int(scenario_value(data, "publishers.qos", 0) or 0)
-    topic = str(scenario_value(data, "publishers.topic", "")).replace("%i", "0")
+    topic = client_topic(str(scenario_value(data, "publishers.topic", "")), 0, str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")))
     payload = int(scenario_value(data, "publishers.payload.size", 0) or 0)
     v5 = int(scenario_value(data, "mqtt.version", 3) or 3) == 5
     total = publish_bytes(len(topic.encode()), payload, qos, v5)
@@ -317,7 +318,7 @@ def _connect(data: dict[str, Any]) -> tuple[int, str]:
     from mqttlab.reports.overhead import connect_bytes  # the encoding of the engine's CONNECT lives there
 
     version = int(scenario_value(data, "mqtt.version", 3) or 3)
-    client_id = str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")).replace("%i", "0")
+    client_id = expand_template(str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")), 0)
     username, password = scenario_value(data, "mqtt.username"), scenario_value(data, "mqtt.password")
     size = connect_bytes(client_id, 0, version, username, password)
     return size, (f"MQTT {'5' if version == 5 else '3.1.1'}, client id {len(client_id.encode())} B"

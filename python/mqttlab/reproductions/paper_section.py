@@ -101,7 +101,7 @@ TEXT_COLUMNS = {"figure", "paper", "ours", "expected", "unit", "uncertainty", "s
 
 def paper_page(section: PaperSection, title: str) -> str:
     """A page of its own for the section (seed 000, whose `smc paper` directory has no runs to compare)."""
-    from mqttlab import __version__
+    from mqttlab._version import VERSION as __version__
     from mqttlab.reports.html import STYLE
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
