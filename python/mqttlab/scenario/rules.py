@@ -252,13 +252,13 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", ("transport.qos_minus_one",)))
     if t.qos_minus_one and t.topic_ids == "normal":
         problems.append(Problem("transport.topic_ids", "QoS -1 needs short or predefined topic ids", ("transport.qos_minus_one",)))
-    return problems
-
     if t.gateway == "paho" and t.qos_minus_one:
         problems.append(Problem("transport.qos_minus_one", "the Paho gateway takes QoS -1 only from clients its clients.conf lists by address; "
                                 "use transport.gateway mqttlab or rsmb", ("transport.gateway",)))
     if t.gateway == "rsmb" and (t.topic_ids == "predefined" or t.predefined):
         problems.append(Problem("transport.topic_ids", "RSMB has no predefined topic ids; use normal or short", ("transport.gateway",)))
+    return problems
+
 
 def _round_trip_problems(s: Scenario) -> list[Problem]:
     """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
