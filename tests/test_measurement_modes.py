@@ -293,8 +293,10 @@ def problems_of(data: dict) -> list[str]:
     return [str(problem) for problem in caught.value.problems]
 
 
-def test_a_payload_below_the_header_names_both_fields():
-    (problem,) = problems_of({"publishers": {"payload": 1}})
+def test_a_payload_below_the_header_is_measured_by_topic_and_sequence_unless_the_header_is_asked():
+    # Defaults follow what the user set: 1 byte cannot carry the header, so topic-sequence is chosen.
+    assert validate_scenario({"publishers": {"payload": 1}}).publishers.measure == "topic-sequence"
+    (problem,) = problems_of({"publishers": {"payload": 1, "measure": "header"}})
     assert "publishers.payload" in problem and "publishers.measure" in problem
 
 
