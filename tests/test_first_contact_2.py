@@ -467,3 +467,15 @@ def test_a_files_warmup_follows_a_shorter_duration_from_the_command_line(tmp_pat
     assert summary_of(out)["warmup_s"] == pytest.approx(0.4)
     kept = invoke("run", str(ROOT / "scenarios" / "default.yaml"), "--duration", "2s", "--warmup", "3s")  # asked for: refused
     assert kept.exit_code == 2 and "load.warmup (--warmup): must be shorter" in said(kept)
+
+
+def test_the_rate_sweeps_log_axis_is_ticked_1_2_5_in_full():
+    from mqttlab.reports.figures import log_ticks
+
+    ticks = log_ticks([1, 10, 100, 1000])
+    assert ticks["ticktext"][:4] == ["1", "2", "5", "10"] and "1000" in ticks["ticktext"]
+    import inspect
+
+    from mqttlab.reports import sweep
+
+    assert "log_ticks(" in inspect.getsource(sweep.sweep_figures)

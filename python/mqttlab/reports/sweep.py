@@ -114,7 +114,7 @@ def sweep_figures(comparison: Comparison, rows: Optional[list[dict[str, Any]]] =
     """(shape, figure) per shape: against the rate (log axis), our latency p50, the mean latency as
     in seed 004, and loss, each ± the standard deviation over the repetitions; one line per
     configuration, protocol and broker (dashed = MQTT-SN)."""
-    from mqttlab.reports.figures import PALETTE
+    from mqttlab.reports.figures import PALETTE, log_ticks
 
     rows = sweep_table(comparison) if rows is None else rows
     figures = []
@@ -138,7 +138,7 @@ def sweep_figures(comparison: Comparison, rows: Optional[list[dict[str, Any]]] =
                     customdata=[row["runs"] for row in line], row=1, col=column, showlegend=column == 1,
                     hovertemplate=f"{name}<br>%{{x}} msg/s: %{{y:.3f}} (n=%{{customdata}})<extra></extra>",
                 )
-        figure.update_xaxes(type="log", title="msg/s per publisher")
+        figure.update_xaxes(type="log", title="msg/s per publisher", **log_ticks([row["rate_per_publisher"] for row in mine]))
         figure.update_yaxes(rangemode="tozero")
         figure.update_layout(title=f"{shape}: latency and loss against rate", height=400, margin={"t": 70, "l": 60, "r": 20, "b": 50})
         figures.append((shape, figure))
