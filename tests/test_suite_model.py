@@ -75,6 +75,29 @@ def test_command_line_assignments_and_repetitions_apply_last():
     assert max(run.repetition for run in runs) == 3
 
 
+def test_scenarios_and_only_narrow_the_suite_under_the_same_run_names():
+    runs = expand_suite(validate_suite(small()), cases=["one", "p2p"], only={"transport": ["tls"], "qos": ["qos1"]})
+    assert {run.scenario_name for run in runs} == {"one-qos1-tls", "p2p-qos1-tls"}
+    # the command line narrows a case's own `only`, never widens it: `one` is QoS 1 only
+    assert not expand_suite(validate_suite(small()), cases=["p2p"], only={"qos": ["qos0"]}) == []
+    with pytest.raises(SuiteError) as caught:
+        expand_suite(validate_suite(small()), cases=["one"], only={"qos": ["qos0"]})
+    assert "--only: leaves no run of the chosen cases" in caught.value.listing()
+    with pytest.raises(SuiteError) as caught:
+        expand_suite(validate_suite(small()), cases=["p3p"], only={"speed": ["fast"], "qos": ["qos9"]})
+    paths = [problem.path for problem in caught.value.problems]
+    assert paths == ["--scenarios", "--only speed", "--only qos"]
+
+
+def test_only_on_the_command_line_is_written_axis_equals_values():
+    done = CliRunner().invoke(cli_app.app, ["suite", "show", "seed003", "--only", "rate=r200", "--only", "qos=qos2",
+                                            "--scenarios", "p2p,p2p-window1", "-b", "mosquitto", "-n", "1"])
+    assert done.exit_code == 0, done.output
+    assert "2 runs" in done.output and "window1" in done.output
+    done = CliRunner().invoke(cli_app.app, ["suite", "show", "seed003", "--only", "r200"])
+    assert done.exit_code == 2 and "--only r200: write AXIS=VALUE" in done.output
+
+
 def test_structure_problems_are_all_listed_with_their_field():
     data = small(brokers=["mosquitto", "nosuchbroker"], repetitions=0, colour="blue")
     data["scenarios"]["p2p"] = {"only": {"speed": ["fast"]}}

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,25 @@ def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 # the transport's; counted by every run, tolerated here.
 REORDERS = {"nanomq"}
 
+# NanoMQ 0.25.3 sometimes aborts when a WebSocket connection closes (its NNG logs
+# "http_conn.c:717 nni_http_conn_fini: Non recoverable error, aio schedule failed!" and the process
+# ends): about one module run in three here, after a run that had already delivered exactly. The
+# broker's crash, not the engine's; the next test gets the broker started again, and any other
+# death still fails.
+KNOWN_CRASHES = {"nanomq": "aio schedule failed"}
+
+
+def _serving(broker: RunningBroker) -> RunningBroker:
+    """The module's broker, started again if it ended by its known crash."""
+    if broker.is_running():
+        return broker
+    log = broker.log_file.read_text(errors="replace") if broker.log_file is not None else ""
+    crash = KNOWN_CRASHES.get(broker.name)
+    assert crash is not None and crash in log, f"{broker.name} has ended: {log[-1500:]}"
+    warnings.warn(f"{broker.name} ended by its known crash ({crash!r}); started again", stacklevel=2)
+    broker.start_process()
+    return broker
+
 
 def _exact(summary: dict, label: str, broker: str = "") -> None:
     messages = summary["messages"]
@@ -118,7 +138,7 @@ def _exact(summary: dict, label: str, broker: str = "") -> None:
 def test_a_run_over_ws_delivers_exactly_and_counts_the_upgrade_and_the_framing(started: RunningBroker, qos: int, tmp_path: Path) -> None:
     if qos > started.max_qos:
         pytest.skip(f"{started.name} has no QoS {qos} (its launcher tests name the violation)")
-    url = started.url(websocket=True)
+    url = _serving(started).url(websocket=True)
     assert url == f"ws://127.0.0.1:{started.ws_port}/mqtt"
     result = mqttlab.run(broker=url, set={**LOAD, "publishers.qos": qos}, out=tmp_path / "run")
     summary = result.summary
@@ -142,7 +162,7 @@ def test_a_run_over_ws_delivers_exactly_and_counts_the_upgrade_and_the_framing(s
 def test_a_run_over_wss_goes_through_tls_and_websocket(started: RunningBroker, tmp_path: Path) -> None:
     if started.wss_port is None:
         pytest.skip(f"{started.name} has no WebSocket listener over TLS")
-    url = started.url(tls=True, websocket=True)
+    url = _serving(started).url(tls=True, websocket=True)
     assert url.startswith("wss://127.0.0.1:")
     result = mqttlab.run(broker=url, set={**LOAD, "publishers.qos": 1, "tls.ca": str(started.ca_file)}, out=tmp_path / "run")
     summary = result.summary
@@ -155,7 +175,7 @@ def test_a_run_over_wss_goes_through_tls_and_websocket(started: RunningBroker, t
 def test_a_wrong_path_is_refused_in_one_line_naming_the_answer(started: RunningBroker, tmp_path: Path) -> None:
     if started.name in ("mosquitto", "rmqtt"):
         pytest.skip(f"{started.name}'s WebSocket listener serves MQTT on every path")
-    url = f"ws://127.0.0.1:{started.ws_port}/no-such-path"
+    url = f"ws://127.0.0.1:{_serving(started).ws_port}/no-such-path"
     done = subprocess.run([sys.executable, "-m", "mqttlab", "run", "--broker", url, "--pubs", "1", "--subs", "1",
                            "--duration", "1s", "--set", "mqtt.connect_timeout=3s", "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))

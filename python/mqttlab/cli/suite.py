@@ -31,6 +31,8 @@ BrokersOption = Annotated[Optional[str], typer.Option("--brokers", "-b", help="C
 QuickOption = Annotated[bool, typer.Option("--quick", help="The suite's short version (its `quick:` settings).")]
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Set a scenario field in every run: --set load.duration=30s (repeatable).")]
 RepetitionsOption = Annotated[Optional[int], typer.Option("--repetitions", "-n", min=1, help="Repetitions of every combination, replacing the suite's.")]
+ScenariosOption = Annotated[Optional[str], typer.Option("--scenarios", help="Comma-separated cases of the suite to run, e.g. p2p,fan-in (default: all).")]
+OnlyOption = Annotated[Optional[list[str]], typer.Option("--only", help="Narrow a variant axis: --only rate=r200 or --only qos=qos1,qos2 (repeatable).")]
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -38,7 +40,8 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Optional[list[str]], repetitions: Optional[int]) -> tuple[Suite, list[PlannedRun]]:
+def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Optional[list[str]], repetitions: Optional[int],
+          scenarios: Optional[str] = None, only: Optional[list[str]] = None) -> tuple[Suite, list[PlannedRun]]:
     from mqttlab.suite import SuiteError, expand_suite, load_suite
 
     broker_list = None
@@ -54,10 +57,25 @@ def _load(suite_name: str, brokers: Optional[str], quick: bool, assignments: Opt
         suite = load_suite(suite_name)
         if broker_list is not None:
             suite = _with_brokers(suite, broker_list)
-        runs = expand_suite(suite, quick=quick, assignments=assignments or (), repetitions=repetitions)
+        runs = expand_suite(suite, quick=quick, assignments=assignments or (), repetitions=repetitions,
+                            cases=_names(scenarios) if scenarios is not None else None, only=_only(only or []))
     except SuiteError as error:
         raise _fail(error.listing(), BAD_INPUT) from None
     return suite, runs
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _only(settings: list[str]) -> dict[str, list[str]]:
+    narrowed: dict[str, list[str]] = {}
+    for setting in settings:
+        axis, sep, values = setting.partition("=")
+        if not sep or not axis.strip() or not _names(values):
+            raise _fail(f"error: --only {setting}: write AXIS=VALUE[,VALUE...], e.g. --only rate=r200", BAD_INPUT)
+        narrowed.setdefault(axis.strip(), []).extend(_names(values))
+    return narrowed
 
 
 def _with_brokers(suite: Suite, brokers: list[str]) -> Suite:
@@ -102,6 +120,8 @@ def show_command(
     quick: QuickOption = False,
     assignments: SetOption = None,
     repetitions: RepetitionsOption = None,
+    scenarios: ScenariosOption = None,
+    only: OnlyOption = None,
 ) -> None:
     """Validate a suite and list the runs it would make, in running order."""
     from rich.table import Table
@@ -110,7 +130,7 @@ def show_command(
 
     from mqttlab.live.state import format_seconds, scenario_load_s
 
-    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions, scenarios, only)
     _, skipped = _without_missing_brokers(runs)
     kept = [run for run in runs if run.broker not in skipped]
     console = Console()
@@ -159,6 +179,8 @@ def run_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Suite directory. Default results/<suite>[-quick]/; the same directory resumes.")] = None,
     assignments: SetOption = None,
     repetitions: RepetitionsOption = None,
+    scenarios: ScenariosOption = None,
+    only: OnlyOption = None,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="Broker the comparison measures the others against. Default: the first broker.")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the comparison report at the end.")] = False,
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run each run across a Dask cluster: tcp://SCHEDULER:8786, or local:N (one local cluster for the whole suite).")] = None,
@@ -171,7 +193,7 @@ def run_command(
     from mqttlab.suite import SuiteConflict, SuiteInterrupted, prepare_directory, run_suite
     from mqttlab.suite.model import resolve_suite_path
 
-    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions)
+    suite, runs = _load(suite_name, brokers, quick, assignments, repetitions, scenarios, only)
     _check_routing(runs, strict)
     if dask is not None:
         from mqttlab.distributed import BadClusterSpec, parse_spec

@@ -51,17 +51,24 @@ def expand_suite(
     quick: bool = False,
     assignments: Iterable[str] = (),
     repetitions: Optional[int] = None,
+    cases: Optional[list[str]] = None,
+    only: Optional[dict[str, list[str]]] = None,
 ) -> list[PlannedRun]:
     """Every run of the suite in running order: repetition by repetition, case by case, broker
-    by broker, so that drifts of the machine spread over all brokers. Raises SuiteError listing
-    every problem of every scenario."""
+    by broker, so that drifts of the machine spread over all brokers. `cases` and `only` narrow
+    the suite from the command line (`--scenarios`, `--only`): a part of a suite is run under
+    the same names, so its runs compare with the whole suite's. Raises SuiteError listing every
+    problem of every scenario."""
     broker_list = list(brokers) if brokers is not None else list(suite.brokers)
     overrides = _parse_assignments(assignments, suite.source or suite.name)
-    problems: list[Problem] = []
+    problems = _narrowing_problems(suite, cases, only or {})
+    if problems:
+        raise SuiteError(problems, "command line")
     combinations: list[tuple[str, tuple[tuple[str, str], ...], str, dict[str, Any]]] = []
-    cases = suite.quick.scenarios if quick and suite.quick.scenarios else list(suite.scenarios)
+    if cases is None:
+        cases = suite.quick.scenarios if quick and suite.quick.scenarios else list(suite.scenarios)
     for case in cases:
-        for chosen in _combinations(suite, case, quick):
+        for chosen in _combinations(suite, case, quick, only or {}):
             name = "-".join([case, *(value for _, value in chosen)])
             data, transport = _scenario_keys(suite, case, chosen, quick, overrides)
             data["name"] = name
@@ -69,6 +76,8 @@ def expand_suite(
             combinations.append((case, chosen, transport, data))
     if problems:
         raise SuiteError(problems, suite.source or suite.name)
+    if not combinations:
+        raise SuiteError([Problem("--only", "leaves no run of the chosen cases")], "command line")
 
     most = max((repetitions or suite.case_repetitions(case, quick)) for case in cases)
     runs = []
@@ -88,7 +97,19 @@ def _parse_assignments(assignments: Iterable[str], source: str) -> list[tuple[st
         raise SuiteError(error.problems, source) from None
 
 
-def _combinations(suite: Suite, case: str, quick: bool = False) -> list[tuple[tuple[str, str], ...]]:
+def _narrowing_problems(suite: Suite, cases: Optional[list[str]], only: dict[str, list[str]]) -> list[Problem]:
+    problems = [Problem("--scenarios", f"no case {case!r} (cases: {', '.join(suite.scenarios)})")
+                for case in cases or [] if case not in suite.scenarios]
+    for axis, values in only.items():
+        if axis not in suite.variants:
+            problems.append(Problem(f"--only {axis}", f"no such axis (axes: {', '.join(suite.variants) or 'none'})"))
+            continue
+        problems += [Problem(f"--only {axis}", f"no value {value!r} (values: {', '.join(suite.variants[axis])})")
+                     for value in values if value not in suite.variants[axis]]
+    return problems
+
+
+def _combinations(suite: Suite, case: str, quick: bool = False, narrowed: Optional[dict[str, list[str]]] = None) -> list[tuple[tuple[str, str], ...]]:
     only = suite.scenarios[case].get("only", {})
     if quick:
         only = {**suite.quick.only, **only}  # the case's own choice of an axis wins
@@ -96,6 +117,8 @@ def _combinations(suite: Suite, case: str, quick: bool = False) -> list[tuple[tu
     for axis, values in suite.variants.items():
         allowed = only.get(axis, list(values))
         allowed = allowed if isinstance(allowed, list) else [allowed]
+        if narrowed and axis in narrowed:  # the command line narrows, never widens, a case's choice
+            allowed = [value for value in allowed if value in narrowed[axis]]
         axes.append([(axis, value) for value in values if value in allowed])
     return [tuple(combination) for combination in itertools.product(*axes)]
 
