@@ -1,0 +1,114 @@
+"""Are a run's figures steady well before a shorter length? The check a reproduction shows before
+it shortens the paper's runs: one long run per broker, its per-second series (series.csv) cut
+to the seconds a shortened run would measure (after its own, shorter warm-up) and compared with
+the long run's whole measured phase.
+
+Per-second percentiles cannot be merged exactly, so a window's latency is the median over its
+seconds of each second's p50 (or p99): a figure that one burst cannot move. The rule, printed
+beside the table: the shortened window is steady when its delivered rate is within 2 % of the
+whole run's and its median p50 and p99 within 25 % (or 100 µs) of the whole run's.
+
+    python -m mqttlab.reproductions.steadiness RUN_DIR... --warmup 5s --length 10s"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import yaml
+
+from mqttlab.scenario.units import parse_duration
+
+RATE_TOLERANCE = 0.02
+LATENCY_TOLERANCE = 0.25
+LATENCY_FLOOR_US = 100.0  # below this a difference is the clock's grain, not a trend
+RULE = (f"steady when the first window's delivered rate is within {RATE_TOLERANCE:.0%} of the whole measured phase's "
+        f"and its median per-second p50 and p99 within {LATENCY_TOLERANCE:.0%} (or {LATENCY_FLOOR_US:.0f} µs)")
+
+
+@dataclass
+class Window:
+    seconds: int
+    rate: float  # messages received per second
+    p50_us: float  # median over the seconds of each second's e2e p50
+    p99_us: float  # likewise for p99
+    worst_p99_us: float  # the worst second
+
+
+@dataclass
+class Steadiness:
+    run: str
+    first: Window
+    whole: Window
+
+    @property
+    def steady(self) -> bool:
+        def close(a: float, b: float) -> bool:
+            return abs(a - b) <= max(LATENCY_TOLERANCE * b, LATENCY_FLOOR_US)
+
+        return (abs(self.first.rate - self.whole.rate) <= RATE_TOLERANCE * self.whole.rate
+                and close(self.first.p50_us, self.whole.p50_us) and close(self.first.p99_us, self.whole.p99_us))
+
+
+def _seconds(run_dir: Path) -> list[dict[str, float]]:
+    """The seconds in which the load ran at full rate, warm-up included (t < 0): the first and
+    last, partial seconds and the grace period, where nothing is sent, are left out."""
+    with (run_dir / "series.csv").open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["e2e_p50_us"]]
+    seconds = {int(float(row["t_s"])): row for row in rows}  # a second is written once; keep the last
+    sending = [row for row in seconds.values() if float(row["sent"]) > 0]
+    full = max(float(row["sent"]) for row in sending)
+    return [{key: float(value) for key, value in row.items() if key != "fault" and value}
+            for row in sorted(sending, key=lambda row: float(row["t_s"])) if float(row["sent"]) >= 0.5 * full]
+
+
+def _window(rows: list[dict[str, float]]) -> Window:
+    return Window(len(rows), sum(row["received"] for row in rows) / len(rows), median(row["e2e_p50_us"] for row in rows),
+                  median(row["e2e_p99_us"] for row in rows), max(row["e2e_p99_us"] for row in rows))
+
+
+def _warmup_s(run_dir: Path) -> float:
+    scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text(encoding="utf-8")) or {}
+    return parse_duration((scenario.get("load") or {}).get("warmup", "0s"))
+
+
+def check(run_dir: Path, length_s: float, warmup_s: float | None = None) -> Steadiness:
+    """`length_s` measured seconds after a warm-up of `warmup_s` (default: the long run's own)."""
+    rows = _seconds(run_dir)
+    measured = [row for row in rows if row["t_s"] >= 0]
+    start = 0.0 if warmup_s is None else warmup_s - _warmup_s(run_dir)  # on the long run's time base
+    first = [row for row in rows if start <= row["t_s"] < start + length_s]
+    if len(first) < length_s or len(first) >= len(measured):
+        raise ValueError(f"{run_dir}: needs a measured phase longer than {length_s:g} s (has {len(measured)} s)")
+    return Steadiness(str(run_dir), _window(first), _window(measured))
+
+
+def table(checks: list[Steadiness], names: list[str]) -> str:
+    def ms(us: float) -> str:
+        return f"{us / 1000:.2f}"
+
+    lines = ["| run | window | seconds | delivered msg/s | p50 ms (median of seconds) | p99 ms (median of seconds) | worst second's p99 ms | steady |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for name, found in zip(names, checks):
+        for label, window in (("first", found.first), ("whole", found.whole)):
+            verdict = ("yes" if found.steady else "no") if label == "first" else ""
+            lines.append(f"| {name} | {label} | {window.seconds} | {window.rate:,.0f} | {ms(window.p50_us)} | {ms(window.p99_us)} | "
+                         f"{ms(window.worst_p99_us)} | {verdict} |")
+    return "\n".join(lines) + f"\n\nRule: {RULE}."
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (each with series.csv)")
+    parser.add_argument("--length", required=True, help="the shortened runs' measured length, e.g. 10s")
+    parser.add_argument("--warmup", help="the shortened runs' warm-up (default: the long run's)")
+    args = parser.parse_args()
+    length, warmup = parse_duration(args.length), parse_duration(args.warmup) if args.warmup else None
+    print(table([check(run, length, warmup) for run in args.runs], [run.parent.name if run.name.startswith("rep-") else run.name for run in args.runs]))
+
+
+if __name__ == "__main__":
+    main()
