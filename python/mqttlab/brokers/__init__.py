@@ -90,7 +90,6 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
     **{name: _unavailable(name) for name in MISSING_REASONS},
     "external": _installed("external", "ExternalLauncher"),
 }
-_URL_SCHEMES = ("mqtt://", "mqtts://", "tcp://", "ssl://", "ws://", "wss://")
 
 
 #: MQTT-SN gateways built here, listed and installed beside the brokers (they are not brokers:
@@ -120,11 +119,13 @@ def available_launcher_names() -> list[str]:
 def get_launcher(name: str) -> Launcher:
     """The launcher for `name`, for a broker image (`image:emqx/emqx:5.8`), or for an external
     broker given as a URL (`mqtt://HOST:PORT?pid=N` / `?container=NAME`)."""
-    if name.startswith("image:"):
+    from mqttlab.scenario.fields import is_image, is_url  # "name or URL?" is decided there alone
+
+    if is_image(name):
         from mqttlab.brokers.container import ContainerLauncher
 
         return ContainerLauncher(name)
-    if name.startswith(_URL_SCHEMES):
+    if is_url(name):
         from mqttlab.brokers.external import ExternalLauncher
 
         return ExternalLauncher(name)

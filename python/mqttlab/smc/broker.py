@@ -19,8 +19,10 @@ from pathlib import Path
 
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.base import RunningBroker
+from mqttlab.scenario.fields import is_url, split_url
 
-_URL_SCHEMES = ("mqtt://", "tcp://")
+# The SMC clients (the engine's smc module) speak plain MQTT over TCP.
+_PLAIN_SCHEMES = ("mqtt", "tcp")
 
 
 def split_brokers(text: str) -> list[str]:
@@ -29,7 +31,7 @@ def split_brokers(text: str) -> list[str]:
     if not names or any(not n for n in names):
         raise ValueError(f"--broker: {text!r} must be one broker or a comma-separated list like mosquitto,rumqttd")
     for name in names:
-        if name.startswith(("mqtts://", "ssl://")):
+        if is_url(name) and split_url(name)[0] not in _PLAIN_SCHEMES:
             raise ValueError(f"--broker: {name!r}: the SMC clients speak plain MQTT only (mqtt://HOST:PORT)")
     return names
 
@@ -40,7 +42,7 @@ class BrokerSource:
     def __init__(self, spec: str, workdir: Path, fresh: bool = True, config: str | None = None) -> None:
         self.spec = spec
         self.workdir = Path(workdir)
-        self.is_url = spec.startswith(_URL_SCHEMES)
+        self.is_url = is_url(spec)
         self.fresh = fresh and not self.is_url
         self.launcher = get_launcher(spec)  # UnknownBroker names the known ones
         if config is not None and not self.is_url:

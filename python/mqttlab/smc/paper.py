@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from mqttlab.brokers import get_launcher
+from mqttlab.scenario.fields import is_url
 from mqttlab.smc.explore import ClientRange, WalkSettings, explore
 from mqttlab.smc.grow import MAX_ROUNDS, TOLERANCE, Growth, LiveRounds, grow_until_plateau
 from mqttlab.smc.hostload import LIMIT, NO_LOAD, HostLoad, HostLoadSampler
@@ -179,7 +180,7 @@ class PaperResult:
 
 def _available(name: str) -> tuple[bool, str]:
     launcher = get_launcher(name)  # UnknownBroker names the known ones
-    if name.startswith(("mqtt://", "tcp://")):
+    if is_url(name):
         return True, "external"
     availability = launcher.availability()
     return availability.available, availability.detail
