@@ -400,3 +400,42 @@ def test_each_judges_a_share_of_rows_by_one_key_of_their_values():
     assert rule_text(most) == "ours' h1_accept_pct in [90, 100] in at least 50% of the rows of 4 figures (a, b, c, …)"
     with pytest.raises(ValueError, match="key: only with each"):
         Check(figure="a", within=[0, 1], key="h1_accept_pct")
+
+
+def test_best_is_judged_against_each_rival_by_the_interval_of_the_difference():
+    def broker(figure: str, name: str, samples: list[float]) -> FigureRow:
+        row = _runs(figure, "p2p-qos2-r200", samples)
+        row.broker = name
+        return row
+
+    rows = {"rmqtt": [broker("rmqtt", "rmqtt", [13_700.0, 13_600.0, 13_800.0])],
+            "mosquitto": [broker("mosquitto", "mosquitto", [9_000.0, 9_100.0, 8_900.0])],
+            "rumqttd": [broker("rumqttd", "rumqttd", [13_500.0, 13_900.0, 13_700.0])]}
+    best = Check(best="rmqtt", among=["mosquitto", "rumqttd", "rmqtt"])
+    ok, lines = _check(best, rows)
+    # Clearly ahead of Mosquitto; level with rumqttd within the runs' spread: not a winner by noise.
+    assert ok == CANNOT_TELL
+    assert lines[0].startswith("rmqtt 13700 ahead of mosquitto 9000 (difference 95% CI")
+    assert "cannot tell from rumqttd" in lines[1] and "n = 3 and 3" in lines[1]
+    rows["rumqttd"][0].samples = [10_000.0, 10_100.0, 9_900.0]
+    rows["rumqttd"][0].ours = 10_000.0
+    assert _check(best, rows)[0] is True
+    # Behind one rival wholly: does not hold. One run a side: the values decide.
+    assert _check(best.model_copy(update={"best": "mosquitto"}), rows)[0] is False
+    rows = {name: [broker(name, name, [value])] for name, value in (("rmqtt", 13_700.0), ("mosquitto", 9_000.0))}
+    ok, lines = _check(Check(best="rmqtt", among=["mosquitto", "rmqtt"]), rows)
+    assert ok is True and lines == ["rmqtt 13700 ahead of mosquitto 9000 (n = 1 and 1)"]
+    assert "Welch 95% interval of its difference to each" in rule_text(best)
+
+
+def test_a_trend_step_whose_intervals_overlap_cannot_tell():
+    rows = {"rtt": [_runs("rtt", "loss-1-qos1", [10.0, 11.0, 12.0]), _runs("rtt", "loss-10-qos1", [11.0, 30.0, 13.0]),
+                    _runs("rtt", "loss-1-qos0", [5.0, 5.1, 4.9]), _runs("rtt", "loss-10-qos0", [9.0, 9.1, 8.9])]}
+    for row in rows["rtt"]:
+        half = (max(row.samples) - min(row.samples)) * 2
+        row.interval = [row.ours - half, row.ours + half]
+    rises = Check(trend="rises", figures=["rtt"], along=["loss-1", "loss-10"])
+    ok, lines = _check(rises, rows)
+    assert ok == CANNOT_TELL
+    assert lines[0] == "rtt: rises along loss-1 → loss-10 in 1 of 2 configurations (50%; 100% asked), cannot tell in 1 (intervals overlap)"
+    assert any(line.startswith("*-qos1 (mosquitto): ") and line.endswith(" ?") for line in lines)

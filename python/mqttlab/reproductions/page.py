@@ -235,18 +235,29 @@ def _beside(page: Path, section: PaperSection, figures: list[BesideFigure]) -> s
 
 
 def _our_figures(comparison: Comparison) -> str:
+    from mqttlab.analysis.compare import compare_runs
     from mqttlab.reports.tables import summary_table
 
     keys = (("throughput", "msg/s"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"), ("loss", "loss %"),
             ("broker_cpu", "broker CPU"), ("broker_rss", "broker RSS MB"))
+    # Generator-limited runs are left out of the means, as of every verdict; a configuration with
+    # nothing else is shown from them, marked.
+    groups = [group for scenario in comparison.scenarios for group in scenario.groups.values()]
+    left_out = {(g.scenario, g.broker): g.generator_limited_runs for g in groups if g.generator_limited_runs < len(g.runs)}
+    kept = [run for g in groups for run in g.runs if not run.generator_limited or (g.scenario, g.broker) not in left_out]
+    shown = compare_runs(kept, baseline=comparison.baseline, confidence=comparison.confidence) if kept else comparison
     lines = ["### Our figures", "",
              f"Means over the repetitions, ± the {comparison.confidence:.0%} confidence interval's half-width where there "
-             "are two or more. Latency is the round trip where the suite measures round trips, else end to end.", "",
+             "are two or more. Latency is the round trip where the suite measures round trips, else end to end. "
+             "Runs flagged generator-limited are left out (counted with ⚑); a configuration with no other run is shown "
+             "from them, marked ⚑ all, and judges nothing.", "",
              "| configuration | broker | runs | " + " | ".join(title for _, title in keys) + " |",
              "|---|---|---|" + "---|" * len(keys)]
-    for row in summary_table(comparison):
+    for row in summary_table(shown):
         cells = [_estimate(row, key) for key, _ in keys]
-        lines.append(f"| {_cell(row['scenario'])} | {row['broker']} | {row['runs']} | " + " | ".join(cells) + " |")
+        flagged = left_out.get((row["scenario"], row["broker"]))
+        runs = f"{row['runs']} (+{flagged} ⚑ left out)" if flagged else (f"{row['runs']} ⚑ all" if row["generator_limited_runs"] else str(row["runs"]))
+        lines.append(f"| {_cell(row['scenario'])} | {row['broker']} | {runs} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -83,7 +83,9 @@ def rule_text(check: Check) -> str:
         names = check.increasing or check.decreasing or []
         return f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping"
     if check.best is not None:
-        return f"{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}"
+        return (f"{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}: "
+                f"with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
+                "on its side (across zero: cannot tell)")
     within = f"[{_text((check.within or [0, 0])[0])}, {_text((check.within or [0, 0])[1])}]"
     share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
     if check.ratio is not None:
@@ -98,7 +100,8 @@ def rule_text(check: Check) -> str:
         return f"{what} in {within} in at least {check.at_least:.0%} of the rows of {len(check.each)} figures ({', '.join(check.each[:3])}" + (
             ", …)" if len(check.each) > 3 else ")")
     if check.trend is not None:
-        what = f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat" else check.trend
+        what = (f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat"
+                else f"{check.trend} (step by step; where runs give intervals, overlapping steps cannot tell)")
         return f"{', '.join(check.figures or [])} {what} along {' → '.join(check.along or [])}{share}"
     return f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
 
@@ -171,14 +174,7 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
                             CANNOT_TELL: " — cannot tell: the intervals overlap"}[outcome])
         return _combine(outcomes), lines
     if check.best is not None:
-        scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
-        candidates = [(row, value) for row, value in scored if value is not None]
-        if not any(row.figure == check.best for row, _ in candidates):
-            return None, [f"not measured: {check.best}"]
-        winner, value = (max if check.higher_is_better else min)(candidates, key=lambda item: item[1])
-        ok = winner.figure == check.best
-        return ok, [f"best: {winner.figure}{_at(winner)} {_text(value)} (expected {check.best}; of "
-                    + ", ".join(f"{row.broker or row.figure} {_text(v)}" for row, v in candidates) + ")"]
+        return _best(check, rows)
     if check.ratio is not None:
         top, bottom = _aligned(check.ratio, rows)
         brokers = list(top)
@@ -277,36 +273,51 @@ def _combine(outcomes: list[Outcome]) -> Outcome:
 
 def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     """Rows that differ only in the `along` axis (the rest of the scenario name and the broker
-    the same) form a configuration; the trend holds in a share of them."""
+    the same) form a configuration; the trend holds in a share of them. A rise or fall is judged
+    step by step on the rows' intervals where they have them (overlapping: cannot tell, as for
+    `increasing`); flat compares the values (highest / lowest within the tolerance)."""
     along = check.along or []
-    groups: dict[tuple[str, str], dict[int, float]] = {}
+    groups: dict[tuple[str, str], dict[int, FigureRow]] = {}
     for row in rows:
-        value, name = _scalar(row), base_name(row.scenario or "")
-        if value is None or not _where(check, row):
+        name = base_name(row.scenario or "")
+        if _scalar(row) is None or not _where(check, row):
             continue
         found = _position(name, along)
         if found is not None:
-            groups.setdefault((found[1], row.broker or ""), {})[found[0]] = value
-    compared = {key: [values[k] for k in sorted(values)] for key, values in groups.items() if len(values) >= 2}
+            groups.setdefault((found[1], row.broker or ""), {})[found[0]] = row
+    compared = {key: [found[k] for k in sorted(found)] for key, found in groups.items() if len(found) >= 2}
     if not compared:
         return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
 
-    def holds(values: list[float]) -> bool:
+    def span(row: FigureRow) -> _Span:
+        value = _scalar(row) or 0.0
+        low, high = row.interval if row.interval else (value, value)
+        return _Span(value, min(low, value), max(high, value), row.interval is not None)
+
+    def holds(found: list[FigureRow]) -> Outcome:
+        values = [_scalar(row) or 0.0 for row in found]
         if check.trend == "flat":
             return min(values) > 0 and max(values) / min(values) <= check.tolerance
-        pairs = list(zip(values, values[1:]))
-        return all(b > a for a, b in pairs) if check.trend == "rises" else all(b < a for a, b in pairs)
+        spans = [span(row) for row in found]
+        return _combine([_step(a, b, check.trend == "rises") for a, b in zip(spans, spans[1:])])
 
-    held = {key: holds(values) for key, values in compared.items()}
-    share = sum(held.values()) / len(held)
+    held = {key: holds(found) for key, found in compared.items()}
+    agree = sum(outcome is True for outcome in held.values())
+    disagree = sum(outcome is False for outcome in held.values())
     what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
-    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {sum(held.values())} of {len(held)} configurations"
-             f" ({share:.0%}; {check.at_least:.0%} asked)"]
-    for key in sorted(compared, key=lambda k: held[k])[:6]:  # those that break it first
+    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {agree} of {len(held)} configurations"
+             f" ({agree / len(held):.0%}; {check.at_least:.0%} asked)"
+             + (f", cannot tell in {len(held) - agree - disagree} (intervals overlap)" if len(held) - agree - disagree else "")]
+    order = {False: 0, CANNOT_TELL: 1, True: 2}
+    for key in sorted(compared, key=lambda k: order[held[k]])[:6]:  # those that break it first
         rest, broker = key
-        lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(_text(v) for v in compared[key])
-                     + ("" if held[key] else " ✗"))
-    return share >= check.at_least - 1e-9, lines
+        lines.append(f"{rest}{f' ({broker})' if broker else ''}: " + " → ".join(span(row).text for row in compared[key])
+                     + {True: "", False: " ✗", CANNOT_TELL: " ?"}[held[key]])
+    if agree >= check.at_least * len(held) - 1e-9:
+        return True, lines
+    if disagree > (1 - check.at_least) * len(held) + 1e-9:
+        return False, lines
+    return CANNOT_TELL, lines
 
 
 def _position(name: str, along: list[str]) -> Optional[tuple[int, str]]:
@@ -358,6 +369,35 @@ def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome
     if disagree > (1 - check.at_least) * len(verdicts) + 1e-9:
         return False, lines
     return CANNOT_TELL, lines
+
+
+def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
+    """The named figure ahead of every rival: run by run where both have two or more runs (the
+    Welch interval of the difference of their means wholly on its side: ahead; wholly on the
+    other: behind; across zero: cannot tell), by the figure's value otherwise (n = 1)."""
+    scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
+    candidates = [(row, value) for row, value in scored if value is not None]
+    mine = [(row, value) for row, value in candidates if row.figure == check.best]
+    if not mine:
+        return None, [f"not measured: {check.best}"]
+    best, best_value = mine[0]
+    sign = 1.0 if check.higher_is_better else -1.0
+    outcomes, lines = [], []
+    for rival, value in candidates:
+        if rival.figure == check.best:
+            continue
+        welch = welch_difference(best.samples, rival.samples, CONFIDENCE) if len(best.samples) >= 2 and len(rival.samples) >= 2 else None
+        if welch is not None and welch.has_interval:
+            lo, hi = sorted((sign * (welch.low or 0.0), sign * (welch.high or 0.0)))
+            outcome: Outcome = True if lo > 0 else False if hi < 0 else CANNOT_TELL
+            how = f"difference {CONFIDENCE:.0%} CI {_text(welch.low or 0.0)}–{_text(welch.high or 0.0)}, n = {len(best.samples)} and {len(rival.samples)}"
+        else:
+            outcome = sign * (best_value - value) > 0
+            how = f"n = {len(best.samples) or '?'} and {len(rival.samples) or '?'}"
+        outcomes.append(outcome)
+        mark = {True: "ahead of", False: "behind", CANNOT_TELL: "cannot tell from"}[outcome]
+        lines.append(f"{best.broker or best.figure} {_text(best_value)} {mark} {rival.broker or rival.figure} {_text(value)} ({how})")
+    return _combine(outcomes) if outcomes else None, lines
 
 
 def _each(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
