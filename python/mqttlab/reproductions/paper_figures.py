@@ -179,7 +179,7 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
         per_run = [v for v in (run_value(run, how.metric or "") for run in runs) if v is not None]
         if not per_run:
             continue
-        value: Value = max(per_run) if how.statistic == "best" else sum(per_run) / len(per_run)
+        value: Value = _best(per_run, how.metric or "") if how.statistic == "best" else sum(per_run) / len(per_run)
         if how.metric == "latency_mean_sd":
             from mqttlab.reports.paper import paper_sd  # which SD the seeds drew lives with their statistics table
 
@@ -199,6 +199,14 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
                       how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in judged)), sum(f.runs or 0 for f in judged),
                       limited=sum(f.limited for f in found), limited_only=all(f.limited_only for f in found))]
     return found
+
+
+def _best(per_run: list[float], metric: str) -> float:
+    """The best run's figure: the highest throughput, the lowest latency, CPU or memory."""
+    from mqttlab.analysis.runs import METRIC_BY_KEY
+
+    known = METRIC_BY_KEY.get(metric.replace("_percent", "").replace("_mean_sd", "_mean"))
+    return max(per_run) if known is not None and known.higher_is_better else min(per_run)
 
 
 def run_value(run: RunFigures, metric: str) -> Optional[float]:

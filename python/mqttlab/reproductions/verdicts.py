@@ -150,7 +150,7 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
         if not measured:
             return None, [f"not measured: {', '.join(check.agree)}"]
         bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
-        lines = [f"{row.figure}{_at(row)}: {row.status}: ours {_text(row.ours)}{_n(row)}, {row.rule}" for row in measured]
+        lines = [f"{row.figure}{_at(row)}: {row.status}: ours {_text(row.ours)}{_n(row)}; rule: {row.rule}" for row in measured]
         if bad:
             return False, lines
         return (CANNOT_TELL if any(row.status == CANNOT_TELL for row in measured) else True), lines
