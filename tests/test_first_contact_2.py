@@ -456,7 +456,8 @@ def test_a_results_path_with_brackets_is_printed_as_typed(tmp_path: Path):
     out = tmp_path / "[bold]" / "run"
     result = invoke("run", "--duration", "1s", *SMALL, "--out", str(out))
     assert result.exit_code in (0, 1), result.output
-    assert f"results: {out}" in said(result)
+    # A long path may be folded at the terminal's width: compared without any whitespace.
+    assert f"results:{out}" in "".join(result.output.split())
 
 
 def test_a_files_warmup_follows_a_shorter_duration_from_the_command_line(tmp_path: Path):

@@ -27,7 +27,12 @@ app = typer.Typer(
 BAD_INPUT = Exit.BAD_INPUT
 DEFAULT_CLIENT_STEP = 20  # the paper's grid: 50, 70, ..., 150
 
-_console = Console()
+
+
+def _console() -> Console:
+    """A console made when printing, so that it sees the terminal (and COLUMNS) of this command,
+    not of whatever imported the module first."""
+    return Console()
 
 
 def _fail(message: str) -> typer.Exit:
@@ -122,10 +127,10 @@ def learn(
                 assert logs is not None  # without --broker, LOGS were given (checked above)
                 rounds = rounds_of(read_logs(logs), round_cases)
             growth = grow_until_plateau(rounds, tolerance=r2_tolerance, max_rounds=max_rounds,
-                                        on_round=lambda r: _console.print(f"round {r.round}: {r.cases} cases, R² = {r.r_squared:.4f}"))
+                                        on_round=lambda r: _console().print(f"round {r.round}: {r.cases} cases, R² = {r.r_squared:.4f}"))
             if isinstance(rounds, LiveRounds):
                 rounds.write_summary(growth)
-                _console.print(f"explore: {rounds.host_load.describe()}", markup=False)
+                _console().print(f"explore: {rounds.host_load.describe()}", markup=False)
             parsed = growth.logs
         else:
             assert logs is not None  # without --grow there is no --broker, so LOGS were given (checked above)
@@ -140,11 +145,11 @@ def learn(
         summary_data = json.loads(summary_path.read_text())
         summary_data["growth"] = growth.to_dict()
         summary_path.write_text(json.dumps(summary_data, indent=2) + "\n")
-        _console.print(_growth_table(growth))
+        _console().print(_growth_table(growth))
     rows = pd.concat([log.ok_rows for log in parsed], ignore_index=True)
     learn_figures(rows, result.correlation, out, seed=seed)
 
-    _console.print(
+    _console().print(
         f"{result.rows_used} messages from {len(parsed)} workloads; {result.rows_failed} functional failures kept apart; "
         f"{result.outliers_removed} outliers (top 5 % per type) removed for the OLS only."
     )
@@ -153,7 +158,7 @@ def learn(
         coefficients.add_column(column, justify="left" if column == "term" else "right", overflow="fold")
     for term, row in result.coefficients.iterrows():
         coefficients.add_row(escape(term), f"{row['Estimate']:.4g}", f"{row['Std. Error']:.4g}", f"{row['t value']:.3f}", f"{row['Pr(>|t|)']:.3g}")
-    _console.print(coefficients)
+    _console().print(coefficients)
     scores = Table(title=f"Held-out comparison ({result.holdout}); lower CRPS is better")
     for column in ("model", "CRPS (ms)", "worse than chosen (ms)", "p99 predicted (ms)", "p99 observed (ms)"):
         scores.add_column(column, justify="left" if column == "model" else "right", overflow="fold")
@@ -167,8 +172,8 @@ def learn(
             f"{row['p99_observed_us'] / 1e3:.2f}",
         )
     scores.caption = "* chosen; ± is one standard error (the paired one for the difference)"
-    _console.print(scores)
-    _console.print(f"default model: {result.chosen} → {chosen_path}", markup=False)
+    _console().print(scores)
+    _console().print(f"default model: {result.chosen} → {chosen_path}", markup=False)
 
 
 def _resolve_model(path: Path, delay: str):
@@ -254,8 +259,8 @@ def predict(
             f"{row.p_all_clients:.3f}",
             f"{row.mean_active:.1f}",
         )
-    _console.print(table)
-    _console.print(f"written: {out / 'predict.csv'}, {out / 'predict.html'}, {out / 'predict.png'}", markup=False)
+    _console().print(table)
+    _console().print(f"written: {out / 'predict.csv'}, {out / 'predict.html'}, {out / 'predict.png'}", markup=False)
 
 
 # explore, verify, validate: the steps that talk to a real broker ------------------------------
@@ -290,7 +295,7 @@ def _every(seconds: float):
         if time.monotonic() - last[0] >= seconds:
             last[0] = time.monotonic()
             data = json.loads(snapshot)
-            _console.print(f"  … {data['messages']} messages after {_fmt_min_s(data['elapsed_s'])}", markup=False)
+            _console().print(f"  … {data['messages']} messages after {_fmt_min_s(data['elapsed_s'])}", markup=False)
 
     return report
 
@@ -328,7 +333,7 @@ def explore(
     def on_case(index: int, count: int, result) -> None:
         failed = len(result.failures)
         note = f"[red]{failed} functional failures[/red]" if failed else "all checks passed"
-        _console.print(f"case {index:3d}: {count:3d} clients, {len(result.rows):6d} messages, {result.elapsed_s:6.2f} s, {note}", markup=False)
+        _console().print(f"case {index:3d}: {count:3d} clients, {len(result.rows):6d} messages, {result.elapsed_s:6.2f} s, {note}", markup=False)
 
     try:
         summary = run_explore(name, out, cases=cases, clients=counts, length=length, seed=seed, walk=walk,
@@ -336,8 +341,8 @@ def explore(
     except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
     failures = ", ".join(f"{k} {v}" for k, v in sorted(summary.failures.items())) or "none"
-    _console.print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}", markup=False)
-    _console.print(f"broker config {summary.broker_config.get('mode')}; {summary.host_load.describe()}", markup=False)
+    _console().print(f"{len(summary.cases)} cases, {summary.messages} messages in {out}; functional failures: {failures}", markup=False)
+    _console().print(f"broker config {summary.broker_config.get('mode')}; {summary.host_load.describe()}", markup=False)
 
 
 @app.command()
@@ -388,7 +393,7 @@ def verify(
         raise _fail(str(error)) from None
 
     def on_run(label: str, count: int, run) -> None:
-        _console.print(f"{label}: {count} clients, stopped ({run.stopped}) after {_fmt_min_s(run.elapsed_s)}, "
+        _console().print(f"{label}: {count} clients, stopped ({run.stopped}) after {_fmt_min_s(run.elapsed_s)}, "
                        f"{len(run.failures)} functional failures")
 
     from mqttlab.smc.hostload import NO_LOAD
@@ -429,9 +434,9 @@ def verify(
     view.caption = ("Result: H1/H0 when every client accepted it, else the share accepting H1. #Samples: mean sequences per "
                     "client. Time: until the last client decided. System: one SPRT on all clients' sequences pooled "
                     "in completion order (samples).")
-    _console.print(view)
-    _console.print(load.describe())
-    _console.print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}", markup=False)
+    _console().print(view)
+    _console().print(load.describe())
+    _console().print(f"written: {out / 'verify.csv'}, {out / 'verify.json'}", markup=False)
 
 
 @app.command()
@@ -474,7 +479,7 @@ def validate(
 
     def on_replication(count: int, r: int) -> None:
         if r + 1 == replications:
-            _console.print(f"{count} clients: {replications} replications measured", markup=False)
+            _console().print(f"{count} clients: {replications} replications measured", markup=False)
 
     try:
         table = run_validate(names[0], models, usage, counts, thresholds, out, settings, on_replication)
@@ -497,7 +502,7 @@ def validate(
             cells.append(f"{getattr(r, f'predicted_{m}'):.3f} ({getattr(r, f'error_{m}'):+.3f}){'' if inside else ' ✗'}")
         view.add_row(*cells)
     view.caption = "* smallest threshold, † many clients; ✗ prediction outside the measured interval"
-    _console.print(view)
+    _console().print(view)
     regions = region_errors(table, names_m)
     summary = Table(title="Mean absolute error by region (share of predictions inside the interval)")
     summary.add_column("region", overflow="fold")
@@ -506,8 +511,8 @@ def validate(
         summary.add_column(m, justify="right", overflow="fold")
     for r in regions.to_dict("records"):
         summary.add_row(r["region"], str(r["points"]), *[f"{r[f'mae_{m}']:.3f} ({r[f'inside_{m}']:.0%})" for m in names_m])
-    _console.print(summary)
-    _console.print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}", markup=False)
+    _console().print(summary)
+    _console().print(f"written: {out / 'validate.csv'}, {out / 'validate.json'}", markup=False)
 
 
 # paper: seed 000's whole pipeline in one command -------------------------------------------
@@ -590,14 +595,14 @@ def paper(
 
     from mqttlab.results import record_invocation
 
-    _console.print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}", markup=False)
+    _console().print(f"seed 000 pipeline{' (quick)' if quick else ''} → {out}", markup=False)
     try:
         out.mkdir(parents=True, exist_ok=True)
         record_invocation(out)
     except OSError as error:
         raise _fail(f"{out}: cannot write: {error}") from None
     try:
-        result = run_paper(out, settings, say=lambda text: _console.print(escape(text)))
+        result = run_paper(out, settings, say=lambda text: _console().print(escape(text)))
     except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
 
@@ -610,7 +615,7 @@ def paper(
     for label, row in table2.iterrows():
         view.add_row(escape(str(label)), *[str(v) for v in row])
     view.caption = "paper: the paper's delay function (the default); the others are ours, fitted by `learn`"
-    _console.print(view)
+    _console().print(view)
     for number, name in zip((3, 4), settings.profiles):
         part = sprt_view(result.sprt, name)
         if part.empty:
@@ -622,17 +627,17 @@ def paper(
         for row in part.itertuples(index=False):
             table.add_row(*[escape(f"{v:.3g}" if isinstance(v, float) else str(v)) for v in row])
         table.caption = "#Samples: mean per client; ours …: p: our models' predictions for the same point"
-        _console.print(table)
+        _console().print(table)
     cpu = Table(title="Host CPU during the steps that drive the broker (the paper: under 60 %)")
     for column in ("broker", "step", "profile", "mean", "max", "time above 60 %"):
         cpu.add_column(column, justify="left" if column in ("broker", "step", "profile") else "right", overflow="fold")
     for row in result.host_cpu.itertuples():
         cpu.add_row(row.broker, row.step, row.profile, f"{row.mean_share:.0%}", f"{row.max_share:.0%}",
                     f"{row.share_of_time_above_limit:.0%}")
-    _console.print(cpu)
+    _console().print(cpu)
     for name, why in result.skipped.items():
-        _console.print(f"[yellow]skipped {escape(name)}[/yellow]: {escape(why)}")
+        _console().print(f"[yellow]skipped {escape(name)}[/yellow]: {escape(why)}")
     for warning in result.warnings:
-        _console.print(f"[yellow]warning[/yellow]: {escape(warning)}")
-    _console.print(f"written: {out}/ (summary.md, paper.json, table2-monte-carlo-time.csv, table3-4-sprt.csv, "
+        _console().print(f"[yellow]warning[/yellow]: {escape(warning)}")
+    _console().print(f"written: {out}/ (summary.md, paper.json, table2-monte-carlo-time.csv, table3-4-sprt.csv, "
                    f"predictions.csv, host-cpu.csv, and one folder per broker)")
