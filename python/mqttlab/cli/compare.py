@@ -161,8 +161,9 @@ def _palette(figure: Path) -> None:
 
 
 def _page_figure(figure: Path, comparison: "Comparison") -> bool:
-    """The figures a reproduction page keeps: rate sweeps, and the headline bar charts while they stay readable."""
-    if figure.stem.startswith("rate-sweep"):
+    """The figures a reproduction page keeps: rate sweeps, seed 002's shark fins (from captures),
+    and the headline bar charts while they stay readable."""
+    if figure.stem.startswith(("rate-sweep", "shark-fin")):
         return True
     if figure.stem == "mean-sd-seed001":  # the mean ± SD bars seeds 001 and 004 drew
         return comparison.paper is not None and comparison.paper.seed in ("001", "004") and len(comparison.scenarios) <= PAGE_MAX_BARS
