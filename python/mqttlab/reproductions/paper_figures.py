@@ -201,26 +201,26 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
     return found
 
 
+# A paper metric read from a run figure of another name, in another unit: (figure, factor).
+_FROM_FIGURE = {"latency_mean_sd": ("latency_mean", 1.0), "broker_cpu_percent": ("broker_cpu", 100.0)}
+
+
 def _best(per_run: list[float], metric: str) -> float:
     """The best run's figure: the highest throughput, the lowest latency, CPU or memory."""
     from mqttlab.analysis.runs import METRIC_BY_KEY
 
-    known = METRIC_BY_KEY.get(metric.replace("_percent", "").replace("_mean_sd", "_mean"))
+    known = METRIC_BY_KEY.get(_FROM_FIGURE.get(metric, (metric, 1.0))[0])
     return max(per_run) if known is not None and known.higher_is_better else min(per_run)
 
 
 def run_value(run: RunFigures, metric: str) -> Optional[float]:
     """Our figure `metric` (paper_file.METRIC_UNITS) of one run; latency_mean_sd: its mean."""
-    if metric == "latency_mean_sd":
-        metric = "latency_mean"
-    if metric == "broker_cpu_percent":
-        cores = run.figures.get("broker_cpu")
-        return None if cores is None else 100.0 * cores
     if metric == "sent":
         sent = (run.results.summary.get("messages") or {}).get("sent")
         return None if sent is None else float(sent)
-    value = run.figures.get(metric)
-    return None if value is None else float(value)
+    figure, factor = _FROM_FIGURE.get(metric, (metric, 1.0))
+    value = run.figures.get(figure)
+    return None if value is None else factor * float(value)
 
 
 # ---- computed: deterministic figures -----------------------------------------------------------
