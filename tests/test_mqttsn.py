@@ -81,6 +81,17 @@ def test_publish_subscribe_through_the_gateway_is_exact(gateway, qos, topic_ids)
     assert hist_count(raw["histograms"]["suback"]) == 2
 
 
+@pytest.mark.parametrize("qos,complete_on", [(0, "delivery"), (1, "ack"), (2, "delivery")])
+def test_a_closed_loop_publisher_sends_each_message_when_the_one_before_completed(gateway, qos, complete_on):
+    # MQTT-SN on the same pacing seam as MQTT: no rate, one message at a time; had the publisher
+    # not been told of each completion, it would stop after its first message.
+    p = sn_plan(gateway.port, qos=qos, messages=30)
+    p["publishers"] |= {"arrival": "closed", "complete_on": complete_on, "rate": 0.0}
+    raw, summary = run(p)
+    assert_exact(raw, summary, sent=60, owed=60)
+    assert raw["counters"]["completion_timeouts"] == 0 and raw["counters"]["dropped"] == 0
+
+
 def test_qos_minus_one_publishes_without_a_connection(gateway):
     raw, summary = run(sn_plan(gateway.port, qos=0, topic_ids="predefined", qos_minus_one=True))
     assert_exact(raw, summary, sent=100, owed=100)

@@ -1,6 +1,6 @@
 //! MQTT-SN v1.2 clients over UDP, through a gateway: the same publisher and subscriber as
-//! `client`, on the same send path (`sending`), delivery accounting (`delivery`) and statistics
-//! (`stats`), so results merge and report unchanged.
+//! `client`, on the same send path (`sending`), pacing (`pacing`: open or closed loop), delivery
+//! accounting (`delivery`) and statistics (`stats`), so results merge and report unchanged.
 //!
 //! What differs from MQTT is what UDP does not give: each client retransmits its own
 //! unacknowledged packets after Tretry (`retry_ms`, with DUP on PUBLISH) up to Nretry times, and
@@ -9,6 +9,7 @@
 use crate::clock::now_ns;
 use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
+use crate::pacing::Pacing;
 use crate::plan::{SnOptions, SnTopicIds, Transport};
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
@@ -275,6 +276,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64;
     let window = p.inflight as usize;
     let mut sender = Sender::new(&ctx, index, fanout);
+    let mut pacing = Pacing::for_publisher(&ctx, index, fanout);
     let mut inflight: InFlightMap<Resend> = FxHashMap::default();
     let mut next_msg_id: u16 = 0;
     let keepalive = ctx.keepalive_ticks();
@@ -286,7 +288,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
             _ = sender.phase_changed.notified() => {
-                if !sender.on_phase_change(&ctx, false) { break; }
+                if !sender.on_phase_change(&ctx, pacing.is_closed()) { break; }
             }
             r = udp.recv() => {
                 let now = now_ns();
@@ -294,14 +296,21 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
                     Err(e) => { lost = Some(e); break; }
                     Ok(Err(e)) => ctx.stats.borrow_mut().error("malformed_datagram", &format!("{client_id}: {e}")),
                     Ok(Ok(packet)) => match publisher_packet(&ctx, &mut udp, &mut inflight, packet, now) {
-                        Ok(()) => {}
+                        Ok(()) => {
+                            let out = SnOutlet { udp: &mut udp, inflight: &mut inflight, next_msg_id: &mut next_msg_id, topic, qos, acked, window, client_id: &client_id };
+                            pacing.on_progress(&ctx, &mut sender, &out, now);
+                        }
                         Err(msg) => { lost = Some(msg); break; }
                     },
                 }
             }
+            _ = pacing.delivery_counted(), if pacing.awaits_delivery() => {
+                let out = SnOutlet { udp: &mut udp, inflight: &mut inflight, next_msg_id: &mut next_msg_id, topic, qos, acked, window, client_id: &client_id };
+                pacing.on_progress(&ctx, &mut sender, &out, now_ns());
+            }
             _ = sender.wake.notified(), if sender.next_due.is_some() => {
                 let mut out = SnOutlet { udp: &mut udp, inflight: &mut inflight, next_msg_id: &mut next_msg_id, topic, qos, acked, window, client_id: &client_id };
-                sender.send_due(&ctx, &mut out);
+                pacing.on_wake(&ctx, &mut sender, &mut out);
             }
             _ = retry_tick.tick(), if !inflight.is_empty() => {
                 retransmit(&ctx, &mut udp, &mut inflight, &o, &client_id);

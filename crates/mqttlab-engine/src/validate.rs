@@ -116,8 +116,8 @@ impl RunPlan {
         }
         if let Transport::MqttSn(sn) = &self.transport {
             problems.extend(mqtt_sn_problems(self, sn));
-            if p.measure != Measure::Header || closed {
-                problems.push("publishers.measure / publishers.arrival: topic-sequence and closed loop are MQTT only, not over MQTT-SN".into());
+            if p.measure != Measure::Header {
+                problems.push("publishers.measure: topic-sequence is MQTT only, not over MQTT-SN".into());
             }
         }
         if problems.is_empty() {

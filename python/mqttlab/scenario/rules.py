@@ -162,8 +162,6 @@ def _timing_problems(s: Scenario) -> list[Problem]:
         )
     if closed and s.load.grace <= 0:
         problems.append(Problem("load.grace", "must be > 0 with publishers.arrival: closed (a message not complete within it is given up)", ("publishers.arrival",)))
-    if closed and s.transport.kind == "mqtt-sn":
-        problems.append(Problem("publishers.arrival", "closed is MQTT only, not over MQTT-SN", ("transport.kind",)))
     if not closed and s.publishers.think_time > 0:
         problems.append(Problem("publishers.arrival", "publishers.think_time applies to closed loop: set arrival: closed", ("publishers.think_time",)))
     if s.load.deadline is not None and s.load.grace < s.load.deadline:
@@ -263,8 +261,8 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
 def _round_trip_problems(s: Scenario) -> list[Problem]:
     """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
     the publisher's own messages, or a subscription that caught the echoes, would feed itself."""
-    from mqttlab._engine import expand_template as expand
-    from mqttlab._engine import topic_matches as matches
+    from mqttlab.engine import expand_template as expand
+    from mqttlab.engine import topic_matches as matches
 
     reply, echo = s.publishers.reply_filter, s.subscribers.echo_topic
     if reply is None and echo is None:
