@@ -7,7 +7,8 @@ import pytest
 
 from mqttlab.netem.capability import Capabilities
 from mqttlab.netem.commands import NetemError
-from mqttlab.netem.overhead import exchange_table, publish_bytes
+from mqttlab.engine import compile_plan, packet_sizes
+from mqttlab.netem.overhead import exchange_table
 from mqttlab.netem.shaping import choose_method, tbf_args
 from mqttlab.scenario import ScenarioError, load_scenario, scenario_to_yaml, validate_scenario
 
@@ -81,12 +82,18 @@ def test_tbf_burst_holds_at_least_two_frames():
     assert args[:3] == ["tbf", "rate", "8000bit"] and int(args[args.index("burst") + 1]) >= 3028
 
 
+def _sizes(topic: str, payload: int, qos: int) -> dict[str, int]:
+    scenario = validate_scenario({"publishers": {"count": 1, "topic": topic, "qos": qos, "payload": payload, "measure": "topic-sequence"}})
+    return packet_sizes(compile_plan(scenario, "mqtt://127.0.0.1:1883"))
+
+
 def test_mqtt_sizes_per_qos_exchange_match_the_seed_tables():
     # Seed 002: ack packets are 4 bytes, QoS 2 costs 3 of them per leg. Its "46 bytes" for a
     # 42-byte topic leave out the 2-byte topic length: header 1 + length 1 + 2 + 42 + id 2 + 1.
-    assert publish_bytes(42, 1, 1) == 49 and publish_bytes(42, 1, 0) == 47
-    assert publish_bytes(10, 200, 0) == 1 + 2 + 2 + 10 + 200  # remaining length 212 needs 2 bytes
-    qos2 = exchange_table(7, 64, 2)
+    topic = "t" * 42
+    assert _sizes(topic, 1, 1)["publish"] == 49 and _sizes(topic, 1, 0)["publish"] == 47
+    assert _sizes("t" * 10, 200, 0)["publish"] == 1 + 2 + 2 + 10 + 200  # remaining length 212 needs 2 bytes
+    qos2 = exchange_table(_sizes("bench/0", 64, 2), 2)
     assert [r["packet"] for r in qos2].count("PUBREL") == 2
     assert sum(r["bytes"] for r in qos2 if r["packet"] != "PUBLISH") == 2 * 12
 

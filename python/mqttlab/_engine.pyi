@@ -34,6 +34,23 @@ def owed_units(plan_json: str, max_checks: int) -> Optional[str]:
     `members` (per unit its subscriber indices). None when working it out would take more than
     `max_checks` (publisher topic x wildcard filter) matches."""
 
+def effective_qos(plan_json: str) -> int:
+    """The QoS a plan's deliveries get: the lower of the publishers' and the subscribers' (MQTT 4.3)."""
+
+def schedule_length_s(plan_json: str) -> Optional[float]:
+    """How long the plan's publishers' schedule lasts from the start of the load, in seconds:
+    `load.duration_ms`, else an open-loop count at its rate; None for a closed loop with a count."""
+
+def plan_problems(plan_json: str) -> str:
+    """Every rule the plan breaks, as the engine checks it before a run (JSON list of `field`,
+    `message`, `related`: the scenario's field names, durations in seconds). ValueError for text
+    that is not a plan at all."""
+
+def packet_sizes(plan_json: str) -> str:
+    """Bytes of each packet the plan's clients send (publisher 0 and subscriber 0, at the plan's
+    QoS), as JSON: connect, connack (no properties), subscribe, publish, publish_overhead, payload,
+    puback, pubrec, pubrel, pubcomp, pingreq, disconnect. ValueError for a plan it cannot read."""
+
 def merge_results(results_json: list[str]) -> str:
     """Exact merge of raw shard results of one plan: counters and histograms add."""
 

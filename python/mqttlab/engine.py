@@ -184,9 +184,10 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
         "shard": {"publishers": [0, pubs.count], "subscribers": [0, subs.count]},
         "options": options,
     }
+    # Round-trip mode (the engine's rules want both halves); absent keeps plans as they were.
     if pubs.reply_filter is not None:
-        # Round-trip mode (rules.py has both set together); absent keeps plans as they were.
         plan["publishers"]["reply_filter"] = pubs.reply_filter
+    if subs.echo_topic is not None:
         plan["subscribers"]["echo_topic"] = subs.echo_topic
     if scenario.transport.kind == "mqtt-sn":
         # Absent means MQTT, so plans of MQTT runs stay as they were.
@@ -248,25 +249,31 @@ def _payload(spec: dict[str, Any]) -> PayloadSize:
 
 
 def planned_load_s(plan: Mapping[str, Any]) -> Optional[float]:
-    """How long the plan's load phase should last, or None when it cannot be known in advance
-    (closed loop with a message count: it lasts as long as the broker takes)."""
-    pubs, load = plan["publishers"], plan["load"]
-    duration = (load.get("duration_ms") or 0) / 1000
-    messages, rate = pubs.get("messages"), float(pubs.get("rate") or 0)
-    open_loop = pubs.get("arrival", "constant") != "closed" and rate > 0
-    # A constant schedule's last send is at (n-1)/rate; Poisson's averages the same.
-    by_count = (messages - 1) / rate if messages and open_loop else None
-    if duration and by_count is not None:
-        return min(duration, by_count)
-    if duration and not (messages and not open_loop):
-        return duration
-    return by_count
+    """How long the plan's load phase should last, as the engine plans it (seconds), or None when
+    it cannot be known in advance (closed loop with a message count: it lasts as long as the
+    broker takes)."""
+    length = load_engine().schedule_length_s(json.dumps(plan))
+    return None if length is None else float(length)
 
 
 def effective_qos(plan: Mapping[str, Any]) -> int:
     """The QoS a delivery gets: the lower of the publishers' and the subscribers' (MQTT 4.3), as
-    the engine's receivers and its QoS-loss verdict use it (the engine does not export it)."""
-    return min(int(plan["publishers"]["qos"]), int(plan["subscribers"]["qos"]))
+    the engine's receivers and its QoS-loss verdict use it."""
+    return int(load_engine().effective_qos(json.dumps(plan)))
+
+
+def plan_problems(plan: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Every rule the plan breaks, as the engine checks it (its validate, written once): (the
+    scenario field, why, the other fields the rule reads)."""
+    found = json.loads(load_engine().plan_problems(json.dumps(plan)))
+    return [(str(p["field"]), str(p["message"]), tuple(str(r) for r in p["related"])) for p in found]
+
+
+def packet_sizes(plan: Mapping[str, Any]) -> dict[str, int]:
+    """Bytes of each packet the plan's clients send, as the engine encodes them (publisher 0 and
+    subscriber 0 at the plan's QoS): connect, connack, subscribe, publish, publish_overhead,
+    payload, puback, pubrec, pubrel, pubcomp, pingreq, disconnect."""
+    return {str(key): int(value) for key, value in json.loads(load_engine().packet_sizes(json.dumps(plan))).items()}
 
 
 def split_plan(plan: Plan, shards: int) -> list[Plan]:

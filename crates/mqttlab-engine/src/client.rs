@@ -7,11 +7,11 @@ use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
 use crate::pacing::round_trip::{Echo, Echoes};
 use crate::pacing::Pacing;
-use crate::plan::Arrival;
+use crate::packets::{connect_packet, subscribe_packet};
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
 use bytes::Bytes;
-use mqttlab_codec::{encode_publish, Ack, Connect, Packet, Properties, QoS, Subscribe, SubscribeFilter};
+use mqttlab_codec::{encode_publish, Ack, Packet, Properties, QoS};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
 use std::time::Duration;
@@ -19,28 +19,6 @@ use std::time::Duration;
 /// Pending bytes past which a publisher stops queueing sends (the broker is not reading):
 /// further sends due are dropped and counted, so memory stays bounded.
 const MAX_PENDING_WRITE: usize = 8 << 20;
-
-fn connect_packet(ctx: &WorkerCtx, client_id: String) -> Connect {
-    let m = &ctx.plan.mqtt;
-    let mut properties = Properties::default();
-    if m.version == 5 {
-        if m.session_expiry_s > 0 {
-            properties.session_expiry_interval = Some(m.session_expiry_s);
-        }
-        // Let the broker send as many QoS>0 messages as it likes: the subscriber answers at once.
-        properties.receive_maximum = Some(65535);
-    }
-    Connect {
-        protocol: ctx.target.protocol,
-        client_id,
-        clean_start: m.clean_start,
-        keep_alive: m.keepalive_s,
-        username: m.username.clone(),
-        password: m.password.clone().map(|p| p.into_bytes().into()),
-        will: None,
-        properties,
-    }
-}
 
 /// The local address client `index` of its role connects from, if the shard names any.
 fn source_address(ctx: &WorkerCtx, index: u32, is_publisher: bool) -> Option<std::net::IpAddr> {
@@ -57,7 +35,7 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
     ctx.connect_slot().await;
     // Boxed: the TLS handshake's state is kilobytes, and every client task would otherwise carry
     // room for it for the whole run.
-    match Box::pin(Conn::open_from(&ctx.target, connect_packet(ctx, client_id), source_address(ctx, index, is_publisher))).await {
+    match Box::pin(Conn::open_from(&ctx.target, connect_packet(&ctx.plan.mqtt, client_id), source_address(ctx, index, is_publisher))).await {
         Ok((conn, _ack, t)) => {
             let mut st = ctx.stats.borrow_mut();
             st.record(H::Connect, t.tcp_us);
@@ -267,15 +245,10 @@ fn broker_disconnected(ctx: &WorkerCtx, client_id: &str, conn: &mut Conn) -> boo
 /// done, so one waiting for a broker that never comes back would otherwise hold the run forever.
 fn schedule_end_ns(ctx: &WorkerCtx) -> Option<u64> {
     let start = ctx.ctl_now().start_ns;
-    let (p, load) = (&ctx.plan.publishers, &ctx.plan.load);
     if start == 0 {
         None
-    } else if load.duration_ms > 0 {
-        Some(start + load.duration_ms * 1_000_000)
-    } else if p.arrival != Arrival::Closed && p.rate > 0.0 {
-        p.messages.map(|m| start + (m as f64 / p.rate * 1e9) as u64)
     } else {
-        None
+        ctx.plan.schedule_length_ns().map(|length| start + length)
     }
 }
 
@@ -292,7 +265,7 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
     while phase(ctx) < Phase::Drain && until.is_none_or(|u| now_ns() < u) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
-        let connect = connect_packet(ctx, client_id.to_string());
+        let connect = connect_packet(&ctx.plan.mqtt, client_id.to_string());
         if let Ok((conn, connack, _)) = Box::pin(Conn::open_from(&ctx.target, connect, source)).await {
             let mut st = ctx.stats.borrow_mut();
             st.counters.connections_lost += 1;
@@ -431,15 +404,6 @@ fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, 
     completed(ctx, &f, a.pkid, refused, now, h);
 }
 
-/// A subscription request and its SUBACK.
-fn subscribe_packet(filters: &[String], qos: QoS) -> Packet {
-    Packet::Subscribe(Subscribe {
-        pkid: 1,
-        filters: filters.iter().map(|f| SubscribeFilter { path: f.clone(), qos, no_local: false, retain_as_published: false, retain_handling: 0 }).collect(),
-        properties: Properties::default(),
-    })
-}
-
 /// Checks a SUBACK: a refused filter fails the client, a downgrade is reported.
 fn check_suback(ctx: &WorkerCtx, s: &mqttlab_codec::SubAck, requested: QoS, sent_at: u64, now: u64) -> Result<(), String> {
     if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
@@ -491,7 +455,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         subscribe_sent: now_ns(),
         ready: false,
         awaiting_release: FxHashSet::default(),
-        receiver: Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos)),
+        receiver: Receiver::new(index, plan.effective_qos()),
         echo: Echo::for_subscriber(&ctx, index, &client_id),
     };
     let phase_changed = ctx.phase_changes();

@@ -3,9 +3,9 @@
 //!
 //! Data flow: `plan` (checked by `validate`) → `run` (coordinator) → `worker` threads → `client`
 //! and `sn_client` tasks (sharing `context`; paced by `pacing`: open loop, closed loop, round
-//! trip; sending through `sending` with `pacer`, `timer`, `payload`; receiving through
-//! `delivery`; connecting through `conn`, `tls`, `websocket`) record into `stats` → `result`
-//! (mergeable) → `summary`.
+//! trip; building their packets in `packets`; sending through `sending` with `pacer`, `timer`,
+//! `payload`; receiving through `delivery`; connecting through `conn`, `tls`, `websocket`) record
+//! into `stats` → `result` (mergeable) → `summary`.
 //! Dependencies point one way, along that flow: no module imports one that imports it.
 
 pub mod accounting;
@@ -19,6 +19,7 @@ pub mod histogram;
 pub mod limits;
 pub mod pacer;
 pub mod pacing;
+pub mod packets;
 pub mod payload;
 pub mod plan;
 pub mod result;

@@ -357,4 +357,23 @@ impl RunPlan {
     pub fn is_whole(&self) -> bool {
         self.shard.publishers == [0, self.publishers.count] && self.shard.subscribers == [0, self.subscribers.count]
     }
+
+    /// The QoS a delivery gets: the lower of the publishers' and the subscribers' (MQTT 4.3).
+    pub fn effective_qos(&self) -> u8 {
+        self.publishers.qos.min(self.subscribers.qos)
+    }
+
+    /// How long the publishers' schedule lasts from the start of the load (ns), where the plan
+    /// fixes it: `load.duration_ms`, else an open-loop count at its rate. None for a closed loop
+    /// with a count, which lasts as long as the broker takes.
+    pub fn schedule_length_ns(&self) -> Option<u64> {
+        let p = &self.publishers;
+        if self.load.duration_ms > 0 {
+            Some(self.load.duration_ms * 1_000_000)
+        } else if p.arrival != Arrival::Closed && p.rate > 0.0 {
+            p.messages.map(|m| (m as f64 / p.rate * 1e9) as u64)
+        } else {
+            None
+        }
+    }
 }

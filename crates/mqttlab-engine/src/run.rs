@@ -325,30 +325,30 @@ impl Coordinator {
         let plan = self.plan.clone();
         // A shard without all the publishers cannot see the others finish: it keeps its
         // subscribers for the planned length of the load.
-        let planned_end = if plan.is_whole() {
-            0
-        } else if plan.load.duration_ms > 0 {
-            start_ns + plan.load.duration_ms * 1_000_000
-        } else {
-            let per_pub = plan.publishers.messages.unwrap_or(0) as f64 / plan.publishers.rate.max(1e-9);
-            start_ns + (per_pub * 1e9) as u64
-        };
+        // (A closed loop with a count has no planned length: such a shard keeps its subscribers
+        // until it is stopped, as no other end can be known here.)
+        let planned_end = if plan.is_whole() { 0 } else { plan.schedule_length_ns().map_or(u64::MAX, |length| start_ns + length) };
         let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
         loop {
             self.emit_progress(false);
             let now = now_ns();
             let ending = if stop.load(Relaxed) {
-                Some((Status::Interrupted, None, now + short_grace))
+                Some((Status::Interrupted, None, now, now + short_grace))
             } else if self.lost_connection() {
-                Some((Status::BrokerLost, self.first_error(), now + short_grace))
+                Some((Status::BrokerLost, self.first_error(), now, now + short_grace))
             } else if self.sum(|s| &s.publishers_done) == publishers && now >= planned_end {
-                Some((Status::Completed, None, now + plan.load.grace_ms * 1_000_000))
+                // The load ended when its last publisher finished (or at the planned end a shard
+                // keeps), not up to LOAD_POLL later when this loop looked: a short run's rates
+                // would be off by as much.
+                let last_done = self.shared.iter().map(|s| s.last_done_ns.load(Relaxed)).max().unwrap_or(0);
+                let end = if last_done > 0 { last_done.max(planned_end).min(now) } else { now };
+                Some((Status::Completed, None, end, now + plan.load.grace_ms * 1_000_000))
             } else {
                 None
             };
-            if let Some((status, error, drain_deadline)) = ending {
+            if let Some((status, error, load_end, drain_deadline)) = ending {
                 self.set_phase(Phase::Drain);
-                return (status, error, now, drain_deadline);
+                return (status, error, load_end, drain_deadline);
             }
             std::thread::sleep(LOAD_POLL);
         }
@@ -447,7 +447,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         start_unix_ns,
         start_mono_ns: if start_ns > 0 { start_ns + warmup_ms * 1_000_000 } else { 0 },
         warmup_ms,
-        load_ms: load_end_ns.saturating_sub(start_ns) / 1_000_000,
+        load_ms: (load_end_ns.saturating_sub(start_ns) + 500_000) / 1_000_000,
         shards: vec![ShardInfo { publishers: plan.shard.publishers, subscribers: plan.shard.subscribers, host: hostname(), status }],
         counters: Default::default(),
         connections: Default::default(),

@@ -11,6 +11,7 @@ use crate::stats::{WorkerShared, H};
 use crate::timer::LocalSignal;
 use rustc_hash::FxHashMap;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// A publisher's transport as the send path sees it.
 pub trait Outlet {
@@ -220,6 +221,7 @@ impl Sender {
     pub fn finish(&mut self, ctx: &WorkerCtx) {
         if !self.done {
             self.done = true;
+            ctx.shared.last_done_ns.store(now_ns(), Relaxed);
             WorkerShared::inc(&ctx.shared.publishers_done);
         }
     }

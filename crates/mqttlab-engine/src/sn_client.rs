@@ -487,7 +487,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     }
     WorkerShared::inc(&ctx.shared.subscribers_ready);
 
-    let mut receiver = Receiver::new(index, plan.subscribers.qos.min(plan.publishers.qos));
+    let mut receiver = Receiver::new(index, plan.effective_qos());
     let mut awaiting_release: FxHashSet<u16> = FxHashSet::default();
     let phase_changed = ctx.phase_changes();
     let keepalive = ctx.keepalive_ticks();

@@ -186,6 +186,9 @@ pub struct WorkerShared {
     pub subscribers_ready: AtomicU64,
     pub connect_failed: AtomicU64,
     pub publishers_done: AtomicU64,
+    /// When this worker's last publisher finished (CLOCK_MONOTONIC ns): where the load phase
+    /// ends, to the microsecond, rather than where the coordinator's next look noticed it.
+    pub last_done_ns: AtomicU64,
     /// Deliveries owed for the messages sent so far (sent × fan-out), and first-time deliveries seen.
     pub expected_deliveries: AtomicU64,
     pub unique_deliveries: AtomicU64,

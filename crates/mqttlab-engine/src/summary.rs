@@ -195,7 +195,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
     let lag = histogram::stats(&r.histogram("schedule_lag")?);
 
     let mut violations: Vec<Violation> = r.violations.iter().map(|(k, v)| Violation { kind: k.clone(), count: v.count, detail: v.example.clone() }).collect();
-    let effective_qos = plan.publishers.qos.min(plan.subscribers.qos);
+    let effective_qos = plan.effective_qos();
     // Late deliveries arrived: missing the deadline breaks no QoS guarantee.
     let never = lost.saturating_sub(late);
     if effective_qos >= 1 && never > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {

@@ -1,15 +1,46 @@
-//! The engine's own check of a RunPlan. The scenario layer reports user errors with field names
-//! first; this guard makes a plan that reaches the engine malformed fail with every problem listed.
+//! The rules a RunPlan must keep, written once: the engine refuses a plan that breaks one, and the
+//! scenario check (python/mqttlab/scenario/rules.py) asks the engine for the same list before a run
+//! starts, so a user sees these problems with the rest of the scenario's. Each problem names the
+//! scenario field it is about (the plan's fields mirror the scenario's; a plan's `load.warmup_ms`
+//! is the scenario's `load.warmup`, and durations are said in seconds), and the fields it reads.
 use crate::accounting::UnitTable;
 use crate::payload::HEADER_LEN;
 use crate::plan::{Arrival, CompleteOn, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
 use crate::template::expand;
 use crate::topic::matches;
 use mqttlab_codec::sn;
+use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 /// Largest MQTT-SN packet: its payload must leave room for the PUBLISH header (3 + 1 + 5 bytes).
 pub const MAX_SN_PAYLOAD: u32 = sn::MAX_PACKET as u32 - 9;
+
+/// One broken rule: the field it is about, why, and the other fields it reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub field: String,
+    pub message: String,
+    pub related: Vec<String>,
+}
+
+fn problem(field: &str, message: impl Into<String>, related: &[&str]) -> Problem {
+    Problem { field: field.into(), message: message.into(), related: related.iter().map(|r| r.to_string()).collect() }
+}
+
+/// Milliseconds as the scenario writes seconds: 5000 → "5", 1500 → "1.5".
+fn seconds(ms: u64) -> String {
+    let text = format!("{:.3}", ms as f64 / 1000.0);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A number as Python's `:g` writes it for the sizes here: 16.0 → "16", 15.5 → "15.5".
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
 
 impl RunPlan {
     pub fn from_json(s: &str) -> Result<RunPlan, String> {
@@ -18,134 +49,224 @@ impl RunPlan {
         Ok(plan)
     }
 
-    /// The scenario layer reports user errors with field names; this is the engine's own guard,
-    /// so a plan that reaches it malformed fails with every problem listed.
+    /// Every problem of the plan, as one error listing them.
     pub fn validate(&self) -> Result<(), String> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let listed: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.field, p.message)).collect();
+        Err(format!("invalid run plan: {}", listed.join("; ")))
+    }
+
+    /// Every rule the plan breaks, each once.
+    pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         let p = &self.publishers;
         let s = &self.subscribers;
         if self.mqtt.version != 4 && self.mqtt.version != 5 {
-            problems.push(format!("mqtt.version: must be 4 (3.1.1) or 5 (got {})", self.mqtt.version));
+            problems.push(problem("mqtt.version", format!("must be 4 (3.1.1) or 5 (got {})", self.mqtt.version), &[]));
         }
         if p.qos > 2 {
-            problems.push(format!("publishers.qos: must be 0, 1 or 2 (got {})", p.qos));
+            problems.push(problem("publishers.qos", format!("must be 0, 1 or 2 (got {})", p.qos), &[]));
         }
         if s.qos > 2 {
-            problems.push(format!("subscribers.qos: must be 0, 1 or 2 (got {})", s.qos));
+            problems.push(problem("subscribers.qos", format!("must be 0, 1 or 2 (got {})", s.qos), &[]));
         }
         let closed = p.arrival == Arrival::Closed;
         if p.count > 0 && p.messages.is_none() && !closed && !(p.rate > 0.0 && p.rate.is_finite()) {
-            problems.push(format!("publishers.rate: must be > 0 (got {})", p.rate));
+            problems.push(problem(
+                "publishers.rate",
+                "must be greater than 0 unless publishers.messages is given",
+                &["publishers.messages", "publishers.count"],
+            ));
         }
         if p.count > 0 && p.messages.is_none() && self.load.duration_ms == 0 {
-            problems.push("load.duration_ms: must be > 0 when publishers.messages is not set".into());
+            problems.push(problem("load.duration", "is needed when publishers.messages is not set (the load has no other end)", &["publishers.messages"]));
         }
         if p.inflight == 0 || p.inflight > 65535 {
-            problems.push(format!("publishers.inflight: must be 1..=65535 (got {})", p.inflight));
+            problems.push(problem("publishers.inflight", format!("must be 1..=65535 (got {})", p.inflight), &[]));
         }
         if s.count > 0 && s.filters.is_empty() {
-            problems.push("subscribers.filters: at least one filter is needed".into());
+            problems.push(problem("subscribers.filters", "at least one filter is needed", &["subscribers.count"]));
         }
         let min_size = match p.payload {
             PayloadSize::Fixed { size } => size as f64,
             PayloadSize::Uniform { min, max } => {
                 if max < min {
-                    problems.push(format!("publishers.payload: max {max} < min {min}"));
+                    problems.push(problem("publishers.payload", format!("max {max} < min {min}"), &[]));
                 }
                 min as f64
             }
             PayloadSize::Normal { mean, std } => {
                 if std < 0.0 {
-                    problems.push("publishers.payload.std: must be >= 0".into());
+                    problems.push(problem("publishers.payload", "std must be >= 0", &[]));
                 }
                 mean
             }
+            // Draws below the header are raised to it: the mean is the size asked for.
             PayloadSize::Exponential { mean } => mean,
         };
         match p.measure {
-            Measure::Header if min_size < HEADER_LEN as f64 => problems.push(format!(
-                "publishers.payload: sizes must be at least {HEADER_LEN} bytes (the measurement header) unless publishers.measure is topic-sequence"
+            Measure::Header if min_size < HEADER_LEN as f64 => problems.push(problem(
+                "publishers.payload",
+                format!(
+                    "every payload must be at least {HEADER_LEN} bytes with publishers.measure: header, the size of the measurement header \
+                     (got {}); for smaller payloads set publishers.measure: topic-sequence",
+                    number(min_size)
+                ),
+                &["publishers.measure"],
             )),
             Measure::TopicSequence => problems.extend(topic_sequence_problems(self, min_size)),
             _ => {}
         }
         if closed {
             if p.complete_on == CompleteOn::Ack && p.qos == 0 {
-                problems.push("publishers.complete_on: ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery".into());
+                problems.push(problem(
+                    "publishers.complete_on",
+                    "ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery",
+                    &["publishers.arrival", "publishers.qos"],
+                ));
             }
             if p.complete_on == CompleteOn::Delivery && p.count > 0 && !self.is_whole() {
-                problems.push("publishers.complete_on: delivery needs every client in one engine process (this plan is a shard)".into());
+                problems.push(problem(
+                    "publishers.complete_on",
+                    "delivery needs every client in one engine process (this plan is a shard); run in one process (not --dask)",
+                    &["publishers.arrival"],
+                ));
             }
         }
         if let Some(d) = self.load.deadline_ms {
             if d == 0 {
-                problems.push("load.deadline_ms: must be > 0".into());
+                problems.push(problem("load.deadline", "must be greater than 0", &[]));
             }
             if self.load.grace_ms < d {
-                problems.push(format!("load.grace_ms: must be at least load.deadline_ms ({d}), or deliveries still within their deadline are cut off"));
+                problems.push(problem(
+                    "load.grace",
+                    format!(
+                        "must be at least load.deadline ({}s), or deliveries still within their deadline are cut off (got {}s)",
+                        seconds(d),
+                        seconds(self.load.grace_ms)
+                    ),
+                    &["load.deadline"],
+                ));
             }
         }
         if self.load.warmup_ms > 0 && self.load.duration_ms > 0 && self.load.warmup_ms >= self.load.duration_ms {
-            problems.push("load.warmup_ms: must be shorter than load.duration_ms".into());
+            problems.push(problem(
+                "load.warmup",
+                format!(
+                    "must be shorter than load.duration ({}s >= {}s): a shorter --warmup (load.warmup), or a longer --duration",
+                    seconds(self.load.warmup_ms),
+                    seconds(self.load.duration_ms)
+                ),
+                &["load.duration"],
+            ));
         }
         let [a, b] = self.shard.publishers;
         if a > b || b > p.count {
-            problems.push(format!("shard.publishers: [{a}, {b}) is not within [0, {})", p.count));
+            problems.push(problem("shard.publishers", format!("[{a}, {b}) is not within [0, {})", p.count), &[]));
         }
         let [a, b] = self.shard.subscribers;
         if a > b || b > s.count {
-            problems.push(format!("shard.subscribers: [{a}, {b}) is not within [0, {})", s.count));
+            problems.push(problem("shard.subscribers", format!("[{a}, {b}) is not within [0, {})", s.count), &[]));
         }
-        if let Some(reply) = &p.reply_filter {
-            let topic = self.publisher_topic(0);
-            let filter = expand(reply, 0, &self.publisher_client_id(0));
-            if matches(&filter, &topic) {
-                problems
-                    .push(format!("publishers.reply_filter: {filter:?} matches the publisher's own topic {topic:?}; replies must come back on another topic"));
-            }
-        }
+        problems.extend(round_trip_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
-                problems.push("broker.tls: cert_file and key_file go together".into());
+                let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
+                problems.push(problem(field, "tls.cert and tls.key must be given together", &["tls"]));
             }
         }
         if let Some(ws) = &self.broker.websocket {
             if !ws.path.starts_with('/') || ws.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                problems.push(format!("broker.websocket.path: {:?} must start with / and hold no spaces or control characters", ws.path));
+                problems.push(problem("broker", format!("the WebSocket path {:?} must start with / and hold no spaces or control characters", ws.path), &[]));
             }
         }
         if let Transport::MqttSn(sn) = &self.transport {
             problems.extend(mqtt_sn_problems(self, sn));
             if p.measure != Measure::Header {
-                problems.push("publishers.measure: topic-sequence is MQTT only, not over MQTT-SN".into());
+                problems.push(problem("publishers.measure", "topic-sequence is MQTT only, not over MQTT-SN", &["transport.kind"]));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("invalid run plan: {}", problems.join("; ")))
-        }
+        problems
     }
 }
 
-/// The MQTT-SN checks: every problem, each naming its field.
-fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
-    let mut problems = Vec::new();
-    if plan.broker.tls.is_some() {
-        problems.push("broker.tls: MQTT-SN runs over plain UDP (no DTLS); remove tls".into());
+/// Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught the
+/// publisher's own messages, or a subscription that caught the echoes, would feed itself.
+fn round_trip_problems(plan: &RunPlan) -> Vec<Problem> {
+    let (reply, echo) = (&plan.publishers.reply_filter, &plan.subscribers.echo_topic);
+    // A plan without subscribers (or without publishers) may have its other half elsewhere: a
+    // reply filter answered by echoes another process sends.
+    match (reply, echo) {
+        (None, None) => return Vec::new(),
+        (None, Some(_)) if plan.publishers.count == 0 => return Vec::new(),
+        (Some(_), None) if plan.subscribers.count == 0 => return Vec::new(),
+        (None, Some(_)) => {
+            return vec![problem(
+                "publishers.reply_filter",
+                "round-trip mode needs publishers.reply_filter together with subscribers.echo_topic",
+                &["subscribers.echo_topic"],
+            )];
+        }
+        (Some(_), None) => {
+            return vec![problem(
+                "subscribers.echo_topic",
+                "round-trip mode needs subscribers.echo_topic together with publishers.reply_filter",
+                &["publishers.reply_filter"],
+            )];
+        }
+        (Some(_), Some(_)) => {}
     }
-    if plan.broker.websocket.is_some() {
-        problems.push("broker.websocket: MQTT-SN runs over UDP, not WebSocket; remove websocket".into());
+    let mut problems = Vec::new();
+    if matches!(plan.transport, Transport::MqttSn(_)) {
+        problems.push(problem("publishers.reply_filter", "round-trip mode is not available over MQTT-SN", &["transport.kind"]));
+    }
+    // Index 0 stands for every client: the templates differ between clients only by %i and %c.
+    let own_topic = plan.publisher_topic(0);
+    if let Some(reply) = reply {
+        let reply_0 = expand(reply, 0, &plan.publisher_client_id(0));
+        if matches(&reply_0, &own_topic) {
+            problems.push(problem(
+                "publishers.reply_filter",
+                format!("'{reply_0}' matches the publisher's own topic '{own_topic}'; replies must come back on another topic"),
+                &["publishers.topic"],
+            ));
+        }
+    }
+    let Some(echo) = echo else { return problems };
+    let echo_0 = expand(echo, 0, &plan.subscriber_client_id(0));
+    for (k, filter) in plan.subscriber_filters(0).iter().enumerate() {
+        // A shared subscription's filter is what follows `$share/<group>/`.
+        let filter = if filter.starts_with("$share/") { filter.splitn(3, '/').nth(2).unwrap_or("") } else { filter.as_str() };
+        if matches(filter, &echo_0) {
+            let field = format!("subscribers.filters[{k}]");
+            problems.push(problem(
+                "subscribers.echo_topic",
+                format!("'{echo_0}' is matched by subscribers.filters[{k}] '{filter}': the echoes would be echoed again"),
+                &[field.as_str()],
+            ));
+        }
+    }
+    problems
+}
+
+/// The MQTT-SN checks: every problem, each naming its field.
+fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if plan.broker.tls.is_some() || plan.broker.websocket.is_some() {
+        problems.push(problem("broker", "MQTT-SN runs over plain UDP (no TLS, no WebSocket): the gateway needs an mqtt:// broker", &["transport.kind"]));
     }
     if sn.retry_ms == 0 {
-        problems.push("transport.retry_ms: must be > 0".into());
+        problems.push(problem("transport.retry", "must be greater than 0", &[]));
     }
     for (id, name) in &sn.predefined {
         if *id == 0 || *id == 0xFFFF {
-            problems.push(format!("transport.predefined.{id}: ids 0x0000 and 0xFFFF are reserved"));
+            problems.push(problem(&format!("transport.predefined.{id}"), "ids 0x0000 and 0xFFFF are reserved", &[]));
         }
         if name.is_empty() || name.contains(['+', '#']) {
-            problems.push(format!("transport.predefined.{id}: {name:?} must be a topic name without wildcards"));
+            problems.push(problem(&format!("transport.predefined.{id}"), format!("{name:?} must be a topic name without wildcards"), &[]));
         }
     }
     let max = match plan.publishers.payload {
@@ -154,14 +275,18 @@ fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
         _ => None,
     };
     if max.is_some_and(|m| m > MAX_SN_PAYLOAD) {
-        problems.push(format!("publishers.payload: MQTT-SN carries at most {MAX_SN_PAYLOAD} bytes per message"));
+        problems.push(problem("publishers.payload", format!("MQTT-SN carries at most {MAX_SN_PAYLOAD} bytes per message"), &["transport.kind"]));
     }
     if sn.qos_minus_one {
         if plan.publishers.qos != 0 {
-            problems.push("publishers.qos: must be 0 when transport.qos_minus_one is set (the publishers send at QoS -1)".into());
+            problems.push(problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", &["transport.qos_minus_one"]));
         }
         if sn.topic_ids == SnTopicIds::Normal {
-            problems.push("transport.topic_ids: QoS -1 needs short or predefined topic ids (there is no REGISTER without a connection)".into());
+            problems.push(problem(
+                "transport.topic_ids",
+                "QoS -1 needs short or predefined topic ids (there is no REGISTER without a connection)",
+                &["transport.qos_minus_one"],
+            ));
         }
     }
     for i in 0..plan.publishers.count.min(100_000) {
@@ -176,7 +301,7 @@ fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
                 SnTopicIds::Short => "is not a two-character short topic name",
                 _ => "has no id in transport.predefined",
             };
-            problems.push(format!("publishers.topic: {topic:?} (publisher {i}) {why}"));
+            problems.push(problem("publishers.topic", format!("{topic:?} (publisher {i}) {why}"), &["transport.topic_ids"]));
             break;
         }
     }
@@ -185,18 +310,26 @@ fn mqtt_sn_problems(plan: &RunPlan, sn: &SnOptions) -> Vec<String> {
 
 /// The topic-sequence checks: payloads long enough for the residue, one topic per publisher, and
 /// every publisher in the same process as its receivers.
-fn topic_sequence_problems(plan: &RunPlan, min_size: f64) -> Vec<String> {
+fn topic_sequence_problems(plan: &RunPlan, min_size: f64) -> Vec<Problem> {
     let mut problems = Vec::new();
     let p = &plan.publishers;
     if min_size < 1.0 {
-        problems.push("publishers.payload: topic-sequence needs payloads of at least 1 byte (the sequence residue)".into());
+        problems.push(problem(
+            "publishers.payload",
+            format!("must be at least 1 byte with publishers.measure: topic-sequence (got {})", number(min_size)),
+            &["publishers.measure"],
+        ));
     }
     let mut seen: HashMap<String, u32> = HashMap::new();
     for i in 0..p.count {
         if let Some(j) = seen.insert(plan.publisher_topic(i), i) {
-            problems.push(format!(
-                "publishers.topic: publishers.measure topic-sequence tells publishers apart by topic, but publishers {j} and {i} both publish to {:?}; put %i in the topic",
-                plan.publisher_topic(i)
+            problems.push(problem(
+                "publishers.topic",
+                format!(
+                    "must give each publisher its own topic with publishers.measure: topic-sequence (put %i in it; publishers {j} and {i} both publish to '{}')",
+                    plan.publisher_topic(i)
+                ),
+                &["publishers.measure", "publishers.count"],
             ));
             break;
         }
@@ -209,10 +342,61 @@ fn topic_sequence_problems(plan: &RunPlan, min_size: f64) -> Vec<String> {
         let here: HashSet<u32> = (sa..sb).flat_map(|s| units.routes[s as usize].iter().map(|(u, _)| *u)).collect();
         let [pa, pb] = plan.shard.publishers;
         if let Some(outside) = (0..p.count).find(|q| !(pa..pb).contains(q) && owed[*q as usize].iter().any(|u| here.contains(u))) {
-            problems.push(format!(
-                "publishers.measure: topic-sequence needs each publisher in the same engine process as its receivers, but publisher {outside} is outside this shard; run in one process (not --dask)"
+            problems.push(problem(
+                "publishers.measure",
+                format!("topic-sequence needs each publisher in the same engine process as its receivers, but publisher {outside} is outside this shard; run in one process (not --dask)"),
+                &[],
             ));
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(extra: serde_json::Value) -> RunPlan {
+        let mut json = serde_json::json!({
+            "broker": {"host": "127.0.0.1", "port": 1883},
+            "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": true, "connect_timeout_ms": 1000},
+            "publishers": {"count": 2, "client_id": "p-%i", "topic": "t/%i", "qos": 1, "rate": 10.0,
+                           "arrival": "constant", "payload": {"dist": "fixed", "size": 64}, "inflight": 10},
+            "subscribers": {"count": 2, "client_id": "s-%i", "filters": ["t/%i"], "qos": 1},
+            "load": {"duration_ms": 5000, "warmup_ms": 1000, "grace_ms": 1000, "seed": 1},
+            "shard": {"publishers": [0, 2], "subscribers": [0, 2]}
+        });
+        for (section, values) in extra.as_object().unwrap() {
+            for (key, value) in values.as_object().unwrap() {
+                json[section][key] = value.clone();
+            }
+        }
+        serde_json::from_value(json).expect("plan")
+    }
+
+    #[test]
+    fn a_valid_plan_has_no_problem_and_each_problem_names_the_scenario_field_in_seconds() {
+        assert!(plan(serde_json::json!({})).problems().is_empty());
+        let found = plan(serde_json::json!({"load": {"warmup_ms": 5000, "deadline_ms": 1500}})).problems();
+        let fields: Vec<&str> = found.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["load.grace", "load.warmup"]);
+        assert_eq!(found[0].message, "must be at least load.deadline (1.5s), or deliveries still within their deadline are cut off (got 1s)");
+        assert!(found[1].message.starts_with("must be shorter than load.duration (5s >= 5s)"));
+        assert_eq!(found[1].related, ["load.duration"]);
+    }
+
+    #[test]
+    fn round_trips_need_both_halves_and_topics_that_cannot_loop() {
+        let half = plan(serde_json::json!({"publishers": {"reply_filter": "r/%i"}})).problems();
+        assert_eq!((half[0].field.as_str(), half[0].related.as_slice()), ("subscribers.echo_topic", ["publishers.reply_filter".to_string()].as_slice()));
+        let looping = plan(serde_json::json!({"publishers": {"reply_filter": "t/+"}, "subscribers": {"echo_topic": "t/%i"}})).problems();
+        let messages: Vec<&str> = looping.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "'t/+' matches the publisher's own topic 't/0'; replies must come back on another topic",
+                "'t/0' is matched by subscribers.filters[0] 't/0': the echoes would be echoed again"
+            ]
+        );
+    }
 }

@@ -39,10 +39,39 @@ fn topic_matches(topic_filter: &str, topic: &str) -> bool {
     mqttlab_engine::topic::matches(topic_filter, topic)
 }
 
+fn parse_plan(plan_json: &str) -> PyResult<RunPlan> {
+    serde_json::from_str(plan_json).map_err(|e| PyValueError::new_err(format!("invalid run plan: {e}")))
+}
+
+/// The QoS a plan's deliveries get; see `_engine.pyi`.
+#[pyfunction]
+fn effective_qos(plan_json: &str) -> PyResult<u8> {
+    Ok(parse_plan(plan_json)?.effective_qos())
+}
+
+/// How long a plan's schedule lasts, in seconds; see `_engine.pyi`.
+#[pyfunction]
+fn schedule_length_s(plan_json: &str) -> PyResult<Option<f64>> {
+    Ok(parse_plan(plan_json)?.schedule_length_ns().map(|ns| ns as f64 / 1e9))
+}
+
+/// Every rule a plan breaks, as the engine checks it; see `_engine.pyi`.
+#[pyfunction]
+fn plan_problems(plan_json: &str) -> PyResult<String> {
+    Ok(serde_json::to_string(&parse_plan(plan_json)?.problems()).expect("problems serialise"))
+}
+
+/// The encoded size of each packet a plan's clients send; see `_engine.pyi`.
+#[pyfunction]
+fn packet_sizes(plan_json: &str) -> PyResult<String> {
+    let sizes = mqttlab_engine::packets::encoded_sizes(&parse_plan(plan_json)?).map_err(PyValueError::new_err)?;
+    Ok(serde_json::to_string(&sizes).expect("sizes serialise"))
+}
+
 /// The plan's receiving units as the engine's accounting sees them; see `_engine.pyi`.
 #[pyfunction]
 fn owed_units(py: Python<'_>, plan_json: &str, max_checks: u64) -> PyResult<Option<String>> {
-    let plan: RunPlan = serde_json::from_str(plan_json).map_err(|e| PyValueError::new_err(format!("invalid run plan: {e}")))?;
+    let plan = parse_plan(plan_json)?;
     Ok(py.allow_threads(move || {
         let units = mqttlab_engine::accounting::UnitTable::build(&plan);
         if units.wildcard_checks() > max_checks {
@@ -287,6 +316,10 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ensure_open_files, m)?)?;
     m.add_function(wrap_pyfunction!(topic_matches, m)?)?;
     m.add_function(wrap_pyfunction!(owed_units, m)?)?;
+    m.add_function(wrap_pyfunction!(effective_qos, m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_length_s, m)?)?;
+    m.add_function(wrap_pyfunction!(packet_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_problems, m)?)?;
     m.add_function(wrap_pyfunction!(merge_results, m)?)?;
     m.add_function(wrap_pyfunction!(summarize, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;

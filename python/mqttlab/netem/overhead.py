@@ -1,55 +1,34 @@
 """Protocol overhead of a run, in the manner of the seed-002 tables: MQTT bytes per message and per
 QoS exchange, and bytes and packets on the wire per message from the link's counters.
 
-Two sources on purpose: the per-exchange table is computed exactly from the MQTT 3.1.1 encoding
-of the run's own topic and payload, and the engine's byte counters (everything its clients wrote
-and read, connects and subscriptions included) are shown next to it as the measured average."""
+Two sources on purpose: the per-exchange table holds the sizes of the packets the engine writes
+for the run's own topic and payload (the engine encodes them: mqttlab.engine.packet_sizes), and
+the engine's byte counters (everything its clients wrote and read, connects and subscriptions
+included) are shown next to it as the measured average."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from mqttlab.engine import client_topic, effective_qos
+from mqttlab.engine import client_topic, effective_qos, packet_sizes
 
 ETHERNET_HEADER = 14
-ACK_PACKET = 4  # fixed header + remaining length 2 + packet id: PUBACK, PUBREC, PUBREL, PUBCOMP
+ACKS = {0: [], 1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}
 
 
-def varint_len(n: int) -> int:
-    """Bytes of MQTT's variable-length integer for `n` (a packet's remaining length)."""
-    length = 1
-    while n >= 128:
-        n //= 128
-        length += 1
-    return length
-
-
-def packet_bytes(remaining: int) -> int:
-    """Size of an MQTT packet whose remaining length is `remaining`: the fixed header's byte, the
-    length itself, the rest."""
-    return 1 + varint_len(remaining) + remaining
-
-
-def publish_bytes(topic_len: int, payload: int, qos: int, v5: bool = False) -> int:
-    """Size of one PUBLISH packet on the wire (MQTT 3.1.1; v5 adds an empty property length)."""
-    return packet_bytes(2 + topic_len + (2 if qos else 0) + payload + (1 if v5 else 0))
-
-
-def exchange_table(topic_len: int, payload: int, qos: int, v5: bool = False) -> list[dict[str, Any]]:
-    """Packets of one message's journey publisher → broker → subscriber at `qos`, with sizes."""
-    publish = publish_bytes(topic_len, payload, qos, v5)
-    rows = [{"leg": "publisher → broker", "packet": "PUBLISH", "bytes": publish}]
-    acks = {0: [], 1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}[qos]
-    rows += [{"leg": "publisher ⇄ broker", "packet": a, "bytes": ACK_PACKET} for a in acks]
-    rows.append({"leg": "broker → subscriber", "packet": "PUBLISH", "bytes": publish})
-    rows += [{"leg": "subscriber ⇄ broker", "packet": a, "bytes": ACK_PACKET} for a in acks]
+def exchange_table(sizes: Mapping[str, int], qos: int) -> list[dict[str, Any]]:
+    """Packets of one message's journey publisher → broker → subscriber at `qos`, with their
+    sizes from `packet_sizes`."""
+    rows = [{"leg": "publisher → broker", "packet": "PUBLISH", "bytes": sizes["publish"]}]
+    rows += [{"leg": "publisher ⇄ broker", "packet": a, "bytes": sizes[a.lower()]} for a in ACKS[qos]]
+    rows.append({"leg": "broker → subscriber", "packet": "PUBLISH", "bytes": sizes["publish"]})
+    rows += [{"leg": "subscriber ⇄ broker", "packet": a, "bytes": sizes[a.lower()]} for a in ACKS[qos]]
     return rows
 
 
-def _topic_length(plan: Mapping[str, Any]) -> float:
-    pubs = plan["publishers"]
-    count = max(1, int(pubs["count"]))
-    return sum(len(client_topic(pubs["topic"], i, pubs["client_id"]).encode()) for i in range(count)) / count
+def delivered_sizes(plan: Mapping[str, Any]) -> dict[str, int]:
+    """The packet sizes of a delivery at the QoS it gets (the lower of the two sides')."""
+    return packet_sizes({**plan, "publishers": {**plan["publishers"], "qos": effective_qos(plan)}})
 
 
 def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[Mapping[str, Any]]) -> dict[str, Any]:
@@ -57,13 +36,11 @@ def overhead(plan: Mapping[str, Any], result: Mapping[str, Any], link: Optional[
     run ({"up": {"packets", "ip_bytes"}, "down": {...}}), None when there was no emulated link."""
     counters = result.get("counters") or {}
     sent = int(counters.get("sent") or 0)
-    pubs = plan["publishers"]
     qos = effective_qos(plan)
-    payload = pubs["payload"]
-    size = int(payload.get("size") or payload.get("mean") or payload.get("min") or 0)
-    v5 = int(plan["mqtt"]["version"]) == 5
-    topic_len = round(_topic_length(plan))
-    table = exchange_table(topic_len, size, qos, v5)
+    sizes = delivered_sizes(plan)
+    size = sizes["payload"]
+    table = exchange_table(sizes, qos)
+    topic_len = len(client_topic(plan["publishers"]["topic"], 0, plan["publishers"]["client_id"]).encode())
     mqtt_total = int(counters.get("mqtt_bytes_out") or 0) + int(counters.get("mqtt_bytes_in") or 0)
     # MQTT over WebSocket: the upgrade, frame headers and control frames, on the wire beside MQTT.
     websocket_total = int(counters.get("websocket_bytes_out") or 0) + int(counters.get("websocket_bytes_in") or 0)

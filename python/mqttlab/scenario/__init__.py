@@ -10,8 +10,7 @@ from mqttlab.scenario.loading import (
     scenario_to_yaml,
     validate_scenario,
 )
-from mqttlab.scenario.model import Scenario
-from mqttlab.scenario.rules import HEADER_BYTES
+from mqttlab.scenario.model import HEADER_BYTES, Scenario
 
 __all__ = [
     "HEADER_BYTES",

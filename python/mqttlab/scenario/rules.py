@@ -1,11 +1,15 @@
 """Rules that relate several fields of a scenario. They run once every field is valid on its
-own, and all of them run, so the user sees every broken rule in one listing."""
+own, and all of them run, so the user sees every broken rule in one listing. The rules the
+engine itself keeps on a plan (payload sizes against the measurement, timing, round trips,
+MQTT-SN, TLS files) are the engine's, written once in its validate.rs: the scenario check asks
+the engine for them on the scenario's plan. The rest, about what the plan does not carry (the
+broker to launch, faults, the gateway, client-id templates), are here."""
 
 from __future__ import annotations
 
 from mqttlab.scenario.errors import Problem
-from mqttlab.scenario.fields import MAX_PAYLOAD, TLS_SCHEMES, WEBSOCKET_SCHEMES, is_image, is_url, split_url
-from mqttlab.scenario.model import HEADER_BYTES, Scenario, payload_size_bounds
+from mqttlab.scenario.fields import MAX_PAYLOAD, TLS_SCHEMES, is_image, is_url, split_url
+from mqttlab.scenario.model import Scenario, payload_size_bounds
 
 
 def cross_field_problems(scenario: Scenario) -> list[Problem]:
@@ -15,10 +19,27 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _timing_problems(scenario)
     problems += _protocol_problems(scenario)
     problems += _mqtt_sn_problems(scenario)
-    problems += _round_trip_problems(scenario)
+    problems += _plan_problems(scenario)
     problems += _launch_problems(scenario)
     problems += _fault_problems(scenario)
     return problems
+
+
+def _plan_problems(s: Scenario) -> list[Problem]:
+    """The engine's rules (validate.rs) on the scenario's plan. The plan is compiled for the
+    scenario's own broker URL, or for a stand-in (a TLS one when the scenario has TLS files, so
+    that their rule is checked too): a rule about topics or timing does not depend on the address."""
+    from mqttlab.engine import compile_plan, plan_problems
+
+    if is_url(s.broker):
+        url = str(s.broker)
+    else:
+        url = "mqtt://127.0.0.1:1883" if s.tls.is_default() else "mqtts://127.0.0.1:8883"
+    try:
+        plan = compile_plan(s, url)
+    except ValueError:
+        return []  # a broker URL the field check refuses already
+    return [Problem(field, message, related) for field, message, related in plan_problems(plan)]
 
 
 def _fault_problems(s: Scenario) -> list[Problem]:
@@ -115,70 +136,20 @@ def _client_problems(s: Scenario) -> list[Problem]:
 
 
 def _payload_problems(s: Scenario) -> list[Problem]:
-    smallest, largest = payload_size_bounds(s.publishers.payload)
-    problems = []
-    if s.publishers.measure == "header" and smallest < HEADER_BYTES:
-        problems.append(
-            Problem(
-                "publishers.payload",
-                f"every payload must be at least {HEADER_BYTES} bytes with publishers.measure: header, the size of the measurement header "
-                f"(got {smallest:g}); for smaller payloads set publishers.measure: topic-sequence",
-                ("publishers.measure",),
-            )
-        )
-    if s.publishers.measure == "topic-sequence":
-        problems += _topic_sequence_problems(s, smallest)
+    _, largest = payload_size_bounds(s.publishers.payload)
     if largest > MAX_PAYLOAD and s.publishers.payload.dist in ("fixed", "uniform"):
-        problems.append(Problem("publishers.payload", f"must be at most {MAX_PAYLOAD} bytes, the MQTT packet limit (got {largest:g})"))
-    return problems
-
-
-def _topic_sequence_problems(s: Scenario, smallest: float) -> list[Problem]:
-    """The topic-sequence method names the publisher by its topic: every publisher needs its own."""
-    problems = []
-    if smallest < 1:
-        problems.append(Problem("publishers.payload", f"must be at least 1 byte with publishers.measure: topic-sequence (got {smallest:g})", ("publishers.measure",)))
-    topic, client_id = s.publishers.topic, s.publishers.client_id
-    distinct = "%i" in topic or ("%c" in topic and "%i" in client_id)
-    if s.publishers.count > 1 and not distinct:
-        problems.append(
-            Problem(
-                "publishers.topic",
-                f"must give each publisher its own topic with publishers.measure: topic-sequence (put %i in it; got {topic!r})",
-                ("publishers.measure", "publishers.count"),
-            )
-        )
-    if s.transport.kind == "mqtt-sn":
-        problems.append(Problem("publishers.measure", "topic-sequence is MQTT only, not over MQTT-SN", ("transport.kind",)))
-    return problems
+        return [Problem("publishers.payload", f"must be at most {MAX_PAYLOAD} bytes, the MQTT packet limit (got {largest:g})")]
+    return []
 
 
 def _timing_problems(s: Scenario) -> list[Problem]:
     problems = []
     closed = s.publishers.arrival == "closed"
-    if closed and s.publishers.complete_on == "ack" and s.publishers.qos == 0:
-        problems.append(
-            Problem("publishers.complete_on", "ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery", ("publishers.arrival", "publishers.qos"))
-        )
     if closed and s.load.grace <= 0:
         problems.append(Problem("load.grace", "must be > 0 with publishers.arrival: closed (a message not complete within it is given up)", ("publishers.arrival",)))
     if not closed and s.publishers.think_time > 0:
         problems.append(Problem("publishers.arrival", "publishers.think_time applies to closed loop: set arrival: closed", ("publishers.think_time",)))
-    if s.load.deadline is not None and s.load.grace < s.load.deadline:
-        problems.append(
-            Problem("load.grace", f"must be at least load.deadline ({s.load.deadline:g}s), or deliveries still within their deadline are cut off (got {s.load.grace:g}s)", ("load.deadline",))
-        )
-    assert s.load.warmup is not None  # Scenario's after-validator always fills it in
-    if s.load.duration is not None and s.load.warmup >= s.load.duration:
-        problems.append(
-            Problem("load.warmup", f"must be shorter than load.duration ({s.load.warmup:g}s >= {s.load.duration:g}s): "
-                    "a shorter --warmup (load.warmup), or a longer --duration", ("load.duration",))
-        )
     problems += _measures_nothing_problems(s)
-    if s.publishers.count and s.publishers.rate <= 0 and s.publishers.messages is None and not closed:
-        problems.append(
-            Problem("publishers.rate", "must be greater than 0 unless publishers.messages is given", ("publishers.messages", "publishers.count"))
-        )
     return problems
 
 
@@ -224,8 +195,6 @@ def _protocol_problems(s: Scenario) -> list[Problem]:
         # launch.tls (model.py).
         problems.append(Problem("tls", "a broker mqttlab launches has its own throwaway CA: use --tls (launch.tls: true) "
                                 "and leave --ca/--cert/--key (tls:) out", ("broker", "launch.tls")))
-    if (s.tls.cert is None) != (s.tls.key is None):
-        problems.append(Problem("tls.key" if s.tls.key is None else "tls.cert", "tls.cert and tls.key must be given together", ("tls",)))
     if s.mqtt.version == 3 and s.mqtt.session_expiry > 0:
         problems.append(
             Problem("mqtt.session_expiry", "exists only in MQTT 5 (set mqtt.version: 5, or use clean_start: false)", ("mqtt.version",))
@@ -244,45 +213,9 @@ def _mqtt_sn_problems(s: Scenario) -> list[Problem]:
         if t.qos_minus_one or t.predefined or t.topic_ids != "normal":
             problems.append(Problem("transport.kind", "the MQTT-SN settings need transport.kind: mqtt-sn"))
         return problems
-    if is_url(s.broker) and split_url(s.broker or "")[0] in (*TLS_SCHEMES, *WEBSOCKET_SCHEMES):
-        problems.append(Problem("broker", "MQTT-SN runs over plain UDP: the gateway needs an mqtt:// broker", ("transport.kind",)))
-    if t.qos_minus_one and s.publishers.qos != 0:
-        problems.append(Problem("publishers.qos", "must be 0 with transport.qos_minus_one (the publishers send at QoS -1)", ("transport.qos_minus_one",)))
-    if t.qos_minus_one and t.topic_ids == "normal":
-        problems.append(Problem("transport.topic_ids", "QoS -1 needs short or predefined topic ids", ("transport.qos_minus_one",)))
     if t.gateway == "paho" and t.qos_minus_one:
         problems.append(Problem("transport.qos_minus_one", "the Paho gateway takes QoS -1 only from clients its clients.conf lists by address; "
                                 "use transport.gateway mqttlab or rsmb", ("transport.gateway",)))
     if t.gateway == "rsmb" and (t.topic_ids == "predefined" or t.predefined):
         problems.append(Problem("transport.topic_ids", "RSMB has no predefined topic ids; use normal or short", ("transport.gateway",)))
-    return problems
-
-
-def _round_trip_problems(s: Scenario) -> list[Problem]:
-    """Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught
-    the publisher's own messages, or a subscription that caught the echoes, would feed itself."""
-    from mqttlab.engine import expand_template as expand
-    from mqttlab.engine import topic_matches as matches
-
-    reply, echo = s.publishers.reply_filter, s.subscribers.echo_topic
-    if reply is None and echo is None:
-        return []
-    if reply is None or echo is None:
-        missing, given = ("publishers.reply_filter", "subscribers.echo_topic") if reply is None else ("subscribers.echo_topic", "publishers.reply_filter")
-        return [Problem(missing, f"round-trip mode needs {missing} together with {given}", (given,))]
-    problems = []
-    if s.transport.kind == "mqtt-sn":
-        problems.append(Problem("publishers.reply_filter", "round-trip mode is not available over MQTT-SN", ("transport.kind",)))
-    # Index 0 stands for every client: the templates differ between clients only by %i and %c.
-    own_topic = expand(s.publishers.topic, 0, expand(s.publishers.client_id, 0, ""))
-    reply_0 = expand(reply, 0, expand(s.publishers.client_id, 0, ""))
-    if matches(reply_0, own_topic):
-        problems.append(Problem("publishers.reply_filter", f"{reply_0!r} matches the publisher's own topic {own_topic!r}; replies must come back on another topic", ("publishers.topic",)))
-    echo_0 = expand(echo, 0, expand(s.subscribers.client_id, 0, ""))
-    assert s.subscribers.filters is not None  # Scenario's after-validator always fills it in
-    for k, template in enumerate(s.subscribers.filters):
-        topic_filter = expand(template, 0, expand(s.subscribers.client_id, 0, ""))
-        topic_filter = topic_filter.split("/", 2)[2] if topic_filter.startswith("$share/") else topic_filter
-        if matches(topic_filter, echo_0):
-            problems.append(Problem("subscribers.echo_topic", f"{echo_0!r} is matched by subscribers.filters[{k}] {topic_filter!r}: the echoes would be echoed again", (f"subscribers.filters[{k}]",)))
     return problems
