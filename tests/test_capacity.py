@@ -84,6 +84,17 @@ def _boundary(capacity: float, flaky_at: float | None = None, generator_from: fl
     return probe, calls
 
 
+def test_a_message_rate_counts_only_if_it_was_sent_unless_the_objectives_bound_drops_themselves():
+    from mqttlab.capacity.probe import ProbeSpec
+    from mqttlab.capacity.runner import with_rate_offered
+
+    messages = ProbeSpec(None, {}, (), 5, "4s", "1s")
+    connects = ProbeSpec(None, {}, (), 5, "2s", "0s", knob="load.connect_rate")
+    assert [o.text for o in with_rate_offered(messages, parse_objectives(["p99<30ms"]))] == ["p99<30ms", "dropped==0"]
+    assert [o.text for o in with_rate_offered(messages, parse_objectives(["dropped<=0.01"]))] == ["dropped<=0.01"]
+    assert [o.text for o in with_rate_offered(connects, parse_objectives(["failed==0"]))] == ["failed==0"]
+
+
 def test_the_search_brackets_then_narrows_the_boundary_to_the_resolution():
     probe, calls = _boundary(3000)
     outcome = Search(Settings(start=100, max_rate=1e6, repeats=3, resolution=0.05), probe).run()

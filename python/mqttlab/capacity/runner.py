@@ -16,7 +16,7 @@ from mqttlab.capacity.curve import Series, curve_rows, write_csv, write_png
 from mqttlab.capacity.knee import limits_at_knee
 from mqttlab.capacity.probe import Probe, ProbeSpec, run_probe
 from mqttlab.capacity.search import Outcome, Search, Settings
-from mqttlab.capacity.slo import Objective
+from mqttlab.capacity.slo import Objective, parse_objective
 
 FORMAT = "mqttlab-capacity/1"
 SEARCH_FILE = "search.json"
@@ -103,6 +103,19 @@ def _probe_entry(probe: Probe, root: Path) -> dict[str, Any]:
             "checks": [check.to_dict() for check in probe.checks], "host": probe.host, "reused": probe.reused}
 
 
+SENT_AS_OFFERED = "dropped==0"
+
+
+def with_rate_offered(spec: ProbeSpec, objectives: list[Objective]) -> list[Objective]:
+    """A message rate counts as sustained only if it was offered: open loop, a send that falls
+    due while the publisher's QoS window is full (the broker acknowledging too slowly) is dropped,
+    not sent, so a probe that dropped sends carried less than its rate however good its latency
+    and loss. Unless the objectives bound `dropped` themselves, `dropped==0` joins them."""
+    if spec.knob != "publishers.rate" or any(objective.metric == "dropped" for objective in objectives):
+        return objectives
+    return [*objectives, parse_objective(SENT_AS_OFFERED)]
+
+
 def search_capacity(
     broker: str,
     spec: ProbeSpec,
@@ -117,6 +130,7 @@ def search_capacity(
     `verify`, a bracketed capacity is checked by that many probes at 0.9x and at 1.2x of it."""
     directory.mkdir(parents=True, exist_ok=True)
     _claim(directory, spec)
+    objectives = with_rate_offered(spec, objectives)
 
     reached: list[bool] = []
 

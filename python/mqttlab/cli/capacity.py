@@ -53,6 +53,7 @@ def capacity_command(
 ) -> None:
     """Find the highest offered rate a broker sustains under the given objectives, with its interval."""
     from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
+    from mqttlab.capacity.runner import with_rate_offered
     from mqttlab.capacity.search import Settings
     from mqttlab.cli.run import flag_overrides
     from mqttlab.scenario import ScenarioError, load_scenario
@@ -117,7 +118,8 @@ def capacity_command(
         spec = ProbeSpec(scenario_file, {**overrides, "broker": name}, tuple(assignments or ()), scenario.publishers.count,
                          probe_duration, warmup, dask, knob)
         directory = root / _directory_name(name) if len(targets) > 1 else root
-        err.print(f"capacity of {name}: {', '.join(o.text for o in objectives)}; probes in {directory}")
+        judged_by = with_rate_offered(spec, objectives)
+        err.print(f"capacity of {name}: {', '.join(o.text for o in judged_by)}; probes in {directory}")
         with _searching():
             report = search_capacity(name, spec, objectives, settings, directory, on_probe=_printer(err, spec.unit),
                                      rerun_limited=rerun_limited, verify=verify)
@@ -125,7 +127,7 @@ def capacity_command(
         if not as_json or len(targets) == 1:
             _print_report(report, as_json)
     if len(targets) > 1:
-        comparison = write_comparison(reports, objectives, root)
+        comparison = write_comparison(reports, reports[0].objectives, root)
         if as_json:
             typer.echo(json.dumps(comparison, indent=2))
         else:

@@ -106,6 +106,11 @@ def _message(kind: str, ctx: dict[str, Any], got: Any, default: str) -> str:
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        if "," in pattern and "0-9" in pattern and ":" not in pattern:
+            return f"must be a CPU list as taskset -c takes it, such as 1, 0,2 or 2-3{shown}"
+        if ":" in pattern:
+            return f"must be HOST:PORT, such as 127.0.0.1:9464 or :9464{shown}"
         return f"may hold only letters, digits, '.', '_' and '-', starting with a letter or digit{shown}"
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters"

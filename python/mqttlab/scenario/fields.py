@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from mqttlab.scenario.units import format_duration, parse_duration, parse_size
@@ -243,3 +243,12 @@ def _existing_file(value: Optional[Path], info: ValidationInfo) -> Optional[Path
 
 
 ExistingFile = Annotated[Optional[Path], AfterValidator(_existing_file)]
+
+
+def _cpu_list(value: Any) -> Any:
+    # `--set launch.limits.cpuset=0` reads the 0 as a number: a single CPU is a CPU list too.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+CPU_LIST_PATTERN = r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$"
+CpuList = Annotated[Optional[str], BeforeValidator(_cpu_list), Field(pattern=CPU_LIST_PATTERN)]

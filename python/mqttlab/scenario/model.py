@@ -14,6 +14,7 @@ from mqttlab.scenario.fields import (
     MAX_PAYLOAD,
     Broker,
     ByteAmount,
+    CpuList,
     ClientIdTemplate,
     Duration,
     ExistingFile,
@@ -199,8 +200,8 @@ class Options(_Section):
         default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
     )
-    generator_cpus: Optional[str] = Field(
-        default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+    generator_cpus: CpuList = Field(
+        default=None,
         description="CPUs the engine's threads run on, e.g. \"1\" or \"2-3\" (a list as taskset -c takes); with "
                     "launch.limits.cpuset the broker and the generator get cores of their own instead of sharing them",
     )
@@ -241,7 +242,7 @@ class LaunchLimits(_Section):
     """A cgroup around a launched broker, as on a small host (seed 004: 1 vCPU, 1 GiB)."""
 
     cpus: Optional[float] = Field(default=None, gt=0, le=1024, description="CPU quota in cores (CFS quota), e.g. 1 or 0.5")
-    cpuset: Optional[str] = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$", description="CPUs to pin the broker to, e.g. '0' or '0-1'")
+    cpuset: CpuList = Field(default=None, description="CPUs to pin the broker to, e.g. '0' or '0-1'")
     memory: Optional[ByteAmount] = Field(default=None, gt=0, description="Memory limit, e.g. 1GiB")
 
 
