@@ -34,7 +34,7 @@ def test_comparison_groups_repetitions_by_scenario_and_broker_with_intervals():
         assert group.pooled_latency["count"] == sum(
             run.results.summary["latency"]["e2e"]["count"] for run in group.runs
         )
-    difference = comparison.scenarios[0].differences["rumqttd"]["broker_rss"]
+    difference = comparison.scenarios[0].differences["rumqttd"]["broker_rss_peak"]
     assert difference.has_interval and difference.low <= difference.difference <= difference.high
     assert "mosquitto" not in comparison.scenarios[0].differences
 
@@ -68,7 +68,7 @@ def test_report_bundle_has_every_table_as_csv_png_figures_and_a_self_contained_p
     assert rows[0]["latency_p99_diff"] == "" and rows[1]["latency_p99_diff"] != ""
     with paths["csv:comparison"].open() as handle:
         long_rows = list(csv.DictReader(handle))
-    assert {row["metric"] for row in long_rows} >= {"throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss"}
+    assert {row["metric"] for row in long_rows} >= {"throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss_peak"}
     for key, path in paths.items():
         if key.startswith("png:"):
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path

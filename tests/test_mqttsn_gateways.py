@@ -6,6 +6,7 @@ tests skip, with the reason, only where that build cannot happen (no source tarb
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_mqttsn import PREDEFINED, assert_exact, hist_count, run, sn_plan
 
+from mqttlab.analysis.runs import read_run, served_beside
 from mqttlab.brokers import BrokerError, get_launcher
 from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 from mqttlab.brokers.sources import SourceUnavailable
@@ -116,6 +118,50 @@ def test_mqttlab_run_through_the_chosen_gateway_counts_every_message(tmp_path, g
     assert manifest["gateway"]["version"]
     if gateway == "rsmb":
         assert "carries none of their messages" in manifest["gateway"]["role"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroup limits need root")
+def test_rsmb_beside_the_broker_is_held_to_its_limit_and_sampled_on_its_own(tmp_path):
+    # 8 -> 8 at 1000 msg/s is 64,000 datagrams a second for RSMB to send, far more than 0.05 of a
+    # core serves: a confined RSMB is throttled in most of the run's CFS periods. Read at its
+    # start (as the manifest once did) its cgroup showed 1-2 periods whatever the load.
+    built(get_launcher("rsmb"))
+    if not get_launcher("mosquitto").availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+    scenario = tmp_path / "sn.yaml"
+    scenario.write_text(
+        "name: sn-rsmb-limited\nbroker: mosquitto\ntransport: {kind: mqtt-sn, gateway: rsmb}\n"
+        "publishers: {count: 8, topic: 'sn/t', qos: 0, rate: 1000, payload: 20}\n"
+        "subscribers: {count: 8, filters: ['sn/t'], qos: 0}\n"
+        "load: {duration: 3s, warmup: 0s, grace: 1s, deadline: 1s}\n"
+        "launch: {limits: {cpus: 0.05, memory: 256MiB}}\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode in (0, 1), done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    resources = json.loads(done.stdout)["resources"]
+    limits = manifest["gateway"]["limits"]
+    assert limits["cpus"] == 0.05 and limits["memory_bytes"] == 256 * 2**20
+    assert limits["periods"] >= 10 and limits["throttled_periods"] > 0, limits
+    # RSMB sampled as the gateway, held to its quota (a little slack for the sampling's edges);
+    # the named broker beside it carried nothing.
+    assert 0 < resources["gateway"]["mean_cpu_share"] <= 0.05 * 1.3, resources
+    assert resources["broker"]["mean_cpu_share"] < 0.02, resources
+    # A comparison shows no broker CPU or memory for the run rather than the idle broker's.
+    assert served_beside(manifest)
+    figures = read_run(out).figures
+    assert figures["broker_cpu"] is None and figures["broker_rss_peak"] is None
+
+
+def test_runs_recorded_before_serves_clients_are_known_by_the_gateways_name():
+    # Seed 004's evidence: RSMB beside Mosquitto, a gateway entry without `serves_clients`.
+    beside = {"broker": {"name": "mosquitto", "pid": 495}, "gateway": {"name": "rsmb", "pid": 496}}
+    assert served_beside(beside)
+    assert not served_beside({"broker": {"name": "rsmb", "pid": 7}, "gateway": {"name": "rsmb", "pid": 7, "serves_clients": True}})
+    assert not served_beside({"broker": {"name": "mosquitto", "pid": 5}, "gateway": {"name": "paho-mqtt-sn-gateway", "pid": 6}})
+    assert not served_beside({"broker": {"name": "mosquitto", "pid": 5}})
 
 
 @pytest.mark.parametrize("transport, field", [

@@ -45,7 +45,7 @@ def test_report_plots_render_in_headless_chromium_without_console_messages(tmp_p
     dom, console = open_in_chromium(page)
     assert console == []
     plots = re.findall(r'<div id="([\w-]+)" class="plotly-graph-div', dom)
-    assert {"bars-throughput", "bars-latency_p99", "bars-broker_cpu", "bars-broker_rss", "latency-0", "time-0"} <= set(plots)
+    assert {"bars-throughput", "bars-latency_p99", "bars-broker_cpu", "bars-broker_rss_peak", "latency-0", "time-0"} <= set(plots)
     # plotly draws each figure into an <svg class="main-svg"> inside its div: one per plot at least
     assert dom.count('class="main-svg"') >= len(plots)
     # the error bars and the CDF curves were drawn, not just empty axes

@@ -49,3 +49,13 @@ def test_a_shorter_warm_up_moves_the_window_into_the_long_runs_warm_up(tmp_path:
 def test_a_window_as_long_as_the_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="longer than 20 s"):
         check(_series(tmp_path, [(t, 1000, 600, 4000) for t in range(20)]), 20)
+
+
+def test_a_run_that_fell_behind_for_a_while_cannot_tell_and_a_generator_limited_one_judges_nothing(tmp_path: Path) -> None:
+    # Ten seconds far behind later in the run: the later windows span ×100, so any first window fits.
+    seconds = [(t, 1000, 60_000 if 30 <= t < 40 else 600, 90_000 if 30 <= t < 40 else 4000) for t in range(60)]
+    found = check(_series(tmp_path, seconds), 10)
+    assert found.steady and found.verdict.startswith("cannot tell: later windows' p50 differ ×100")
+    (tmp_path / "summary.json").write_text('{"generator_limited": true}')
+    assert check(tmp_path, 10).verdict == "not judged: generator-limited"
+    assert "| first | 10 | 1,000 | 0.60 | 4.00 | 4.00 | not judged: generator-limited |" in table([check(tmp_path, 10)], ["rumqttd"])

@@ -214,3 +214,20 @@ def _histogram_stats(encoded: str) -> Optional[dict[str, Any]]:
 
     stats = json.loads(load_engine().histogram_stats(encoded))
     return stats if stats.get("count") else None
+
+
+def leave_out_generator_limited(comparison: Comparison, *, keep_all_flagged: bool = True) -> Comparison:
+    """The comparison made again without the runs flagged generator-limited, as the verdicts judge
+    it: a flagged run bounds the host as much as the broker. A configuration whose runs were all
+    flagged keeps them when `keep_all_flagged` (a table shows it, marked), and is dropped when not
+    (a figure would draw it as the broker's)."""
+    groups = [group for scenario in comparison.scenarios for group in scenario.groups.values()]
+    if not any(group.generator_limited_runs for group in groups):
+        return comparison
+    kept = [run for group in groups for run in group.runs
+            if not run.generator_limited or (keep_all_flagged and group.generator_limited_runs == len(group.runs))]
+    if not kept:
+        return comparison
+    judged = compare_runs(kept, baseline=comparison.baseline, confidence=comparison.confidence)
+    judged.notes, judged.paper = comparison.notes, comparison.paper
+    return judged

@@ -18,10 +18,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from mqttlab.brokers import process
 from mqttlab.brokers.base import LOOPBACK, BrokerError, BrokerStartError, Placement
+
+if TYPE_CHECKING:
+    from mqttlab.brokers.limits import BrokerCgroup
 
 GATEWAY_NAME = "mqttlab-gateway"
 
@@ -86,6 +90,9 @@ class RunningGateway:
     version: str | None = None
     #: what ends the gateway cleanly (the Paho gateway leaves only on SIGINT)
     stop_signal: int = signal.SIGTERM
+    #: the cgroup of a gateway run with limits (RSMB beside the broker): read when the manifest is
+    #: written, after the run, so that its counters cover the run and not only the start
+    cgroup: BrokerCgroup | None = field(default=None, repr=False)
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def address(self) -> str:
@@ -95,7 +102,8 @@ class RunningGateway:
         """The gateway as plain data, for a results manifest."""
         return {"name": self.name, "version": self.version, "host": self.host, "port": self.port,
                 "broker": self.broker_url, "pid": self.pid, "predefined": self.config.get("predefined", {}),
-                **{key: self.config[key] for key in ("role", "config", "limits") if key in self.config}}
+                **{key: self.config[key] for key in ("role", "serves_clients", "config") if key in self.config},
+                **({"limits": self.cgroup.outcome()} if self.cgroup is not None else {})}
 
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None

@@ -72,6 +72,7 @@ class BrokerCgroup:
         self.version: int = 2
         self.paths: dict[str, Path] = {}
         self.owned = True  # created here, so removed here
+        self.final: dict[str, object] | None = None  # the counters as read just before removal
         try:
             self._create()
         except OSError as exc:
@@ -84,7 +85,7 @@ class BrokerCgroup:
         """The cgroup another manager (a container runtime) put `pid` in with `limits`: read for
         its counters like ours, left for that manager to remove."""
         cgroup = cls.__new__(cls)
-        cgroup.limits, cgroup.name, cgroup.owned, cgroup.paths = limits, f"pid-{pid}", False, {}
+        cgroup.limits, cgroup.name, cgroup.owned, cgroup.paths, cgroup.final = limits, f"pid-{pid}", False, {}, None
         lines = [line.split(":", 2) for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
         root = _v2_root()
         if root is not None:
@@ -176,7 +177,11 @@ class BrokerCgroup:
         return fields
 
     def outcome(self) -> dict[str, object]:
-        """The limits and what they did: throttling and memory events so far."""
+        """The limits and what they did: throttling and memory events so far; once the cgroup is
+        removed, as they were just before (a manifest written after the broker stopped still has
+        its whole run, not the empty reading of a cgroup that is gone)."""
+        if not self.paths and self.final is not None:
+            return dict(self.final)
         result: dict[str, object] = {"cgroup": f"v{self.version}", **self.limits.to_dict()}
         if self.version == 2:
             cpu = self._fields(self._read("unified", "cpu.stat"))
@@ -207,7 +212,10 @@ class BrokerCgroup:
         return result
 
     def remove(self) -> None:
-        """Removes the cgroup once its processes are gone (a cgroup with tasks cannot be removed)."""
+        """Removes the cgroup once its processes are gone (a cgroup with tasks cannot be removed),
+        keeping its last counters for `outcome`."""
+        if self.paths:
+            self.final = self.outcome()
         if not self.owned:
             self.paths = {}
             return

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mqttlab.analysis import Comparison
 
 SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
-                "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss": "RSS MB",
+                "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss_peak": "peak RSS MB",
                 "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
 
 
@@ -121,12 +121,17 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
     tables = [write_csv(paper_rows(section), folder / f"{CSV_NAME}.csv"), write_csv(claim_rows(section), folder / f"{CLAIMS_CSV}.csv")]
     figures: list[Path] = []
     if comparison is not None:
+        from mqttlab.analysis.compare import leave_out_generator_limited
         from mqttlab.reports.png import write_pngs
 
-        tables.append(write_csv(summary_table(comparison), folder / "summary.csv"))
+        # The page's table and figures leave generator-limited runs out, as its verdicts do; the
+        # CSV keeps a configuration with no other run (counted in generator_limited_runs), the
+        # figures draw none of it.
+        tables.append(write_csv(summary_table(leave_out_generator_limited(comparison)), folder / "summary.csv"))
         for old in folder.glob("*.png"):
             old.unlink()
-        figures = [figure for figure in write_pngs(comparison, folder, dpi=80, per_scenario=False) if _page_figure(figure, comparison)]
+        judged = leave_out_generator_limited(comparison, keep_all_flagged=False)
+        figures = [figure for figure in write_pngs(judged, folder, dpi=80, per_scenario=False) if _page_figure(figure, judged)]
         for figure in set(folder.glob("*.png")) - set(figures):
             figure.unlink()
         for figure in figures:
@@ -165,7 +170,7 @@ def _page_figure(figure: Path, comparison: "Comparison") -> bool:
     and the headline bar charts while they stay readable."""
     if figure.stem.startswith(("rate-sweep", "shark-fin")):
         return True
-    if figure.stem == "mean-sd-seed001":  # the mean ± SD bars seeds 001 and 004 drew
+    if figure.stem == "mean-sd":  # the mean ± SD bars seeds 001 and 004 drew
         return comparison.paper is not None and comparison.paper.seed in ("001", "004") and len(comparison.scenarios) <= PAGE_MAX_BARS
     return figure.stem in PAGE_BARS and len(comparison.scenarios) <= PAGE_MAX_BARS
 
@@ -173,16 +178,20 @@ def _page_figure(figure: Path, comparison: "Comparison") -> bool:
 def _compare_smc(smc: list[Path], paths: list[Path], paper: Optional[str], out: Optional[Path], title: str, as_json: bool,
                  page: Optional[Path]) -> None:
     """Seed 000: its Tables 2, 3 and 4 (and the learned coefficients) from a `mqttlab smc paper`
-    directory beside the paper's; no runs to compare, so the report is the section alone."""
+    directory beside the paper's; no runs to compare, so the report is the section alone. A second
+    directory is a run of the same pipeline in another broker configuration: the claims about
+    settings compare the first with it (the page's evidence then holds both)."""
     from mqttlab.reproductions.section import paper_section
     from mqttlab.reproductions.paper_file import PaperFileError
 
-    if len(smc) != 1 or len(paths) != 1:
-        raise _refuse("give one `mqttlab smc paper` directory alone (seed 000 has no runs to compare beside it)")
+    if len(smc) > 2 or len(paths) != len(smc):
+        raise _refuse("give one `mqttlab smc paper` directory, or two (the page's run, then a run in another broker "
+                      "configuration), and nothing else (seed 000 has no runs to compare beside it)")
     if paper not in (None, "seed000"):
         raise _refuse(f"--paper: {smc[0]} is a `mqttlab smc paper` directory, which only seed000 describes (got {paper})")
     with _refused_on(PaperFileError):
-        section = paper_section("seed000", smc_directory=smc[0])
+        reference = paper_section("seed000", smc_directory=smc[1]) if len(smc) == 2 else None
+        section = paper_section("seed000", smc_directory=smc[0], reference=reference)
     if as_json:
         typer.echo(json.dumps(section.to_dict(), indent=2))
     else:

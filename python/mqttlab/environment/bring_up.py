@@ -118,7 +118,7 @@ def bring_up(scenario: Scenario, directory: Path, *, dask: Optional[str] = None,
 
             network_before = run_link.measure_before(network)
         clients = _with_broker_login(_trusting_launched_ca(scenario, broker) if scenario.launch.tls else scenario, broker)
-        sampler = _resource_sampler(broker.pid)
+        sampler = _resource_sampler(broker.pid, gateway.pid if gateway is not None else None)
         faults = _fault_driver(scenario, broker, dask, sampler, network, url)
         tshark = _open_capture(url, directory, network) if capturing else None
         if tshark is not None:
@@ -263,7 +263,8 @@ def _rsmb_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_
     if broker.mqtt_sn_port is not None:
         assert broker.pid is not None and broker.log_file is not None  # a launched RSMB
         return RunningGateway(broker.host, broker.mqtt_sn_port, broker_url, broker.pid, broker.log_file,
-                              {"role": "the broker's own MQTT-SN listener"}, name="rsmb", version=broker.version)
+                              {"role": "the broker's own MQTT-SN listener", "serves_clients": True}, name="rsmb",
+                              version=broker.version)
     launch = scenario.launch
     launcher = get_launcher("rsmb").configure(launch.config if launch.config in ("tuned", "as-shipped") else "tuned",
                                               None, launch.limits.model_dump() if launch.limits else None)
@@ -271,10 +272,12 @@ def _rsmb_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_
         launcher.placement = placement
     rsmb = stack.enter_context(launcher.start(directory / "gateway"))
     assert rsmb.mqtt_sn_port is not None and rsmb.pid is not None and rsmb.log_file is not None
+    # Its cgroup goes with it and is read for the manifest after the run (read here, at the start,
+    # its counters would show one CPU period and the memory of an idle RSMB, whatever the load).
     return RunningGateway(rsmb.host, rsmb.mqtt_sn_port, broker_url, rsmb.pid, rsmb.log_file,
                           {"role": f"RSMB serves the MQTT-SN clients itself; {broker.name} carries none of their messages",
-                           "config": rsmb.config, "limits": rsmb.cgroup.outcome() if rsmb.cgroup is not None else None},
-                          name="rsmb", version=rsmb.version)
+                           "serves_clients": True, "config": rsmb.config},
+                          name="rsmb", version=rsmb.version, cgroup=rsmb.cgroup)
 
 
 def _broker_url(scenario: Scenario, broker: RunningBroker) -> str:
@@ -324,15 +327,19 @@ def _trusting_launched_ca(scenario: Scenario, broker: RunningBroker) -> Scenario
     return scenario.model_copy(update={"tls": tls})
 
 
-def _resource_sampler(broker_pid: Optional[int]) -> RunResources:
-    """Samples the broker's (when its PID is known) and this process's CPU and memory every
-    second on the engine's clock; a broker PID that is gone only drops the broker's figures."""
+def _resource_sampler(broker_pid: Optional[int], gateway_pid: Optional[int] = None) -> RunResources:
+    """Samples the broker's (when its PID is known), the MQTT-SN gateway's (a process of its own:
+    RSMB beside the broker, Paho's or mqttlab's gateway) and this process's CPU and memory every
+    second on the engine's clock; a PID that is gone only drops that process's figures. The
+    gateway runs as a child of this process, so without its own sampler it would count as the
+    generator's."""
     from mqttlab.environment.resources import RunResources
 
+    gateway = gateway_pid if gateway_pid != broker_pid else None  # RSMB as the broker serves MQTT-SN itself
     try:
-        return RunResources(broker_pid)
+        return RunResources(broker_pid, gateway_pid=gateway)
     except ValueError:
-        return RunResources(None)
+        return RunResources(None, gateway_pid=gateway)
 
 
 def _fault_driver(scenario: Scenario, broker: RunningBroker, dask: Optional[str], sampler: RunResources,

@@ -188,22 +188,29 @@ class ResourceSampler:
         self.stop()
 
 
-def generator_sampler(interval: float = 1.0, broker_pid: int | None = None) -> ResourceSampler:
+def generator_sampler(interval: float = 1.0, broker_pid: int | None = None, others: Iterable[int] = ()) -> ResourceSampler:
     """A sampler for mqttlab's own process (the load generator), leaving out a broker that
-    runs as its child."""
-    excluded = [broker_pid] if broker_pid is not None else []
+    runs as its child, and `others` (a gateway) likewise."""
+    excluded = [*([broker_pid] if broker_pid is not None else []), *others]
     return ResourceSampler(os.getpid(), interval=interval, exclude_pids=excluded, label="generator")
 
 
 class RunResources:
     """The samplers of one run, started and stopped together: the broker's (when its PID is
-    known, i.e. launched by us or given with an external URL) and the generator's."""
+    known, i.e. launched by us or given with an external URL), the MQTT-SN gateway's (when it
+    runs as a process of its own; one already gone is not sampled) and the generator's, which
+    counts neither."""
 
-    def __init__(self, broker_pid: int | None, interval: float = 1.0) -> None:
+    def __init__(self, broker_pid: int | None, interval: float = 1.0, *, gateway_pid: int | None = None) -> None:
         self.samplers: dict[str, ResourceSampler] = {}
         if broker_pid is not None:
             self.samplers["broker"] = ResourceSampler(broker_pid, interval=interval, label="broker")
-        self.samplers["generator"] = generator_sampler(interval, broker_pid)
+        if gateway_pid is not None:
+            try:
+                self.samplers["gateway"] = ResourceSampler(gateway_pid, interval=interval, label="gateway")
+            except ValueError:
+                pass
+        self.samplers["generator"] = generator_sampler(interval, broker_pid, others=[gateway_pid] if gateway_pid is not None else [])
 
     def start(self) -> RunResources:
         for sampler in self.samplers.values():

@@ -14,7 +14,7 @@ from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
 from mqttlab.analysis.runs import METRIC_BY_KEY
 from mqttlab.reports.paper import paper_sd
 
-BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss",
+BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss_peak",
                "broker_rss_mean")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 # Percentiles to read from a histogram: 0..90 evenly, then ever more nines up to 99.999.

@@ -51,7 +51,7 @@ def paper_statistics_table(comparison: Comparison) -> Table:
                 "throughput_mean": estimates["throughput"].mean,
                 "throughput_best": estimates["throughput"].best,
                 "broker_rss_mean_mb": estimates["broker_rss_mean"].mean,
-                "broker_rss_peak_mb": estimates["broker_rss"].mean,
+                "broker_rss_peak_mb": estimates["broker_rss_peak"].mean,
                 "broker_cpu_mean": estimates["broker_cpu"].mean,
             })  # fmt: skip
     return rows

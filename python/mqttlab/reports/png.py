@@ -36,7 +36,7 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scen
         path = _percentiles(comparison, scenario, directory / f"latency-{_file_name(scenario.scenario)}.png", dpi)
         if path is not None:
             written.append(path)
-    path = _mean_sd(comparison, directory / "mean-sd-seed001.png", dpi)
+    path = _mean_sd(comparison, directory / "mean-sd.png", dpi)
     if path is not None:
         written.append(path)
     from mqttlab.reports.shark_fin import write_shark_fins
@@ -72,7 +72,7 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     _grouped_bars(axes, comparison, width, colors, mean_sd, error_kw={"linestyle": "--", "elinewidth": 1})
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
     axes.set_ylabel("latency (ms)")
-    axes.set_title("As in seed 001: mean ± SD (one-message runs: SD of run means; others: SD of samples)", fontsize=9)
+    axes.set_title("Mean ± SD, as seeds 001 and 004 drew it (one-message runs: SD of run means; others: SD of samples)", fontsize=9)
     axes.legend(fontsize=8)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
@@ -81,10 +81,20 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     return path
 
 
+LOG_SPAN = 20.0  # bars whose heights span more than this factor are drawn on a log axis
+
+
 def _grouped_bars(axes: Any, comparison: Comparison, width: float, colors: dict[str, str],
                   value: Callable[[BrokerGroup], tuple[float, float, float] | None], **style: Any) -> None:
     """One bar per scenario and broker, brokers side by side within a scenario: `value` gives a
-    group's bar height and its whiskers below and above (None: no bar)."""
+    group's bar height and its whiskers below and above (None: no bar). Heights that span more
+    than LOG_SPAN go on a log axis, so that a 0.02 ms bar stays visible beside a 60 ms one; its
+    lower whiskers then stop at a tenth of the bar (a log axis has no 0)."""
+    bars = [bar for scenario in comparison.scenarios for group in scenario.groups.values()
+            for bar in [value(group)] if bar is not None and bar[0] > 0]
+    log = bool(bars) and max(b[0] for b in bars) / min(b[0] for b in bars) > LOG_SPAN
+    if log:
+        axes.set_yscale("log")
     brokers = comparison.brokers
     for index, broker in enumerate(brokers):
         xs: list[float] = []
@@ -97,7 +107,7 @@ def _grouped_bars(axes: Any, comparison: Comparison, width: float, colors: dict[
                 continue
             xs.append(position + (index - (len(brokers) - 1) / 2) * width)
             means.append(bar[0])
-            errors[0].append(bar[1])
+            errors[0].append(min(bar[1], 0.9 * bar[0]) if log else bar[1])
             errors[1].append(bar[2])
         axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker], **style)
 

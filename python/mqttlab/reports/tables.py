@@ -11,7 +11,7 @@ from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import FAULT_METRICS
 
 Table = list[dict[str, Any]]
-SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss")
+SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "dropped", "broker_cpu", "broker_rss_peak")
 
 
 def summary_keys(comparison: Comparison) -> tuple[str, ...]:
@@ -24,14 +24,14 @@ HEADER_NOTE = (
 )
 
 
-def summary_table(comparison: Comparison) -> Table:
-    """Per scenario and broker: each headline figure's mean and interval, and the difference
-    from the baseline with its interval (wide: what `compare` prints)."""
+def summary_table(comparison: Comparison, keys: Optional[tuple[str, ...]] = None) -> Table:
+    """Per scenario and broker: each headline figure's mean and interval (or those of `keys`), and
+    the difference from the baseline with its interval (wide: what `compare` prints)."""
     rows = []
     for scenario in comparison.scenarios:
         for broker, group in scenario.groups.items():
             row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "runs": len(group.runs)}
-            for key in summary_keys(comparison):
+            for key in keys or summary_keys(comparison):
                 estimate = group.estimates[key]
                 row[f"{key}_mean"] = estimate.mean
                 row[f"{key}_ci_low"] = estimate.low

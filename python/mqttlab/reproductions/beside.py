@@ -57,12 +57,15 @@ class Line:
     n: int = 0
     kind: str = ""  # the paper file's kind of figure (latency_mean, throughput_range, ...), named on the axis
     region: Optional[tuple[float, float]] = None  # where ours agrees with `paper`: within the figure's tolerance factor
+    rule: bool = False  # `region` is where the claim's rule wants ours (its `within`), not the figure's tolerance
+    other: Optional[float] = None  # ours in a second run in another configuration (a claim about settings)
+    key: str = ""  # the key of the figure's value this line draws, where the value has keys
     limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
     left_out: int = 0  # runs flagged generator-limited left out of ours (the others' mean is drawn)
 
     def values(self, spread: bool = True) -> list[float]:
         """Every value drawn; without `spread`, less the interval and the paper's SD (which may reach below zero)."""
-        found = [self.paper, self.ours, *(self.paper_range or ()), *(self.ours_range or ()), *(self.region or ())]
+        found = [self.paper, self.ours, self.other, *(self.paper_range or ()), *(self.ours_range or ()), *(self.region or ())]
         if spread:
             found += [*(self.interval or ())]
             if self.paper is not None and self.paper_spread is not None:
@@ -85,11 +88,14 @@ class BesideFigure:
 
 
 def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str] = None,
-                tolerances: Optional[dict[str, float]] = None) -> dict[str, list[Line]]:
+                tolerances: Optional[dict[str, float]] = None, keys: Optional[dict[str, str]] = None,
+                rules: Optional[dict[str, tuple[float, float]]] = None, other: Optional[PaperSection] = None) -> dict[str, list[Line]]:
     """The lines of a claim's figures that have a value of ours, by engine configuration ("" when
     the runs of each scenario were configured alike). `key`: of figures whose values have keys,
-    only this one (the key the claim's check reads); `tolerances`: the tolerance factor of each
-    figure judged by one (the region where ours agrees is drawn around the paper's number)."""
+    only this one (the key the claim's check reads), or per figure in `keys`; `tolerances`: the
+    tolerance factor of each figure judged by one (the region where ours agrees is drawn around
+    the paper's number); `rules`: per figure, the range the claim's rule wants ours in, drawn
+    instead; `other`: a second run in another configuration, its value drawn on each line."""
     by_config: dict[str, list[Line]] = {}
     drawn = [row for row in section.rows if row.figure in figure_ids and row.ours is not None and row.status not in (NOT_HERE, NOT_MEASURED)]
     one_broker = len({row.broker for row in drawn}) == 1  # then its colour and the legend name it, not every label
@@ -104,10 +110,17 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
             row = rows[0]
             scenario = (row.scenario or "").split(" [", 1)[0] if len(same) > 1 else ""
             where = f"{len(rows)} configurations" if len(rows) > 1 else scenario
-            for line in _lines(row, key, where, name_broker=not one_broker):
+            read = (keys or {}).get(figure, key)
+            for line in _lines(row, read, where, name_broker=not one_broker):
                 factor = (tolerances or {}).get(figure)
-                if factor and line.paper and line.ours is not None and not row.exact:
+                if figure in (rules or {}) and line.key and line.key == read:
+                    line.region, line.rule = (rules or {})[figure], True
+                elif factor and line.paper and line.ours is not None and not row.exact and read is None:
+                    # A claim that reads one key of the value judges that key by its own rule, not by
+                    # the figure's tolerance: no ×2 band (to 200 % of a share, to 2 of a probability).
                     line.region = (line.paper / factor, line.paper * factor)
+                if other is not None:
+                    line.other = _other(other, row, read if line.key else None)
                 by_config.setdefault(config, []).append(line)
     return by_config
 
@@ -132,7 +145,7 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
             other = theirs.get(name, theirs.get(str(name)))
             if number(mine) and (key is None or str(name) == key):
                 found.append(replace(line, where=", ".join(part for part in (where, str(name)) if part), unit=KEY_UNITS.get(str(name), line.unit), ours=float(mine),
-                                     interval=None, paper=float(other) if number(other) else None))
+                                     interval=None, paper=float(other) if number(other) else None, key=str(name)))
         return found
     if isinstance(ours, list) and len(ours) == 2 and all(number(v) for v in ours):
         line.ours_range, line.broker = (float(ours[0]), float(ours[1])), ""
@@ -147,8 +160,24 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     return [line]
 
 
+def _runs(section: PaperSection) -> str:
+    """Which run is which on a figure that draws two: this section's and its reference's."""
+    ours = section.configuration or "this run"
+    theirs = (section.reference.configuration if section.reference is not None else "") or "the other run"
+    return f"filled: ours {ours}, hollow circles: ours {theirs}"
+
+
 def _check_key(claim: Any) -> Optional[str]:
     return next((check.key for check in claim.check or [] if check.key), None)
+
+
+def _other(section: PaperSection, row: FigureRow, key: Optional[str]) -> Optional[float]:
+    """The same row's value (its `key`, or its estimate) in another run's section."""
+    found = next((r for r in section.rows if r.figure == row.figure and r.scenario == row.scenario and r.broker == row.broker), None)
+    value = found.ours if found is not None else None
+    if isinstance(value, dict):
+        value = value.get(key) if key is not None and key in value else next((value.get(k) for k in MEAN_KEYS if k in value), None)
+    return float(value) if number(value) else None
 
 
 def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) -> list[BesideFigure]:
@@ -166,8 +195,19 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
     written: list[BesideFigure] = []
     drawn: dict[tuple[Any, ...], list[BesideFigure]] = {}  # the figures of the lines drawn so far
     for claim in paper.claims:
+        if claim.not_here:  # nothing here can judge it: its figures' rows of ours would read as an answer
+            continue
         ids = list(dict.fromkeys([*claim.figures, *(name for check in claim.check or [] for name in check.figure_ids())]))
-        configs = claim_lines(section, ids, _check_key(claim), tolerances)
+        keys = {name: check.key for check in claim.check or [] if check.key for name in check.figure_ids()}
+        # A keyed `each` check's range is what the claim asks of that key in each row (a share of
+        # clients in [90, 100] %): drawn instead of a tolerance factor around the paper's number.
+        rules = {name: (check.within[0], check.within[1]) for check in claim.check or [] if check.each and check.key and check.within
+                 for name in check.each}
+        settings = any(check.unchanged for check in claim.check or [])
+        if settings and section.reference is None and all(check.unchanged for check in claim.check or []):
+            continue  # one run: nothing to set beside it, and the paper beside ours says nothing about settings
+        other = section.reference if settings else None
+        configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other)
         same = tuple((config, tuple((line.figure, line.where) for line in lines)) for config, lines in configs.items())
         if same and same in drawn:  # seed 002's claims on RTT by QoS and payload all rest on one figure: drawn once
             written += [replace(earlier, claim=claim.id, verdict=verdicts.get(claim.id, ""), same_as=earlier.claim) for earlier in drawn[same]]
@@ -181,7 +221,8 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 title = claim.id + (f" [{config}]" if config else "") + (f" (part {part_number + 1} of {len(parts)})" if len(parts) > 1 else "")
                 figure = draw(part, title, claim.text)
                 save(figure, path)
-                written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path, caption(part, config, confidence), part))
+                written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path,
+                                            caption(part, config, confidence, _runs(section) if other is not None else ""), part))
         drawn[same] = written[first:]
     return written
 
@@ -238,6 +279,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> N
                                 fmt="none", ecolor=RANGE_OF_OURS, elinewidth=3, capsize=5, capthick=2, zorder=3)
             if line.limited:
                 bar[-1][0].set_linestyle("--")
+        if line.other is not None:
+            axis.plot([line.other], [y], marker="o", linestyle="none", markersize=9, markerfacecolor="none", markeredgecolor=color,
+                      markeredgewidth=1.5, zorder=3)
         if line.ours is not None:
             xerr = [[line.ours - max(line.interval[0], floor)], [line.interval[1] - line.ours]] if line.interval else None
             axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3,
@@ -310,8 +354,10 @@ def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
         spread = " (± its SD, dashed)" if any(line.paper_spread for line in lines) else ""
         handles.append(Line2D([], [], marker="D", linestyle="none", markerfacecolor="none", markeredgecolor="black",
                               markeredgewidth=1.5, markersize=8, label=f"the paper{spread}"))
-    if any(line.region is not None for line in lines):
+    if any(line.region is not None and not line.rule for line in lines):
         handles.append(Line2D([], [], color="black", linestyle=":", marker="|", label="where ours agrees (× tolerance)", markersize=7))
+    if any(line.region is not None and line.rule for line in lines):
+        handles.append(Line2D([], [], color="black", linestyle=":", marker="|", label="where the claim's rule wants ours", markersize=7))
     if any(line.paper_range is not None for line in lines):
         handles.append(Patch(facecolor="0.85", edgecolor="0.25", label="the paper's range"))
     handles += [Line2D([], [], marker="o", linestyle="none", color=color, markersize=6, label=f"ours: {broker}" if broker else "ours")
@@ -319,21 +365,29 @@ def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
     if any(line.limited and line.ours is not None for line in lines):
         handles.append(Line2D([], [], marker="o", linestyle="none", color="0.3", markerfacecolor="white", markeredgewidth=1.5,
                               markersize=6, label="ours, generator-limited"))
+    if any(line.other is not None for line in lines):
+        handles.append(Line2D([], [], marker="o", linestyle="none", color="0.3", markerfacecolor="none", markeredgewidth=1.5,
+                              markersize=9, label="ours, the other configuration"))
     if any(line.ours_range is not None for line in lines):
         handles.append(Line2D([], [], color=RANGE_OF_OURS, linewidth=3, label="ours: range over brokers"))
     return handles
 
 
-def caption(lines: list[Line], config: str = "", confidence: float = 0.95) -> str:
-    """One line: what is drawn, in which units, and n."""
+def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_drawn: str = "") -> str:
+    """One line: what is drawn, in which units, and n; `runs_drawn`: which run is which, where a
+    line carries two of ours (a claim about settings)."""
     units = ", ".join(dict.fromkeys(line.unit or "no unit" for line in lines))
     with_paper = [line for line in lines if line.has_paper]
     marks = [text for text, present in (("values (hollow black diamonds)", any(line.paper is not None for line in lines)),
                                         ("ranges (grey bands)", any(line.paper_range is not None for line in lines))) if present]
     drawn = (f"the paper's {' and '.join(marks)} beside ours (filled, by broker)" if with_paper else
              "ours alone (filled, by broker): the paper gives no number for these figures")
-    if any(line.region is not None for line in lines):
+    if any(line.region is not None and not line.rule for line in lines):
         drawn += ", dotted where ours agrees by the figure's tolerance factor"
+    if any(line.region is not None and line.rule for line in lines):
+        drawn += ", dotted where the claim's rule wants ours"
+    if runs_drawn:
+        drawn += f" ({runs_drawn})"
     if with_paper and len(with_paper) < len(lines):
         drawn += f" (the paper gives a number for {len(with_paper)} of {len(lines)} lines)"
     judged = [line for line in lines if line.ours is not None and not line.limited]

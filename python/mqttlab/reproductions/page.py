@@ -33,7 +33,7 @@ def write_page(page: Path, section: PaperSection, sources: list[Path], compariso
     generated = generated_part(section, sources, comparison, [f.relative_to(page.parent) for f in figures or []],
                                [f.relative_to(page.parent) for f in tables or []], _beside(page, section, beside or []))
     if evidence is not None:
-        generated = _evidence(page, section, evidence) + "\n\n" + generated
+        generated = _evidence(page, section, evidence, runs=comparison is not None) + "\n\n" + generated
     existing = page.read_text(encoding="utf-8") if page.exists() else None
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(merge(existing, generated, f"Seed {section.seed}: {section.title}"), encoding="utf-8")
@@ -70,7 +70,7 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
     if commands:
         lines += ["Made by (each command with its UTC start):", "", "```"]
         lines += [f"{entry['command']}    # {entry.get('at', '')}" + (f", {entry['runs']} runs" if "runs" in entry else "")
-                  for entry in commands]
+                  + (f"; {entry['note']}" if entry.get("note") else "") for entry in commands]
         lines += ["```", ""]
     if comparison is not None:
         runs = [run for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
@@ -93,8 +93,9 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def _evidence(page: Path, section: PaperSection, evidence: Path) -> str:
-    """Where the page's evidence is and the command that makes the page again from it."""
+def _evidence(page: Path, section: PaperSection, evidence: Path, runs: bool = True) -> str:
+    """Where the page's evidence is and the command that makes the page again from it; `runs`:
+    it holds results directories of runs, else seed 000's `smc paper` directories."""
     from mqttlab.reproductions.paper_file import BUILTIN_DIR
 
     link = evidence.relative_to(page.parent).as_posix()
@@ -103,9 +104,11 @@ def _evidence(page: Path, section: PaperSection, evidence: Path) -> str:
     size = evidence.stat().st_size
     return "\n".join([
         "### Evidence", "",
-        f"The results this page was made from, in compact form: [{link}]({link}) ({size / 1024:,.0f} KB; each run's manifest, "
-        "scenario, summary, per-second series and pooled latency histogram). The page is made again from it, without "
-        "running anything, by (in this page's directory):", "",
+        f"The results this page was made from, in compact form: [{link}]({link}) ({size / 1024:,.0f} KB; "
+        + ("each run's manifest, scenario, summary, per-second series and pooled latency histogram" if runs else
+           "of each `mqttlab smc paper` directory its paper.json (settings, broker configuration, step times), its tables "
+           "as CSV (Table 2, Tables 3/4, predictions, host CPU) and the learned coefficients; not the explore logs")
+        + "). The page is made again from it, without running anything, by (in this page's directory):", "",
         "```", f"mqttlab compare {link} --paper {name} --page {page.name}", "```",
     ])
 
@@ -138,11 +141,15 @@ def _figure_table(section: PaperSection) -> str:
     plots = sum(row.status == NO_PAPER_NUMBER and row.ours is not None for row in section.rows)
     shown = (*MEASURED, NO_PAPER_NUMBER) if plots <= MAX_PLOT_ROWS else MEASURED
     lines = ["### The paper's figures beside ours", "",
-             f"Seed {section.seed}, *{section.title}* ({_source(section.source)}): {coverage['figures']} figures, "
-             f"{coverage['measured']} measured here, {coverage['not_here']} not reproducible here. Exact figures must be "
+             f"Seed {section.seed}, *{section.title}* ({_source(section.source)}): {coverage['figures']} figures: "
+             f"{coverage['measured']} measured here, "
+             + (f"{coverage['limited']} from generator-limited runs only, " if coverage["limited"] else "")
+             + (f"{coverage['not_run']} of configurations these results did not run, " if coverage["not_run"] else "")
+             + f"{coverage['not_here']} not reproducible here. Exact figures must be "
              "equal (⚑ when not); a measured one is judged by the rule beside it (the paper's range, or a tolerance "
              "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval "
-             "must lie wholly inside (across an edge: cannot tell); n = 1 is said. Runs flagged generator-limited "
+             "(Student's t, clipped at 0 for figures that cannot be negative) must lie wholly inside (across an edge: "
+             "cannot tell); n = 1, or a best of n runs, has no interval and says so. Runs flagged generator-limited "
              "are left out of every verdict."
              + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
                 "\"Our figures\" and in the PNGs." if plots > MAX_PLOT_ROWS else ""), ""]
@@ -187,12 +194,19 @@ def _not_measured(section: PaperSection) -> str:
     background, related work or facts about its testbed)."""
     by_reason: dict[str, list[str]] = {}
     seen: set[str] = set()
+    shown = {row.figure for row in section.rows if row.status in MEASURED or (row.status == NO_PAPER_NUMBER and row.ours is not None)}
     for row in section.rows:
         if row.status in MEASURED or (row.status == NO_PAPER_NUMBER and row.ours is not None) or row.figure in seen:
             continue
-        seen.add(row.figure)
+        # A figure measured in some configurations is named here only by those it lacks.
+        name = f"{row.figure} ({row.scenario})" if row.figure in shown and row.scenario else row.figure
+        if row.figure not in shown:
+            seen.add(row.figure)
+        elif name in seen:
+            continue
+        seen.add(name)
         why = (row.reason or row.source or row.status) if row.status == NOT_HERE else (row.reason or row.status)
-        by_reason.setdefault(why, []).append(row.figure)
+        by_reason.setdefault(why, []).append(name)
     if not by_reason:
         return ""
     lines = ["### Figures without a measurement here", "", "| why | figures |", "|---|---|"]
@@ -235,17 +249,16 @@ def _beside(page: Path, section: PaperSection, figures: list[BesideFigure]) -> s
 
 
 def _our_figures(comparison: Comparison) -> str:
-    from mqttlab.analysis.compare import compare_runs
+    from mqttlab.analysis.compare import leave_out_generator_limited
     from mqttlab.reports.tables import summary_table
 
-    keys = (("throughput", "msg/s"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"), ("loss", "loss %"),
-            ("broker_cpu", "broker CPU"), ("broker_rss", "broker RSS MB"))
+    keys = (("throughput", "msg/s"), ("latency_mean", "mean ms"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"),
+            ("loss", "loss %"), ("dropped", "dropped %"), ("broker_cpu", "broker CPU"), ("broker_rss_peak", "broker peak RSS MB"))
     # Generator-limited runs are left out of the means, as of every verdict; a configuration with
     # nothing else is shown from them, marked.
     groups = [group for scenario in comparison.scenarios for group in scenario.groups.values()]
     left_out = {(g.scenario, g.broker): g.generator_limited_runs for g in groups if g.generator_limited_runs < len(g.runs)}
-    kept = [run for g in groups for run in g.runs if not run.generator_limited or (g.scenario, g.broker) not in left_out]
-    shown = compare_runs(kept, baseline=comparison.baseline, confidence=comparison.confidence) if kept else comparison
+    shown = leave_out_generator_limited(comparison)
     lines = ["### Our figures", "",
              f"Means over the repetitions, ± the {comparison.confidence:.0%} confidence interval's half-width where there "
              "are two or more. Latency is the round trip where the suite measures round trips, else end to end. "
@@ -253,7 +266,7 @@ def _our_figures(comparison: Comparison) -> str:
              "from them, marked ⚑ all, and judges nothing.", "",
              "| configuration | broker | runs | " + " | ".join(title for _, title in keys) + " |",
              "|---|---|---|" + "---|" * len(keys)]
-    for row in summary_table(shown):
+    for row in summary_table(shown, keys=tuple(key for key, _ in keys)):
         cells = [_estimate(row, key) for key, _ in keys]
         flagged = left_out.get((row["scenario"], row["broker"]))
         runs = f"{row['runs']} (+{flagged} ⚑ left out)" if flagged else (f"{row['runs']} ⚑ all" if row["generator_limited_runs"] else str(row["runs"]))

@@ -20,7 +20,6 @@ from typing import Any, Optional, TypeGuard, Union
 from mqttlab.analysis.compare import BrokerGroup, Comparison
 from mqttlab.analysis.runs import RunFigures
 from mqttlab.analysis.stats import mean_interval
-from mqttlab.analysis.configuration import scenario_value
 from mqttlab.engine import client_topic, expand_template
 from mqttlab.reproductions.paper_file import Figure, Reproduce
 
@@ -75,8 +74,11 @@ class FigureRow:
         parts = []
         if self.interval is not None:
             parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}, n = {len(self.samples)}")
+        elif len(self.samples) == 1:
+            parts.append("n = 1")
         elif self.samples:
-            parts.append(f"n = {len(self.samples)}")
+            # The best of n runs (as seed 003's paper reported) or a mean without a spread: no interval to judge by.
+            parts.append(f"{'best of' if ', best of ' in self.source else 'n ='} {len(self.samples)}, no interval")
         if self.limited:
             parts.append(f"{self.limited} generator-limited run{'s' * (self.limited != 1)} left out")
         return "; ".join(parts)
@@ -186,10 +188,21 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
             value = {"mean": value, "std": paper_sd(group)[0]}
         estimate = mean_interval(per_run, confidence) if usable and how.statistic == "mean" else None
         interval = [estimate.low, estimate.high] if estimate is not None and estimate.low is not None and estimate.high is not None else None
+        if interval is not None and interval[0] < 0 <= min(per_run):
+            # Every figure a run gives here (latency, loss, throughput, CPU, memory) is at least 0: a
+            # Student-t interval over a few skewed runs can reach below it, the quantity cannot.
+            interval[0] = 0.0
         n = len(runs)
         limited = len(group.runs) - len(usable)
         found.append(_Ours(value, f"{how.metric}, {'best' if how.statistic == 'best' else 'mean'} of {n} run{'s' * (n != 1)}",
                            scenario, broker, n, samples=per_run, interval=interval, limited=limited, limited_only=not usable))
+    if how.aggregate == "max" and found:
+        judged = [f for f in found if not f.limited_only] or found
+        top = max((f for f in judged if number(f.value)), key=lambda f: float(f.value), default=None)  # type: ignore[arg-type]
+        if top is None:
+            return []
+        top.source = f"{top.source}: the highest of {len(judged)} broker/configuration groups ({top.broker})"
+        return [top]
     if how.aggregate == "range" and found:
         judged = [f for f in found if not f.limited_only] or found
         numbers = [float(f.value) for f in judged if number(f.value)]
@@ -254,23 +267,8 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
     config = figure.config
     extra = FRAME_HEADERS if how.layer == "frame" else 0
     layer = " + 66 B of Ethernet/IP/TCP headers" if extra else ""
-    if how.computed == "ack_bytes":
-        from mqttlab.netem.overhead import ACK_PACKET
-
-        return [_Ours(ACK_PACKET + extra, "computed from the MQTT 3.1.1 encoding", inputs=f"fixed header 2 + packet id 2{layer}")]
-    if how.computed in ("connack_bytes", "disconnect_bytes"):
-        # CONNACK: fixed header 2 + flags 1 + return code 1; DISCONNECT: fixed header 2 (MQTT 3.1.1).
-        size, parts = (4, "fixed header 2 + flags 1 + return code 1") if how.computed == "connack_bytes" else (2, "fixed header 2")
-        return [_Ours(size + extra, "computed from the MQTT 3.1.1 encoding", inputs=parts + layer)]
-    if how.computed == "ack_overhead":
-        from mqttlab.netem.overhead import ACK_PACKET
-
-        # Per PUBLISH exchange: each acknowledgement (PUBACK / PUBREC / PUBREL / PUBCOMP) is 4 B of MQTT in
-        # a frame of its own; at QoS 0 nothing acknowledges the PUBLISH but TCP's bare 66-byte ACK.
-        n = how.packets or 0
-        per_exchange = {"mqtt": ACK_PACKET * n, "mqtt_tcp": (ACK_PACKET + FRAME_HEADERS) * n if n else FRAME_HEADERS}
-        return [_Ours(per_exchange, "computed from the MQTT 3.1.1 encoding and a 66-byte Ethernet/IP/TCP frame",
-                      inputs=f"{n} acknowledgement(s) of 4 B" + (", each in its own frame" if n else ", a bare TCP ACK"))]
+    if how.computed in ("ack_bytes", "connack_bytes", "disconnect_bytes", "ack_overhead"):
+        return _per_run_plan(how, comparison, lambda sizes, plan: _packet_figure(how, sizes, extra, layer))
     if how.computed == "chernoff_samples":
         from mqttlab.smc.stats import chernoff_sample_size
 
@@ -284,20 +282,49 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
         result = SPRT(p0, p1, alpha, beta).run(itertools.repeat(True))
         return [_Ours(result.samples, "computed: mqttlab.smc SPRT on a stream of successes",
                       inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success")]
+    if how.computed == "publish_overhead":
+        return _per_run_plan(how, comparison, lambda sizes, plan: _publish_overhead(sizes, plan, extra, layer))
+    # connect_bytes
+    found = _per_run_plan(how, comparison, lambda sizes, plan: (sizes["connect"] + extra, f"CONNECT as the engine writes it{layer}"))
+    for ours in found:
+        if number(figure.value) and number(ours.value) and int(figure.value) != ours.value:
+            # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
+            client_id = len(expand_template(str(_plan_of(comparison, ours)["publishers"]["client_id"]), 0).encode())
+            ours.inputs += (f" (client id {client_id} B; the paper's {figure.value} B imply a client id of "
+                            f"{client_id + int(figure.value) - int(ours.value)} B without credentials)")
+    return found
+
+
+def _per_run_plan(how: Reproduce, comparison: Optional[Comparison], figure: Any) -> list[_Ours]:
+    """A computed figure per configuration: `figure` (value, inputs) of the packet sizes the engine
+    encodes for the plan of the configuration's first run (mqttlab.engine.packet_sizes)."""
+    from mqttlab.engine import packet_sizes
+
     found = []
     for scenario, broker, group in _groups(how, comparison) if how.scenario else _all_groups(comparison):
-        data = group.runs[0].results.scenario
-        if how.computed == "publish_overhead":
-            value, inputs = _publish_overhead(data)
-        else:  # connect_bytes
-            value, inputs = _connect(data)
-            if number(figure.value) and int(figure.value) - extra != value:
-                # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
-                implied = int(inputs.split("client id ", 1)[1].split(" B", 1)[0]) + int(figure.value) - extra - value
-                inputs += f" (the paper's {figure.value} B imply a client id of {implied} B without credentials)"
-        found.append(_Ours(value + extra, "computed from the MQTT encoding of the run's packet", scenario, broker,
-                           len(group.runs), inputs + layer))
+        plan = group.runs[0].results.plan
+        value, inputs = figure(packet_sizes(plan), plan)
+        found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs))
     return found
+
+
+def _plan_of(comparison: Optional[Comparison], ours: _Ours) -> dict[str, Any]:
+    for scenario, broker, group in _all_groups(comparison):
+        if (scenario, broker) == (ours.scenario, ours.broker):
+            return group.runs[0].results.plan
+    return {}
+
+
+def _packet_figure(how: Reproduce, sizes: dict[str, int], extra: int, layer: str) -> tuple[Any, str]:
+    """ack_bytes (PUBACK, as each of PUBREC, PUBREL and PUBCOMP), connack_bytes, disconnect_bytes,
+    and ack_overhead: per PUBLISH exchange, `packets` acknowledgements, each in a frame of its own;
+    at QoS 0 nothing acknowledges the PUBLISH but TCP's bare ACK (a frame without payload)."""
+    if how.computed == "ack_overhead":
+        n = how.packets or 0
+        value = {"mqtt": sizes["puback"] * n, "mqtt_tcp": (sizes["puback"] + FRAME_HEADERS) * n if n else FRAME_HEADERS}
+        return value, f"{n} acknowledgement(s) of {sizes['puback']} B" + (", each in its own frame" if n else ", a bare TCP ACK")
+    packet = {"ack_bytes": "puback", "connack_bytes": "connack", "disconnect_bytes": "disconnect"}[how.computed or ""]
+    return sizes[packet] + extra, f"{packet.upper()} as the engine encodes it{layer}"
 
 
 def _all_groups(comparison: Optional[Comparison]) -> list[tuple[str, str, BrokerGroup]]:
@@ -306,31 +333,12 @@ def _all_groups(comparison: Optional[Comparison]) -> list[tuple[str, str, Broker
     return [(s.scenario, b, g) for s in comparison.scenarios for b, g in s.groups.items()]
 
 
-def _publish_overhead(data: dict[str, Any]) -> tuple[int, str]:
-    from mqttlab.netem.overhead import publish_bytes
-
-    qos = int(scenario_value(data, "publishers.qos", 0) or 0)
-    topic = client_topic(str(scenario_value(data, "publishers.topic", "")), 0, str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")))
-    payload = int(scenario_value(data, "publishers.payload.size", 0) or 0)
-    v5 = int(scenario_value(data, "mqtt.version", 3) or 3) == 5
-    total = publish_bytes(len(topic.encode()), payload, qos, v5)
-    overhead = total - payload
-    length_field = overhead - 1 - 2 - len(topic.encode()) - (2 if qos else 0) - (1 if v5 else 0)
-    inputs = (f"topic {len(topic.encode())} B, QoS {qos}, payload {payload} B: fixed header 1 + remaining length "
-              f"{length_field} + topic length 2 + topic {len(topic.encode())}" + (" + packet id 2" if qos else "")
-              + (" + properties 1" if v5 else ""))
-    return overhead, inputs
-
-
-def _connect(data: dict[str, Any]) -> tuple[int, str]:
-    from mqttlab.reports.overhead import connect_bytes  # the encoding of the engine's CONNECT lives there
-
-    version = int(scenario_value(data, "mqtt.version", 3) or 3)
-    client_id = expand_template(str(scenario_value(data, "publishers.client_id", "mqttlab-pub-%i")), 0)
-    username, password = scenario_value(data, "mqtt.username"), scenario_value(data, "mqtt.password")
-    size = connect_bytes(client_id, 0, version, username, password)
-    return size, (f"MQTT {'5' if version == 5 else '3.1.1'}, client id {len(client_id.encode())} B"
-                  + (", with user name and password" if username is not None else ", no credentials"))
+def _publish_overhead(sizes: dict[str, int], plan: dict[str, Any], extra: int, layer: str) -> tuple[int, str]:
+    """A PUBLISH's bytes beyond its payload, as the engine encodes the run's."""
+    pubs = plan["publishers"]
+    topic = len(client_topic(pubs["topic"], 0, pubs["client_id"]).encode())
+    return sizes["publish_overhead"] + extra, (f"topic {topic} B, QoS {pubs['qos']}, payload {sizes['payload']} B: "
+                                               f"a PUBLISH of {sizes['publish']} B as the engine encodes it{layer}")
 
 
 # ---- judging a row -------------------------------------------------------------------------------
@@ -386,6 +394,8 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
             row.status = NO_PAPER_NUMBER
     else:
         row.status = NO_PAPER_NUMBER
+    if row.status == NO_PAPER_NUMBER:
+        row.rule = "shown, not judged: the paper gives no number"
     if row.status == DIFFERS or (figure.exact and row.status == DISAGREES):
         row.status, row.flagged = DIFFERS, True
         row.reason = _why(row, figure, inputs)
@@ -471,7 +481,7 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return "–".join("" if v is None else _text(v) for v in value)  # [20, null]: "20–", open above
     if isinstance(value, dict):
-        return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if v is not None)
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items() if v is not None) or "–"
     return str(value)
 
 
@@ -489,7 +499,8 @@ def is_smc_directory(path: Path) -> bool:
 
 class SmcPaperResults:
     """The tables `mqttlab smc paper` wrote (smc/paper.py): Table 2, Tables 3/4, predictions,
-    each broker's learned coefficients, and paper.json."""
+    each broker's learned coefficients, and paper.json. An SPRT row's configuration is named
+    `UP1-t30-c50` (profile, threshold, clients), so that a claim's trend can follow one axis."""
 
     def __init__(self, directory: Path):
         import pandas as pd
@@ -501,6 +512,11 @@ class SmcPaperResults:
         self.table2 = self._csv(pd, "table2-monte-carlo-time.csv")
         self.sprt = self._csv(pd, "table3-4-sprt.csv")
         self.predictions = self._csv(pd, "predictions.csv")
+
+    @property
+    def configuration(self) -> str:
+        """The broker configuration the run used ("as-shipped", "tuned"), "" when not recorded."""
+        return str((self.about.get("settings") or {}).get("broker_config") or "")
 
     def _csv(self, pd: Any, name: str) -> Any:
         path = self.directory / name
@@ -526,16 +542,29 @@ class SmcPaperResults:
             if part.empty:
                 return []
             r = part.iloc[0]
+            # time_s is this host's wall time: shown, and compared with nothing (the paper file
+            # keeps the paper's as time_printed, another key).
             value = {"h0": round(float(r["H0"]), 4), "h1": round(float(r["H1"]), 4), "result": r["result"],
                      "h1_accept_pct": _accept_pct(str(r["result"])), "mean_samples": _float(r.get("samples")),
                      "time_s": _float(r.get("time_s"))}
-            return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", how.profile, broker, None)]
+            where = f"{how.profile}-t{float(how.threshold_ms or 0):g}-c{how.clients}"
+            return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", where, broker, None)]
+        if how.smc == "time_ratio":
+            return self._time_ratio(broker, source)
         if how.smc == "predictions":
-            part = self._rows(self.predictions, broker, how.profile, model="paper")
-            if part is None:
-                return []
-            return [_Ours([float(part["p"].min()), float(part["p"].max())], source + ": range of P over clients × thresholds",
-                          how.profile, broker, None)]
+            # The paper's model (normal delays from the regression, which set the SPRT's H1) and the
+            # model chosen on held-out workloads, each as its range over clients × thresholds.
+            chosen = str(((self.about.get("learn") or {}).get(broker) or {}).get("chosen") or "")
+            found = []
+            for model, label in (("paper", "the paper's model"), (chosen, f"the chosen model ({chosen})")):
+                part = self._rows(self.predictions, broker, how.profile, model=model) if model else None
+                if part is None or (model == chosen and chosen == "paper"):
+                    continue
+                clients, thresholds = part["clients"].nunique(), part["threshold_ms"].nunique()
+                found.append(_Ours([float(part["p"].min()), float(part["p"].max())],
+                                   f"{source}: range of P over clients × thresholds, {label}",
+                                   f"{how.profile}, {label}, range over {clients} client counts × {thresholds} thresholds", broker, None))
+            return found
         learned = (self.about.get("learn") or {}).get(broker)
         if how.smc == "r_squared":
             return [_Ours(learned["r_squared_ols"], source, None, broker)] if learned else []
@@ -551,9 +580,30 @@ class SmcPaperResults:
         if term not in table.index:
             return []
         r = table.loc[term]
-        # Ours are fitted in µs, the paper's Listing 1.1 in ms.
+        # Ours are fitted in µs, the paper's Listing 1.1 in ms. A p value of 0 is one below the
+        # smallest double (R prints "< 2e-16" for anything under its machine epsilon).
         value = {"estimate": float(r["Estimate"]) / 1000.0, "std_error": float(r["Std. Error"]) / 1000.0, "t_value": float(r["t value"])}
+        if "Pr(>|t|)" in r and _float(r["Pr(>|t|)"]) is not None:
+            value["p_value"] = float(r["Pr(>|t|)"])
         return [_Ours(value, source + " (ms)", term, broker)]
+
+    def _time_ratio(self, broker: str, source: str) -> list["_Ours"]:
+        """Per profile, the median wall time of an SPRT row on the broker over the median time of
+        one Monte Carlo point on the paper's model (1060 samples): both of this host, so their
+        ratio does not depend on it as each time does."""
+        sprt, table2 = self._rows(self.sprt, broker, None), self._rows(self.table2, broker, None, model="paper")
+        if sprt is None or table2 is None or "profile" not in sprt or "profile" not in table2:
+            return []
+        found = []
+        for profile in dict.fromkeys(sprt["profile"]):
+            tested = sprt[sprt["profile"] == profile]["time_s"].dropna()
+            simulated = table2[table2["profile"] == profile]["seconds"].dropna()
+            if tested.empty or simulated.empty or float(simulated.median()) <= 0:
+                continue
+            found.append(_Ours(float(tested.median()) / float(simulated.median()),
+                               f"{source}: median SPRT time of {len(tested)} rows {float(tested.median()):.4g} s over median Monte Carlo "
+                               f"time of {len(simulated)} points {float(simulated.median()):.4g} s", profile, broker, None))
+        return found
 
     @staticmethod
     def _rows(table: Any, broker: str, profile: Optional[str], model: Optional[str] = None) -> Any:

@@ -42,13 +42,14 @@ METRIC_UNITS = {
     "loss": "%",
     "broker_cpu": "cores",
     "broker_cpu_percent": "%",  # one core busy = 100 %, as top and docker stats count
-    "broker_rss": "MB",
+    "broker_rss_peak": "MB",
     "broker_rss_mean": "MB",
     "sent": "messages",  # messages a publisher sent in the run (seed 002's shark-fin counts)
 }
 COMPUTED = ("publish_overhead", "connect_bytes", "connack_bytes", "disconnect_bytes", "ack_bytes", "ack_overhead",
             "chernoff_samples", "sprt_samples_all_successes")
-SMC_TABLES = ("table2", "sprt", "coefficient", "r_squared", "predictions")
+# time_ratio: the median SPRT time of a row over the median Monte Carlo time per point, both of one host
+SMC_TABLES = ("table2", "sprt", "coefficient", "r_squared", "predictions", "time_ratio")
 
 
 class PaperFileError(Exception):
@@ -72,7 +73,8 @@ class Reproduce(_Strict):
     broker: Optional[str] = None
     brokers: Optional[list[str]] = None
     statistic: Literal["mean", "best"] = "mean"
-    aggregate: Literal["each", "range"] = "each"
+    # each configuration and broker on its own row, their range, or their highest (the paper's "up to")
+    aggregate: Literal["each", "range", "max"] = "each"
     # computed; parameters that override the figure's config (e.g. layer: frame)
     computed: Optional[str] = None
     layer: Literal["mqtt", "frame"] = "mqtt"
@@ -169,6 +171,7 @@ class Check(_Strict):
     best: Optional[str] = None
     among: Optional[list[str]] = None
     higher_is_better: bool = True
+    absolute: bool = False  # best: compare magnitudes (|t| of terms of either sign)
     # ours(first) / ours(second) lies in `within`
     ratio: Optional[list[str]] = None
     # our value(s) of one figure lie in `within`
@@ -182,7 +185,15 @@ class Check(_Strict):
     # every row of these figures (its `key`, for a figure whose value has keys) lies in `within`,
     # in at least `at_least` of them ("in most cases H1 was accepted by almost all clients")
     each: Optional[list[str]] = None
+    # with each, trend, best or unchanged: the key of the figures' values read (an SPRT row's
+    # h1_accept_pct, a coefficient's t_value), for figures whose value has keys
     key: Optional[str] = None
+    # ours against the same rows of a second run of the pipeline in another configuration (given
+    # beside this one: `mqttlab compare THIS OTHER`): each pair within `tolerance` (a factor) or,
+    # with `within`, this − other in [low, high]; in at least `at_least` of the pairs. Without a
+    # second run: not measured
+    unchanged: Optional[list[str]] = None
+    note: Optional[str] = None  # one line printed with the check's numbers: what they share, which model gave them
     # a trend of the rows of `figures` along one axis of the configuration: `along` names the
     # axis's values in order as they appear in scenario names (`qos0`, `loss-10`); rows that
     # differ only there are compared, and the trend must hold in `at_least` of those
@@ -197,11 +208,11 @@ class Check(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Check":
-        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "difference", "each", "figure", "trend")
+        kinds = [name for name in ("agree", "increasing", "decreasing", "best", "ratio", "difference", "each", "figure", "trend", "unchanged")
                  if getattr(self, name) is not None]
         if len(kinds) != 1:
             raise ValueError("give exactly one of agree, increasing, decreasing, best (with among), ratio (with within), "
-                             "difference (with along and within), each (with within), figure (with within), trend (with figures and along)" + (f" (got {', '.join(kinds)})" if kinds else ""))
+                             "difference (with along and within), each (with within), figure (with within), trend (with figures and along), unchanged" + (f" (got {', '.join(kinds)})" if kinds else ""))
         if self.trend is not None and (not self.figures or not self.along or len(self.along) < 2):
             raise ValueError("trend: give figures and along (two or more values of one axis, in order)")
         if self.difference is not None and (len(self.difference) != 2 or not self.along or len(self.along) != 2 or self.within is None):
@@ -216,15 +227,17 @@ class Check(_Strict):
             raise ValueError("ratio: give two figures and within: [low, high]")
         if (self.figure is not None or self.each is not None) and self.within is None:
             raise ValueError("within: required with figure or each ([low, high])")
-        if self.key is not None and self.each is None:
-            raise ValueError("key: only with each (the key of the figures' values it reads)")
+        if self.key is not None and self.each is None and self.trend is None and self.best is None and self.unchanged is None:
+            raise ValueError("key: only with each, trend, best or unchanged (the key of the figures' values it reads)")
+        if self.absolute and self.best is None:
+            raise ValueError("absolute: only with best (it compares magnitudes)")
         if self.within is not None and (len(self.within) != 2 or self.within[0] > self.within[1]):
             raise ValueError("within: give [low, high] with low <= high")
         return self
 
     def figure_ids(self) -> list[str]:
         ids = [*(self.agree or []), *(self.increasing or []), *(self.decreasing or []), *(self.among or []), *(self.ratio or []), *(self.difference or []), *(self.each or []),
-               *(self.figures or [])]
+               *(self.figures or []), *(self.unchanged or [])]
         ids += [name for name in (self.best, self.figure) if name]
         return ids
 

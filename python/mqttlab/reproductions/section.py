@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
 from mqttlab.analysis.compare import Comparison
-from mqttlab.reproductions.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, SmcPaperResults, figure_rows
+from mqttlab.reproductions.paper_figures import LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, SmcPaperResults, figure_rows
 from mqttlab.reproductions.paper_file import PaperFile, load_paper, paper_path
-from mqttlab.reproductions.verdicts import ClaimVerdict, judge_claim
+from mqttlab.reproductions.verdicts import ClaimVerdict, Reference, judge_claim
 
 
 @dataclass
@@ -21,6 +21,8 @@ class PaperSection:
     source: str  # the paper file
     rows: list[FigureRow]
     claims: list[ClaimVerdict]
+    configuration: str = ""  # the broker configuration of seed 000's run ("as-shipped", "tuned")
+    reference: Optional["PaperSection"] = None  # a second run in another configuration, for `unchanged` checks
 
     @property
     def flagged(self) -> list[FigureRow]:
@@ -28,8 +30,11 @@ class PaperSection:
 
     def coverage(self) -> dict[str, int]:
         figures = {row.figure: row for row in self.rows}
-        return {"figures": len(figures), "not_here": sum(r.status == NOT_HERE for r in figures.values()),
-                "measured": len({r.figure for r in self.rows if r.status in MEASURED or (r.status == NO_PAPER_NUMBER and r.ours is not None)})}
+        measured = {r.figure for r in self.rows if r.status in MEASURED or (r.status == NO_PAPER_NUMBER and r.ours is not None)}
+        not_here = {r.figure for r in figures.values() if r.status == NOT_HERE}
+        limited = {r.figure for r in self.rows if r.status == LIMITED} - measured
+        return {"figures": len(figures), "not_here": len(not_here), "measured": len(measured), "limited": len(limited),
+                "not_run": len(figures) - len(measured) - len(not_here) - len(limited)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "title": self.title, "source": self.source, "coverage": self.coverage(),
@@ -71,9 +76,10 @@ def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[
 
 
 def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Comparison] = None,
-                  smc_directory: Optional[Path] = None) -> PaperSection:
+                  smc_directory: Optional[Path] = None, reference: Optional[PaperSection] = None) -> PaperSection:
     """Every figure of the paper beside ours from `comparison` (a suite's runs) and/or a seed-000
-    `smc paper` directory, and a verdict per claim."""
+    `smc paper` directory, and a verdict per claim; `reference`: the section of a second run in
+    another configuration, which the claims' `unchanged` checks compare ours with."""
     source = str(paper_path(paper)) if not isinstance(paper, PaperFile) else (paper.source or "")
     if not isinstance(paper, PaperFile):
         paper = load_paper(paper)
@@ -84,5 +90,12 @@ def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Compa
     by_figure: dict[str, list[FigureRow]] = {}
     for row in rows:
         by_figure.setdefault(row.figure, []).append(row)
-    claims = [judge_claim(claim, by_figure) for claim in paper.claims]
-    return PaperSection(paper.seed, paper.title, source, rows, claims)
+    configuration = smc.configuration if smc is not None else ""
+    other = None
+    if reference is not None:
+        theirs: dict[str, list[FigureRow]] = {}
+        for row in reference.rows:
+            theirs.setdefault(row.figure, []).append(row)
+        other = Reference(theirs, reference.configuration or "the other run", configuration or "this run")
+    claims = [judge_claim(claim, by_figure, other) for claim in paper.claims]
+    return PaperSection(paper.seed, paper.title, source, rows, claims, configuration, reference)

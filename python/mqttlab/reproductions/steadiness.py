@@ -9,7 +9,10 @@ figures wander second by second (bursts every few seconds) has no window that ma
 whole run closely, so the rule, printed beside the table, asks whether the shortened window is
 like the run's later windows of the same length: its delivered rate within 2 % of the whole
 run's, and its p50 and p99 within the range the later windows span (widened by 25 %, at least
-100 µs). A window still warming up lies above that range.
+100 µs). A window still warming up lies above that range. Two cases judge nothing: a long run flagged
+generator-limited (its figures bound the host as much as the broker), and a run whose later
+windows differ among themselves by more than a factor of SPREAD in p50 (an episode of falling
+behind): any first window would lie in so wide a range.
 
     python -m mqttlab.reproductions.steadiness RUN_DIR... --warmup 5s --length 10s"""
 
@@ -28,9 +31,11 @@ from mqttlab.scenario.units import parse_duration
 RATE_TOLERANCE = 0.02
 LATENCY_TOLERANCE = 0.25
 LATENCY_FLOOR_US = 100.0  # below this a difference is the clock's grain, not a trend
+SPREAD = 3.0
 RULE = (f"steady when the first window's delivered rate is within {RATE_TOLERANCE:.0%} of the whole measured phase's "
         f"and its p50 and p99 (medians over its seconds) lie within the range of the later windows of its length, "
-        f"widened by {LATENCY_TOLERANCE:.0%} (at least {LATENCY_FLOOR_US:.0f} µs)")
+        f"widened by {LATENCY_TOLERANCE:.0%} (at least {LATENCY_FLOOR_US:.0f} µs); cannot tell when the later windows' "
+        f"p50 differ by more than ×{SPREAD:g} among themselves; not judged when the long run was flagged generator-limited")
 
 
 @dataclass
@@ -48,6 +53,16 @@ class Steadiness:
     first: Window
     whole: Window
     later: list[Window]  # the measured phase cut into windows of the first's length, after it
+    generator_limited: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.generator_limited:
+            return "not judged: generator-limited"
+        p50 = [window.p50_us for window in self.later]
+        if min(p50) > 0 and max(p50) / min(p50) > SPREAD:
+            return f"cannot tell: later windows' p50 differ ×{max(p50) / min(p50):.0f}"
+        return "yes" if self.steady else "no"
 
     def latency_range(self, figure: str) -> tuple[float, float]:
         values = [getattr(window, figure) for window in self.later]
@@ -96,7 +111,16 @@ def check(run_dir: Path, length_s: float, warmup_s: float | None = None) -> Stea
     later = [_window(after[i:i + size]) for i in range(0, len(after) - size + 1, size)]
     if len(first) < length_s or not later:
         raise ValueError(f"{run_dir}: needs a measured phase longer than {length_s:g} s (has {len(measured)} s)")
-    return Steadiness(str(run_dir), _window(first), _window(measured), later)
+    return Steadiness(str(run_dir), _window(first), _window(measured), later, _generator_limited(run_dir))
+
+
+def _generator_limited(run_dir: Path) -> bool:
+    import json
+
+    try:
+        return bool(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("generator_limited"))
+    except (OSError, ValueError):
+        return False
 
 
 def table(checks: list[Steadiness], names: list[str]) -> str:
@@ -107,7 +131,7 @@ def table(checks: list[Steadiness], names: list[str]) -> str:
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for name, found in zip(names, checks):
         for label, window in (("first", found.first), ("whole", found.whole)):
-            verdict = ("yes" if found.steady else "no") if label == "first" else ""
+            verdict = found.verdict if label == "first" else ""
             lines.append(f"| {name} | {label} | {window.seconds} | {window.rate:,.0f} | {ms(window.p50_us)} | {ms(window.p99_us)} | "
                          f"{ms(window.worst_p99_us)} | {verdict} |")
         p50, p99 = ([getattr(w, figure) for w in found.later] for figure in ("p50_us", "p99_us"))

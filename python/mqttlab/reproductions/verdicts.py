@@ -37,8 +37,17 @@ class ClaimVerdict:
         return asdict(self)
 
 
+@dataclass
+class Reference:
+    """A second run of the same pipeline in another configuration, for `unchanged` checks: its
+    rows by figure, and what each run's configuration is called ("as-shipped", "tuned")."""
 
-def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
+    rows: dict[str, list[FigureRow]]
+    label: str
+    ours: str = "this run"
+
+
+def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optional[Reference] = None) -> ClaimVerdict:
     if claim.not_here:
         return ClaimVerdict(claim.id, claim.text, NOT_MEASURED_HERE, [], f"not judged here: {claim.not_here}")
     if not claim.check:
@@ -50,7 +59,9 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]]) -> ClaimVerdict:
     limited = {name: [row for row in found if row.status == LIMITED] for name, found in rows.items()}
     outcomes = []
     for check in claim.check:
-        ok, lines = _check(check, usable)
+        ok, lines = _check(check, usable, reference)
+        if check.note:
+            lines.insert(1, check.note)  # after the first line, which says what was found
         left_out = sum(len(limited.get(name, [])) for name in dict.fromkeys(check.figure_ids()))
         if left_out:
             lines.append(f"{left_out} configuration(s) left out: generator-limited runs only")
@@ -83,17 +94,22 @@ def rule_text(check: Check) -> str:
         names = check.increasing or check.decreasing or []
         return f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping"
     if check.best is not None:
-        return (f"{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}: "
-                f"with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
+        bar = "|" if check.absolute else ""
+        what = f"{bar}{check.key}{bar} of " if check.key else (f"{bar}ours{bar} of " if check.absolute else "")
+        head = f"{what}{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}"
+        if check.key or check.absolute:
+            return head + ": value against value (one value each, no interval)"
+        return (head + f": with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
                 "on its side (across zero: cannot tell)")
-    within = f"[{_text((check.within or [0, 0])[0])}, {_text((check.within or [0, 0])[1])}]"
+    within = _region(*(check.within or [0.0, 0.0]))
     share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
     if check.ratio is not None:
         return f"{check.ratio[0]} / {check.ratio[1]} in {within}"
     if check.difference is not None:
         first, second = check.along or ["", ""]
         return (f"{check.difference[0]} − {check.difference[1]} in {within}" + (f" {check.unit}" if check.unit else "")
-                + f", configurations paired {first} vs {second}{share}; with two or more runs a side, the Welch "
+                + f", configurations paired {first} vs {second}" + (f" where {_where_text(check)}" if check.where else "")
+                + f"{share}; with two or more runs a side, the Welch "
                 f"{CONFIDENCE:.0%} interval must lie inside (straddling an edge: cannot tell)")
     if check.each is not None:
         what = f"ours' {check.key}" if check.key else "ours"
@@ -101,9 +117,34 @@ def rule_text(check: Check) -> str:
             ", …)" if len(check.each) > 3 else ")")
     if check.trend is not None:
         what = (f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat"
+                else f"{check.trend} (step by step; bare values of a key: equal values do not {check.trend.removesuffix('s')})" if check.key
                 else f"{check.trend} (step by step; where runs give intervals, overlapping steps cannot tell)")
-        return f"{', '.join(check.figures or [])} {what} along {' → '.join(check.along or [])}{share}"
+        names = check.figures or []
+        listed = ", ".join(names[:3]) + (f", … ({len(names)} figures)" if len(names) > 3 else "")
+        whose = f"ours' {check.key} of " if check.key else ""
+        return f"{whose}{listed} {what} along {' → '.join(check.along or [])}{share}"
+    if check.unchanged is not None:
+        names = check.unchanged
+        listed = ", ".join(names[:3]) + (f", … ({len(names)} figures)" if len(names) > 3 else "")
+        how = (f"this run − the other in {within}" + (f" {check.unit}" if check.unit else "") if check.within is not None
+               else f"within ×{check.tolerance:g} of the other's (same sign)")
+        whose = f"ours' {check.key}" if check.key else "ours"
+        return (f"{whose} of {listed} against the same rows of a second run of the pipeline in "
+                f"another configuration: {how} in at least {check.at_least:.0%} of the pairs (one run of each configuration)")
     return f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+
+
+def _where_text(check: Check) -> str:
+    return " or ".join([check.where] if isinstance(check.where, str) else list(check.where or []))
+
+
+def _region(low: float, high: float) -> str:
+    """[low, high], or "≥ low" / "≤ high" where the other end is open (the paper file's .inf)."""
+    if math.isinf(high) and not math.isinf(low):
+        return f"≥ {_text(low)}"
+    if math.isinf(low) and not math.isinf(high):
+        return f"≤ {_text(high)}"
+    return f"[{_text(low)}, {_text(high)}]"
 
 
 def _n(row: FigureRow) -> str:
@@ -143,7 +184,15 @@ def _aligned(names: list[str], rows: dict[str, list[FigureRow]]) -> list[dict[st
     return [{b: figure[b] for b in common} for figure in per_figure]
 
 
-def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
+def _keyed(check: Check, row: FigureRow) -> Optional[float]:
+    """The number a check reads from a row: its `key` of a value with keys, else the row's scalar."""
+    if check.key is None:
+        return _scalar(row)
+    value = row.ours.get(check.key) if isinstance(row.ours, dict) else None
+    return float(value) if number(value) else None
+
+
+def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[Reference] = None) -> tuple[Outcome, list[str]]:
     """(True / False / None = not measured, the numbers it rests on)."""
     if check.agree is not None:
         measured = [row for name in check.agree for row in rows.get(name, []) if row.status in MEASURED]
@@ -168,10 +217,13 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
             steps = [_step(a, b, rising) for a, b in zip(spans, spans[1:])]
             outcome = _combine(steps)
             outcomes.append(outcome)
-            sign = " < " if rising else " > "
-            lines.append(f"{broker or 'ours'}: " + sign.join(f"{span.text} ({n})" for span, n in zip(spans, names))
-                         + {True: "", False: " — not " + ("rising" if rising else "falling"),
-                            CANNOT_TELL: " — cannot tell: the intervals overlap"}[outcome])
+            # Each step's own relation: "<" or ">" where the spans are apart, "≈" where they overlap.
+            text = f"{spans[0].text} ({names[0]})"
+            for before, step, span, name in zip(spans, steps, spans[1:], names[1:]):
+                relation = "≈" if _overlap(before, span) else ("<" if (step is True) == rising else ">")
+                text += f" {relation} {span.text} ({name})"
+            lines.append(f"{broker or 'ours'}: {text}" + {True: "", False: " — not " + ("rising" if rising else "falling"),
+                                                          CANNOT_TELL: " — cannot tell: the intervals overlap"}[outcome])
         return _combine(outcomes), lines
     if check.best is not None:
         return _best(check, rows)
@@ -195,12 +247,14 @@ def _check(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, lis
             outcomes.append(judged)
             mark = {True: "in", False: "outside", CANNOT_TELL: "cannot tell:"}[judged]
             lines.append(f"{broker or 'ours'}: {check.ratio[0]} / {check.ratio[1]} = {a.text} / {b.text} = {ratio:.3g}{bounds} "
-                         f"({mark} [{low:g}, {high:g}])")
+                         f"({mark} {_region(low, high)})")
         return _combine(outcomes), lines
     if check.difference is not None:
         return _difference(check, rows)
     if check.each is not None:
         return _each(check, rows)
+    if check.unchanged is not None:
+        return _unchanged(check, rows, reference)
     if check.trend is not None:
         # A configuration may be a row of several of the figures: each counts once.
         unique = {(row.scenario, row.broker): row for name in check.figures or [] for row in rows.get(name, [])}
@@ -255,6 +309,10 @@ def _step(a: _Span, b: _Span, rising: bool) -> Outcome:
     return CANNOT_TELL if a.interval or b.interval else False
 
 
+def _overlap(a: _Span, b: _Span) -> bool:
+    return a.low <= b.high and b.low <= a.high
+
+
 def _inside(low: float, high: float, region_low: float, region_high: float) -> Outcome:
     if region_low <= low and high <= region_high:
         return True
@@ -280,7 +338,7 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     groups: dict[tuple[str, str], dict[int, FigureRow]] = {}
     for row in rows:
         name = base_name(row.scenario or "")
-        if _scalar(row) is None or not _where(check, row):
+        if _keyed(check, row) is None or not _where(check, row):
             continue
         found = _position(name, along)
         if found is not None:
@@ -290,12 +348,14 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
         return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
 
     def span(row: FigureRow) -> _Span:
-        value = _scalar(row) or 0.0
-        low, high = row.interval if row.interval else (value, value)
-        return _Span(value, min(low, value), max(high, value), row.interval is not None)
+        value = _keyed(check, row) or 0.0
+        # A row's interval is of its whole value, not of one key of it: a keyed value is bare.
+        interval = row.interval if check.key is None else None
+        low, high = interval if interval else (value, value)
+        return _Span(value, min(low, value), max(high, value), interval is not None)
 
     def holds(found: list[FigureRow]) -> Outcome:
-        values = [_scalar(row) or 0.0 for row in found]
+        values = [_keyed(check, row) or 0.0 for row in found]
         if check.trend == "flat":
             return min(values) > 0 and max(values) / min(values) <= check.tolerance
         spans = [span(row) for row in found]
@@ -305,7 +365,9 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     agree = sum(outcome is True for outcome in held.values())
     disagree = sum(outcome is False for outcome in held.values())
     what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
-    lines = [f"{', '.join(check.figures or [])}: {what} along {' → '.join(along)} in {agree} of {len(held)} configurations"
+    names = check.figures or []
+    listed = ", ".join(names) if len(names) <= 3 else f"{len(names)} figures"
+    lines = [f"{f'{check.key} of ' if check.key else ''}{listed}: {what} along {' → '.join(along)} in {agree} of {len(held)} configurations"
              f" ({agree / len(held):.0%}; {check.at_least:.0%} asked)"
              + (f", cannot tell in {len(held) - agree - disagree} (intervals overlap)" if len(held) - agree - disagree else "")]
     order = {False: 0, CANNOT_TELL: 1, True: 2}
@@ -332,7 +394,9 @@ def _position(name: str, along: list[str]) -> Optional[tuple[int, str]]:
 
 def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
     """first − second per configuration, pairing a row of the first figure with the row of the
-    second whose scenario differs only in the `along` label (and on the same broker)."""
+    second whose scenario differs only in the `along` label, on the same broker; or, where the
+    broker is part of what the label changes (seed 004's MQTT-SN runs are RSMB's, its MQTT runs
+    Mosquitto's), on the only broker each side has in that configuration."""
     sides: list[dict[tuple[str, str], FigureRow]] = [{}, {}]
     along = check.along or []
     for side, name in enumerate(check.difference or []):
@@ -341,6 +405,11 @@ def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome
             if found is not None and found[0] == side and _where(check, row) and _scalar(row) is not None:
                 sides[side][(found[1], row.broker or "")] = row
     pairs = [(key, sides[0][key], sides[1][key]) for key in sides[0] if key in sides[1]]
+    for rest in dict.fromkeys(rest for rest, _ in sides[0]):
+        mine = [row for (r, _), row in sides[0].items() if r == rest]
+        theirs = [row for (r, _), row in sides[1].items() if r == rest]
+        if len(mine) == 1 == len(theirs) and mine[0].broker != theirs[0].broker:
+            pairs.append(((rest, f"{mine[0].broker} vs {theirs[0].broker}"), mine[0], theirs[0]))
     if not pairs:
         return None, [f"not measured together: {' − '.join(check.difference or [])} paired {' vs '.join(along)}"]
     low, high = check.within or (-math.inf, math.inf)
@@ -374,8 +443,11 @@ def _difference(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome
 def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
     """The named figure ahead of every rival: run by run where both have two or more runs (the
     Welch interval of the difference of their means wholly on its side: ahead; wholly on the
-    other: behind; across zero: cannot tell), by the figure's value otherwise (n = 1)."""
-    scored = [(row, _scalar(row)) for name in check.among or [] for row in rows.get(name, [])]
+    other: behind; across zero: cannot tell), by the figure's value otherwise (n = 1). With a
+    `key`, that key of each row's value (its runs give no interval of it); `absolute`: magnitudes."""
+    scored = [(row, _keyed(check, row)) for name in check.among or [] for row in rows.get(name, [])]
+    if check.absolute:
+        scored = [(row, abs(value) if value is not None else None) for row, value in scored]
     candidates = [(row, value) for row, value in scored if value is not None]
     mine = [(row, value) for row, value in candidates if row.figure == check.best]
     if not mine:
@@ -386,17 +458,22 @@ def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
     for rival, value in candidates:
         if rival.figure == check.best:
             continue
-        welch = welch_difference(best.samples, rival.samples, CONFIDENCE) if len(best.samples) >= 2 and len(rival.samples) >= 2 else None
+        runs = check.key is None and not check.absolute and len(best.samples) >= 2 and len(rival.samples) >= 2
+        welch = welch_difference(best.samples, rival.samples, CONFIDENCE) if runs else None
         if welch is not None and welch.has_interval:
             lo, hi = sorted((sign * (welch.low or 0.0), sign * (welch.high or 0.0)))
             outcome: Outcome = True if lo > 0 else False if hi < 0 else CANNOT_TELL
             how = f"difference {CONFIDENCE:.0%} CI {_text(welch.low or 0.0)}–{_text(welch.high or 0.0)}, n = {len(best.samples)} and {len(rival.samples)}"
         else:
             outcome = sign * (best_value - value) > 0
-            how = f"n = {len(best.samples) or '?'} and {len(rival.samples) or '?'}"
+            how = (f"n = {len(best.samples) or '?'} and {len(rival.samples) or '?'}" if best.samples or rival.samples
+                   else "one value each, no interval")
         outcomes.append(outcome)
         mark = {True: "ahead of", False: "behind", CANNOT_TELL: "cannot tell from"}[outcome]
-        lines.append(f"{best.broker or best.figure} {_text(best_value)} {mark} {rival.broker or rival.figure} {_text(value)} ({how})")
+        # Rows of one broker (a model's terms) are told apart by their figure.
+        same = (best.broker or "") == (rival.broker or "")
+        first, second = (best.figure, rival.figure) if same else (best.broker or best.figure, rival.broker or rival.figure)
+        lines.append(f"{first} {_text(best_value)} {mark} {second} {_text(value)} ({how})")
     return _combine(outcomes) if outcomes else None, lines
 
 
@@ -416,6 +493,46 @@ def _each(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
     lines = [f"{what}in [{_text(low)}, {_text(high)}] in {len(inside)} of {len(values)} rows ({share:.0%}; {check.at_least:.0%} asked)"]
     lines += [f"{row.figure}: {_text(v)} ✗" for row, v in values if not low <= v <= high][:6]  # those outside first
     return share >= check.at_least - 1e-9, lines
+
+
+def _unchanged(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[Reference]) -> tuple[Outcome, list[str]]:
+    """Ours against the same row (figure, configuration, broker) of the other run: within the
+    tolerance factor (same sign), or with `within` the difference this − other inside it."""
+    names = check.unchanged or []
+    if reference is None:
+        return None, ["not measured: one configuration in these results; this rule compares two runs of the pipeline "
+                      "(`mqttlab compare THIS OTHER`)"]
+    pairs = []
+    for name in names:
+        theirs = {(row.scenario, row.broker): row for row in reference.rows.get(name, [])}
+        for row in rows.get(name, []):
+            other = theirs.get((row.scenario, row.broker))
+            a, b = _keyed(check, row), _keyed(check, other) if other is not None else None
+            if a is not None and b is not None:
+                pairs.append((row, a, b))
+    if not pairs:
+        return None, [f"not measured in both runs: {', '.join(names[:3])}" + (", …" if len(names) > 3 else "")]
+
+    def close(a: float, b: float) -> bool:
+        if check.within is not None:
+            return check.within[0] <= a - b <= check.within[1]
+        return a == b or (a * b > 0 and 1 / check.tolerance <= a / b <= check.tolerance)
+
+    held = [(row, a, b, close(a, b)) for row, a, b in pairs]
+    kept = sum(ok for *_, ok in held)
+    how = (f"{_text(check.within[0])} ≤ {reference.ours} − {reference.label} ≤ {_text(check.within[1])}" if check.within is not None
+           else f"within ×{check.tolerance:g}")
+    lines = [f"{f'{check.key}: ' if check.key else ''}{reference.ours} against {reference.label}: {how} in {kept} of {len(held)} pairs "
+             f"({kept / len(held):.0%}; {check.at_least:.0%} asked)"]
+    def size(item: tuple[FigureRow, float, float, bool]) -> float:
+        _, a, b = item[:3]
+        return abs(a - b) if check.within is not None else (abs(math.log(a / b)) if a * b > 0 else math.inf)
+
+    # The two that changed most, after the count: a page shows a claim's first lines only.
+    for row, a, b, _ in sorted((item for item in held if not item[3]), key=size, reverse=True)[:2]:
+        change = f"{_text(a - b)}" if check.within is not None else (f"×{a / b:.3g}" if a * b > 0 else "sign changed")
+        lines.append(f"{row.figure}{_at(row)}: {_text(a)} against {_text(b)} ({change}) ✗")
+    return kept >= check.at_least * len(held) - 1e-9, lines
 
 
 def _where(check: Check, row: FigureRow) -> bool:
