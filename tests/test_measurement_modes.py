@@ -249,6 +249,24 @@ def test_closed_loop_gives_up_a_message_that_never_completes(mosquitto):
     assert (m["sent"], m["delivered"], m["lost"], m["completion_timeouts"]) == (5, 4, 1, 1)
 
 
+def test_window_filling_keeps_the_window_full_and_times_each_message_from_its_slot(mosquitto):
+    # Every PUBLISH held 20 ms on its way: with a window of 5, five go at once and each of the
+    # others leaves when an acknowledgement frees a slot, so the last of 50 leaves after nine
+    # round trips at least, none is dropped, and latency counts from the slot's opening.
+    hop = Hop(mosquitto.port, delay_s=0.02)
+    try:
+        p = plan(hop.port, subs=1, qos=1, size=16, messages=50, rate=0.0, measure="header", arrival="window",
+                 publishers__inflight=5)
+        raw, s = run(p)
+    finally:
+        hop.close()
+    m = s["messages"]
+    assert (m["sent"], m["acked"], m["delivered"], m["dropped"], m["lost"]) == (50, 50, 50, 0, 0)
+    assert s["measurement"]["pacing"] == "window"
+    assert s["latency"]["e2e"]["count"] == 50 and s["latency"]["e2e"]["min_us"] >= 20_000
+    assert raw["load_ms"] >= (50 // 5 - 1) * 20
+
+
 # --- 3. delivery deadline --------------------------------------------------------------------
 
 

@@ -103,7 +103,7 @@ def test_resolved_yaml_reads_back_to_an_equal_scenario(tmp_path: Path):
 def test_every_field_problem_is_reported_at_once_with_its_path():
     problems = problems_of({"publishers": {"qos": 3, "arrival": "burst"}, "subscribers": {"count": -1}, "load": {"duration": "ten"}})
     assert "publishers.qos: must be 0, 1 or 2 (got 3)" in problems
-    assert any(p.startswith("publishers.arrival: must be 'constant', 'poisson' or 'closed'") for p in problems)
+    assert any(p.startswith("publishers.arrival: must be 'constant', 'poisson', 'closed' or 'window'") for p in problems)
     assert "subscribers.count: must be 0 or more (got -1)" in problems
     assert any(p.startswith("load.duration: must be a duration") for p in problems)
     assert len(problems) == 4

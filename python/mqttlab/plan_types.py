@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, TypedDict, Union
 
-Arrival = Literal["constant", "poisson", "closed"]
+Arrival = Literal["constant", "poisson", "closed", "window"]
 CompleteOn = Literal["ack", "delivery"]
 Measure = Literal["header", "topic-sequence"]
 SnTopicIds = Literal["normal", "short", "predefined"]

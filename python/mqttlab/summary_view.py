@@ -108,6 +108,8 @@ def measurement_line(measurement: Optional[Mapping[str, Any]]) -> str:
             + (f", plus {think:g} s" if think else "")
             + "; latency from the actual send"
         )
+    elif measurement.get("pacing") == "window":
+        parts.append("window filling: each message sent when the in-flight window had room; latency from the instant its slot opened")
     else:
         parts.append("open loop: latency from the intended send time")
     if measurement.get("deadline_s") is not None:
@@ -145,6 +147,8 @@ def plan_line(plan: Mapping[str, Any], followed: Optional[Mapping[str, str]] = N
     warmup = (load.get("warmup_ms") or 0) / 1000
     if pubs.get("arrival") == "closed":
         pace = f"{counted(count, 'publisher')}, closed loop"
+    elif pubs.get("arrival") == "window":
+        pace = f"{counted(count, 'publisher')}, filling a window of {pubs['inflight']:,}" if pubs["qos"] else f"{counted(count, 'publisher')}, as fast as the socket takes them"
     else:
         pace = f"{counted(count, 'publisher')} × {pubs['rate']:g} msg/s = {count * pubs['rate']:,.6g} msg/s"
     amount = f", {pubs['messages']:,} messages each" if pubs.get("messages") else ""

@@ -126,7 +126,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
             _ = p.sender.phase_changed.notified() => {
-                if !p.sender.on_phase_change(&ctx, p.pacing.is_closed()) { break; }
+                if !p.sender.on_phase_change(&ctx, p.pacing.is_unscheduled()) { break; }
             }
             ev = p.out.conn.io() => {
                 let broken = match ev {

@@ -32,8 +32,8 @@ impl Schedule {
         let interval_ns = if rate > 0.0 { 1e9 / rate } else { 0.0 };
         // Spread the publishers' phases over one interval so they do not all fire at once.
         let first = match arrival {
-            // Closed loop has no schedule: only this RNG stream (payload sizes) is used.
-            Arrival::Constant | Arrival::Closed => rng.gen::<f64>() * interval_ns,
+            // Closed loop and window filling have no schedule: only this RNG stream (payload sizes) is used.
+            Arrival::Constant | Arrival::Closed | Arrival::Window => rng.gen::<f64>() * interval_ns,
             Arrival::Poisson => exp_sample(&mut rng, interval_ns),
         };
         Schedule { arrival, interval_ns, next_ns: first, rng, remaining: messages, end_ns, resolution_ns: 0 }
@@ -75,7 +75,7 @@ impl Iterator for Schedule {
             *r -= 1;
         }
         self.next_ns += match self.arrival {
-            Arrival::Constant | Arrival::Closed => self.interval_ns,
+            Arrival::Constant | Arrival::Closed | Arrival::Window => self.interval_ns,
             Arrival::Poisson => exp_sample(&mut self.rng, self.interval_ns),
         };
         Some(t)

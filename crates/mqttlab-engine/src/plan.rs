@@ -185,6 +185,9 @@ pub enum Arrival {
     /// Closed loop: the next send is due when the previous message completed (`complete_on`),
     /// plus `think_us`; `rate` is not used.
     Closed,
+    /// Window filling: a send whenever the in-flight window (`inflight`) has room, intended when
+    /// its slot opened; as fast as the socket takes it at QoS 0. `rate` is not used.
+    Window,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -365,12 +368,12 @@ impl RunPlan {
 
     /// How long the publishers' schedule lasts from the start of the load (ns), where the plan
     /// fixes it: `load.duration_ms`, else an open-loop count at its rate. None for a closed loop
-    /// with a count, which lasts as long as the broker takes.
+    /// or a window filled with a count, which lasts as long as the broker takes.
     pub fn schedule_length_ns(&self) -> Option<u64> {
         let p = &self.publishers;
         if self.load.duration_ms > 0 {
             Some(self.load.duration_ms * 1_000_000)
-        } else if p.arrival != Arrival::Closed && p.rate > 0.0 {
+        } else if matches!(p.arrival, Arrival::Constant | Arrival::Poisson) && p.rate > 0.0 {
             p.messages.map(|m| (m as f64 / p.rate * 1e9) as u64)
         } else {
             None

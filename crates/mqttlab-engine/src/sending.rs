@@ -91,9 +91,10 @@ impl Sender {
     }
 
     /// Follows a phase change; false on Close, when the publisher leaves. On Run the schedule
-    /// starts from the run's common start instant; a closed-loop publisher (`closed`) sends its
-    /// first message at once, every later one when the one before is complete.
-    pub fn on_phase_change(&mut self, ctx: &WorkerCtx, closed: bool) -> bool {
+    /// starts from the run's common start instant; a publisher without a schedule (`unscheduled`:
+    /// closed loop, window filling) sends its first message at once, the later ones as its pacing
+    /// says.
+    pub fn on_phase_change(&mut self, ctx: &WorkerCtx, unscheduled: bool) -> bool {
         let c = ctx.ctl_now();
         match c.phase {
             Phase::Run if self.schedule.is_none() => {
@@ -105,7 +106,7 @@ impl Sender {
                     .with_resolution(ctx.plan.options.timer_resolution_us * 1000);
                 let first = s.next().map(|o| c.start_ns + o);
                 self.schedule = Some(s);
-                self.next_due = if closed { Some(c.start_ns) } else { first };
+                self.next_due = if unscheduled { Some(c.start_ns) } else { first };
                 self.follow_schedule(ctx);
             }
             Phase::Drain => {

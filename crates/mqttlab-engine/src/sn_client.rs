@@ -288,7 +288,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
             _ = sender.phase_changed.notified() => {
-                if !sender.on_phase_change(&ctx, pacing.is_closed()) { break; }
+                if !sender.on_phase_change(&ctx, pacing.is_unscheduled()) { break; }
             }
             r = udp.recv() => {
                 let now = now_ns();

@@ -91,7 +91,7 @@ pub struct Messages {
 pub struct Measurement {
     /// "header" or "topic-sequence".
     pub method: String,
-    /// "open" or "closed".
+    /// "open", "closed" or "window".
     pub pacing: String,
     pub latency_from: String,
     /// Closed loop: "ack" or "delivery".
@@ -281,10 +281,25 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
 fn measurement(plan: &RunPlan) -> Measurement {
     let p = &plan.publishers;
     let closed = p.arrival == Arrival::Closed;
+    let window = p.arrival == Arrival::Window;
     Measurement {
         method: p.measure.name().to_string(),
-        pacing: if closed { "closed" } else { "open" }.to_string(),
-        latency_from: if closed { "actual send" } else { "intended send (schedule)" }.to_string(),
+        pacing: if closed {
+            "closed"
+        } else if window {
+            "window"
+        } else {
+            "open"
+        }
+        .to_string(),
+        latency_from: if closed {
+            "actual send"
+        } else if window {
+            "intended send (its slot in the window opened)"
+        } else {
+            "intended send (schedule)"
+        }
+        .to_string(),
         complete_on: closed.then(|| match p.complete_on {
             CompleteOn::Ack => "ack".to_string(),
             CompleteOn::Delivery => "delivery".to_string(),

@@ -74,7 +74,8 @@ impl RunPlan {
             problems.push(problem("subscribers.qos", format!("must be 0, 1 or 2 (got {})", s.qos), &[]));
         }
         let closed = p.arrival == Arrival::Closed;
-        if p.count > 0 && p.messages.is_none() && !closed && !(p.rate > 0.0 && p.rate.is_finite()) {
+        let scheduled = matches!(p.arrival, Arrival::Constant | Arrival::Poisson);
+        if p.count > 0 && p.messages.is_none() && scheduled && !(p.rate > 0.0 && p.rate.is_finite()) {
             problems.push(problem(
                 "publishers.rate",
                 "must be greater than 0 unless publishers.messages is given",

@@ -203,8 +203,8 @@ def _shape_problems(scenario: Any, knob: str) -> list[str]:
     if knob == "publishers.rate":
         if p.count < 1:
             found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
-        if p.arrival == "closed":
-            found.append("publishers.arrival: closed loop has no offered rate to search; use constant or poisson")
+        if p.arrival in ("closed", "window"):
+            found.append(f"publishers.arrival: {p.arrival} has no offered rate to search; use constant or poisson")
     elif scenario.subscribers.count < 1 and knob == "load.connect_rate":
         found.append("subscribers.count: the connect-rate search opens the subscribers; give --subs N (1,000 or more measures a rate)")
     if p.messages is not None:

@@ -33,7 +33,7 @@ class RunState:
         self.publishers = high - low
         self.subscribers = plan["shard"]["subscribers"][1] - plan["shard"]["subscribers"][0]
         self.rate = float(pubs.get("rate") or 0)
-        self.open_loop = pubs.get("arrival", "constant") != "closed" and self.rate > 0
+        self.open_loop = pubs.get("arrival", "constant") in ("constant", "poisson") and self.rate > 0
         self.messages = pubs.get("messages")
         from mqttlab.engine import planned_load_s
 

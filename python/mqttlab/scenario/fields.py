@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, ValidationInfo, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StringConstraints, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from mqttlab.scenario.units import format_duration, parse_duration, parse_size
@@ -251,4 +251,4 @@ def _cpu_list(value: Any) -> Any:
 
 
 CPU_LIST_PATTERN = r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$"
-CpuList = Annotated[Optional[str], BeforeValidator(_cpu_list), Field(pattern=CPU_LIST_PATTERN)]
+CpuList = Annotated[Optional[Annotated[str, StringConstraints(pattern=CPU_LIST_PATTERN)]], BeforeValidator(_cpu_list)]

@@ -133,10 +133,12 @@ class Publishers(_Section):
     topic: TopicTemplate = Field(default="bench/%i", description="%i = publisher index, %c = client id")
     qos: Literal[0, 1, 2] = DEFAULT_QOS
     retain: bool = False
-    rate: float = Field(default=100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed)")
-    arrival: Literal["constant", "poisson", "closed"] = Field(
+    rate: float = Field(default=100.0, ge=0, description="Messages per second per publisher (open loop; not used with arrival: closed or window)")
+    arrival: Literal["constant", "poisson", "closed", "window"] = Field(
         default="constant",
-        description="Open loop: constant or poisson schedule at `rate`. closed: the next message is sent when the previous one completed (complete_on) plus think_time",
+        description="Open loop: constant or poisson schedule at `rate`. closed: the next message is sent when the previous one completed "
+                    "(complete_on) plus think_time. window: a message whenever the in-flight window (inflight) has room, intended when its "
+                    "slot opened (as fast as the socket takes them at QoS 0): a generator's saturating mode",
     )
     complete_on: Literal["ack", "delivery"] = Field(
         default="ack",

@@ -175,10 +175,11 @@ def _measures_nothing_problems(s: Scenario) -> list[Problem]:
                 "so no latency would be measured; lower load.warmup or leave it out",
                 ("publishers.messages", "publishers.rate"),
             ))
-    if pubs.arrival == "closed" and "rate" in pubs.model_fields_set:
+    unscheduled = {"closed": "the next message goes when the previous one completed", "window": "a message goes whenever the window has room"}
+    if pubs.arrival in unscheduled and "rate" in pubs.model_fields_set:
         problems.append(Problem(
             "publishers.rate",
-            "is not used with publishers.arrival: closed (the next message goes when the previous one completed); "
+            f"is not used with publishers.arrival: {pubs.arrival} ({unscheduled[pubs.arrival]}); "
             "leave it out (on the command line: --set publishers.rate=null), or use arrival: constant or poisson",
             ("publishers.arrival",),
         ))

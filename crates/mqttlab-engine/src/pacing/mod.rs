@@ -5,6 +5,8 @@
 //! * `open`: a schedule fixed in advance (constant or Poisson, `pacer::Schedule`); nothing that
 //!   arrives moves it.
 //! * `closed`: one message at a time, the next when the one before is complete (mqttperf).
+//! * `window`: whenever the in-flight window has room, each message intended when its slot
+//!   opened (the saturating mode of other generators).
 //! * `round_trip`: the echoes of a publisher's own messages, which complete them in round-trip
 //!   mode, and the subscriber's side that sends them back.
 //!
@@ -13,16 +15,19 @@
 pub mod closed;
 pub mod open;
 pub mod round_trip;
+pub mod window;
 
 use crate::context::WorkerCtx;
 use crate::plan::Arrival;
 use crate::sending::{Outlet, Sender};
 use closed::ClosedLoop;
 use open::OpenLoop;
+use window::WindowFill;
 
 pub enum Pacing {
     Open(OpenLoop),
     Closed(ClosedLoop),
+    Window(WindowFill),
 }
 
 impl Pacing {
@@ -30,6 +35,7 @@ impl Pacing {
     pub fn for_publisher(ctx: &WorkerCtx, index: u32, fanout: u64) -> Pacing {
         match ctx.plan.publishers.arrival {
             Arrival::Closed => Pacing::Closed(ClosedLoop::new(ctx, index, fanout)),
+            Arrival::Window => Pacing::Window(WindowFill::new(ctx)),
             Arrival::Constant | Arrival::Poisson => Pacing::Open(OpenLoop),
         }
     }
@@ -38,18 +44,26 @@ impl Pacing {
         matches!(self, Pacing::Closed(_))
     }
 
+    /// Whether the first send is due at the start of the load rather than on a schedule.
+    pub fn is_unscheduled(&self) -> bool {
+        !matches!(self, Pacing::Open(_))
+    }
+
     /// The pacer woke the publisher: sends what is due through `out` and arms the next wake-up.
     pub fn on_wake(&mut self, ctx: &WorkerCtx, sender: &mut Sender, out: &mut impl Outlet) {
         match self {
             Pacing::Open(p) => p.on_wake(ctx, sender, out),
             Pacing::Closed(p) => p.on_wake(ctx, sender, out),
+            Pacing::Window(p) => p.on_wake(ctx, sender, out),
         }
     }
 
     /// An acknowledgement or an echo was read, or a receiver counted a delivery, at `now`.
     pub fn on_progress(&mut self, ctx: &WorkerCtx, sender: &mut Sender, out: &impl Outlet, now: u64) {
-        if let Pacing::Closed(p) = self {
-            p.on_progress(ctx, sender, out, now);
+        match self {
+            Pacing::Closed(p) => p.on_progress(ctx, sender, out, now),
+            Pacing::Window(p) => p.on_progress(ctx, sender, out, now),
+            Pacing::Open(_) => {}
         }
     }
 
@@ -64,7 +78,7 @@ impl Pacing {
     pub async fn delivery_counted(&self) {
         match self {
             Pacing::Closed(p) => p.delivery_counted().await,
-            Pacing::Open(_) => std::future::pending().await,
+            Pacing::Open(_) | Pacing::Window(_) => std::future::pending().await,
         }
     }
 
@@ -73,6 +87,7 @@ impl Pacing {
         match self {
             Pacing::Open(p) => p.after_outage(ctx, sender),
             Pacing::Closed(p) => p.after_outage(ctx, sender, reconnected),
+            Pacing::Window(p) => p.after_outage(ctx, sender, reconnected),
         }
     }
 }
@@ -104,22 +119,26 @@ pub(crate) mod testing {
         WorkerCtx::for_test(plan)
     }
 
-    /// Sends nothing anywhere: remembers the packet ids it handed out and which are acknowledged.
+    /// Sends nothing anywhere: remembers the packet ids it handed out, when each was intended,
+    /// and which are acknowledged; `window` bounds the unacknowledged as a QoS window does.
     #[derive(Default)]
     pub struct Recorder {
         pub sent: Vec<u16>,
+        pub intended: Vec<u64>,
         pub unacked: BTreeSet<u16>,
         pub full: bool,
+        pub window: Option<usize>,
     }
 
     impl Outlet for Recorder {
         fn has_room(&self) -> bool {
-            !self.full
+            !self.full && self.window.is_none_or(|w| self.unacked.len() < w)
         }
 
-        fn publish(&mut self, _ctx: &WorkerCtx, _payload: &[u8], _due: u64, _sent_at: u64) -> u16 {
+        fn publish(&mut self, _ctx: &WorkerCtx, _payload: &[u8], due: u64, _sent_at: u64) -> u16 {
             let id = self.sent.len() as u16 + 1;
             self.sent.push(id);
+            self.intended.push(due);
             self.unacked.insert(id);
             id
         }

@@ -33,7 +33,7 @@ mod tests {
         ctx.relay_ctl(Ctl { phase: Phase::Run, start_ns: now_ns() - ago_ms * 1_000_000 });
         let mut sender = Sender::new(ctx, 0, 0);
         let pacing = Pacing::for_publisher(ctx, 0, 0);
-        assert!(sender.on_phase_change(ctx, pacing.is_closed()));
+        assert!(sender.on_phase_change(ctx, pacing.is_unscheduled()));
         (sender, pacing)
     }
 
