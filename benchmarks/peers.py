@@ -1,6 +1,7 @@
 """mqttlab beside the best peer generator and the kernel's floor, in one run: CPU per message sent.
 
-    .venv/bin/python benchmarks/peers.py [--pairs 3] [--seconds 15]
+    .venv/bin/python benchmarks/peers.py [--pairs 3] [--seconds 15]     # at fixed rates
+    .venv/bin/python benchmarks/peers.py --saturation [--pairs 3]       # as fast as each can send
 
 The load, the same for every program: one Mosquitto on loopback (launched by mqttlab, tuned),
 10 publishers x 1,000 msg/s, QoS 0, 64-byte payloads, MQTT 3.1.1, no subscribers.
@@ -19,6 +20,20 @@ speed of the moment (it moves 3x between days here):
                   a timerfd until a send is due, write it), in each timing mode; load only.
 Each round gives the ratios mqttlab / mqttwrk and mqttlab / floor; printed are the medians over
 the rounds of every figure and ratio, and a JSON report is written under benchmarks/results/.
+
+With --saturation, the load is instead 10 publishers x 200,000 messages, QoS 0, 64 B, as fast as
+each program can send them, into benchmarks/sink (our minimal MQTT server, far cheaper per message
+than any broker, so that the generator is the limit; a fresh one per program, which also counts what
+arrived). The figure users compare generators by is messages per core-second: messages sent over
+the whole process's CPU (user + system).
+  mqttwrk         `bench -r 0`, its unthrottled mode. Whole process.
+  mqttlab         `mqttlab run` offered 1,000,000 msg/s per publisher, far beyond what it can send,
+                  on the 1 ms grid and with the default timing; being open loop it drops the sends
+                  that fall due while a connection's output is full, and the report says how many.
+  QoS 1           when the scenario schema has `publishers.arrival: window` (send whenever the
+                  in-flight window has room, as mqttwrk does): both at QoS 1 with a window of 100,
+                  every message acknowledged, CPU per message at the same delivered count.
+Each round gives the ratios mqttlab / mqttwrk of messages per core-second.
 """
 
 from __future__ import annotations
@@ -30,10 +45,13 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -43,9 +61,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PEERS = ROOT / "benchmarks" / ".peers"
 FLOOR = ROOT / "benchmarks" / "floor"
+SINK = ROOT / "benchmarks" / "sink"
 MQTTLAB = ROOT / ".venv" / "bin" / "mqttlab"
 MQTTWRK_VERSION = "0.2.0"
 PUBLISHERS, RATE_EACH, PAYLOAD = 10, 1_000, 64
+SATURATION_MESSAGES, SATURATION_RATE, WINDOW = 200_000, 1_000_000, 100
 
 
 def install_mqttwrk() -> Path:
@@ -59,6 +79,25 @@ def install_mqttwrk() -> Path:
 def build_floor() -> Path:
     subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(FLOOR / "Cargo.toml")], check=True)
     return FLOOR / "target" / "release" / "floor"
+
+
+def build_sink() -> Path:
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--locked", "--manifest-path", str(SINK / "Cargo.toml")], check=True)
+    return SINK / "target" / "release" / "sink"
+
+
+@contextmanager
+def sink(binary: Path) -> Iterator[tuple[int, dict]]:
+    """A fresh sink; its port, and after the block what it received (filled in on leaving)."""
+    process = subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    seen: dict = {}
+    try:
+        yield int(process.stdout.readline()), seen
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=10)
+    seen.update(json.loads(out.strip().splitlines()[-1]))
 
 
 def children_cpu_s() -> float:
@@ -83,6 +122,50 @@ def mqttwrk(binary: Path, port: int, seconds: int) -> dict:
         raise SystemExit("mqttwrk printed no outgoing_publish count")
     messages = int(sent.group(1))
     return {"sent": messages, "process_us_per_msg": cpu * 1e6 / messages}
+
+
+def per_core(sent: int, cpu: float, seen: dict) -> dict:
+    """The saturation figures of one whole process that sent `sent` messages using `cpu` seconds,
+    and the sink's own CPU per message, to show it was not the limit."""
+    if seen["publishes"] != sent:  # what the program counts as sent should all have reached the sink
+        print(f"  warning: {sent} sent, {seen['publishes']} received by the sink", flush=True)
+    sink_us = (seen["cpu_user_s"] + seen["cpu_sys_s"]) * 1e6 / max(seen["publishes"], 1)
+    return {"sent": sent, "cpu_s": cpu, "process_us_per_msg": cpu * 1e6 / sent, "msgs_per_core_s": sent / cpu, "sink_us_per_msg": sink_us}
+
+
+def mqttwrk_saturated(binary: Path, sink_binary: Path, qos: int) -> dict:
+    with sink(sink_binary) as (port, seen):
+        done, cpu = whole_process([str(binary), "bench", "-S", "127.0.0.1", "-P", str(port), "-p", str(PUBLISHERS),
+                                   "-n", str(SATURATION_MESSAGES), "-r", "0", "-m", str(PAYLOAD), "--publish-qos", str(qos),
+                                   "-i", str(WINDOW)])  # fmt: skip
+    sent = re.search(r"Aggregate PubStats.*?outgoing_publish:\s*(\d+)", done.stdout, re.S)
+    if sent is None:
+        raise SystemExit("mqttwrk printed no outgoing_publish count")
+    # mqttwrk's count is of its publishes; the sink's of every PUBLISH that arrived, at any QoS.
+    return per_core(int(sent.group(1)), cpu, seen)
+
+
+def mqttlab_saturated(sink_binary: Path, out: Path, *, qos: int = 0, grid_ms: int = 0, window: bool = False) -> dict:
+    command = [str(MQTTLAB), "run", "-P", str(PUBLISHERS), "-S", "0", "-t", "bench/%i", "-q", str(qos), "-s", f"{PAYLOAD}B",
+               "-n", str(SATURATION_MESSAGES), "-o", str(out)]  # fmt: skip
+    if window:
+        command += ["--set", "publishers.arrival=window", "--inflight", str(WINDOW)]
+    else:
+        command += ["-r", str(SATURATION_RATE)]  # far beyond what it can send: it sends as fast as it can
+    if grid_ms:
+        command += ["--set", f"options.timer_resolution={grid_ms}ms"]
+    with sink(sink_binary) as (port, seen):
+        _, cpu = whole_process([*command, "--broker", f"mqtt://127.0.0.1:{port}"])
+    summary = json.loads((out / "summary.json").read_text())
+    shutil.rmtree(out)
+    messages = summary["messages"]
+    return {**per_core(messages["sent"], cpu, seen), "dropped": messages["dropped"], "acked": messages["acked"],
+            "engine_us_per_msg": summary["generator"]["cpu_per_msg_us"]}  # fmt: skip
+
+
+def has_window_arrival() -> bool:
+    schema = subprocess.run([str(MQTTLAB), "scenario", "schema"], capture_output=True, text=True, check=True).stdout
+    return "window" in json.loads(schema)["$defs"]["Publishers"]["properties"]["arrival"].get("enum", [])
 
 
 def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0) -> dict:
@@ -113,12 +196,60 @@ def median(rounds: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rounds)
 
 
+def write_report(report: dict, name: str) -> None:
+    print("\nmedians over the rounds:")
+    for key, value in report["medians"].items():
+        print(f"  {key:<40} {value:.4g}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"written {out}")
+
+
+def host() -> dict:
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "kernel": platform.release()}
+
+
+def saturation(pairs: int) -> None:
+    wrk, sink_binary = install_mqttwrk(), build_sink()
+    window = has_window_arrival()
+    print(f"into benchmarks/sink: {PUBLISHERS} publishers x {SATURATION_MESSAGES:,} messages, {PAYLOAD} B, as fast as each "
+          f"program can send; QoS 1 window-filling: {'yes' if window else 'skipped (no publishers.arrival: window)'}", flush=True)  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        programs: dict[str, Callable[[], dict]] = {
+            "mqttwrk": lambda: mqttwrk_saturated(wrk, sink_binary, 0),
+            "mqttlab_grid": lambda: mqttlab_saturated(sink_binary, run, grid_ms=1),
+            "mqttlab_default": lambda: mqttlab_saturated(sink_binary, run),
+        }
+        if window:
+            programs["mqttwrk_qos1"] = lambda: mqttwrk_saturated(wrk, sink_binary, 1)
+            programs["mqttlab_window_qos1"] = lambda: mqttlab_saturated(sink_binary, run, qos=1, window=True)
+        rounds: list[dict] = []
+        for k in range(max(pairs, 1)):
+            measured = {name: run() for name, run in programs.items()}
+            row: dict = {f"{name}.{key}": value for name, figures in measured.items() for key, value in figures.items()}
+            pairs_of = [("grid", "mqttlab_grid", "mqttwrk"), ("default", "mqttlab_default", "mqttwrk")]
+            if window:
+                pairs_of.append(("qos1 window", "mqttlab_window_qos1", "mqttwrk_qos1"))
+            for mode, ours, theirs in pairs_of:
+                row[f"{mode}: msgs per core / mqttwrk"] = measured[ours]["msgs_per_core_s"] / measured[theirs]["msgs_per_core_s"]
+                row[f"{mode}: engine msgs per core / mqttwrk"] = measured[theirs]["process_us_per_msg"] / measured[ours]["engine_us_per_msg"]
+            rounds.append(row)
+            print(f"round {k + 1}: " + ", ".join(f"{key} {value:.4g}" for key, value in row.items()), flush=True)
+    write_report({"host": host(), "load": "saturation", "rounds": rounds, "medians": {key: median(rounds, key) for key in rounds[0]}},
+                 "peers-saturation")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=3, help="rounds of all programs (at least 3)")
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--ahead-us", type=int, default=50, help="the send_ahead window of the `mqttlab_ahead` program")
+    ap.add_argument("--saturation", action="store_true", help="the saturation cases into benchmarks/sink instead of fixed rates")
     args = ap.parse_args()
+    if args.saturation:
+        return saturation(args.pairs)
     wrk, floor_binary = install_mqttwrk(), build_floor()
     rounds: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, get_launcher("mosquitto").start(Path(tmp) / "broker") as broker:
@@ -143,18 +274,9 @@ def main() -> None:
                 row[f"{mode}: engine / floor"] = ours["engine_us_per_msg"] / measured[f"floor_{floor_mode}"]["load_us_per_msg"]
             rounds.append(row)
             print(f"round {k + 1}: " + ", ".join(f"{key} {value:.3g}" for key, value in row.items()), flush=True)
-    report = {
-        "host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "kernel": platform.release()},
-        "broker": broker.version, "seconds": args.seconds, "rounds": rounds,
-        "medians": {key: median(rounds, key) for key in rounds[0]},
-    }
-    print("\nmedians over the rounds:")
-    for key, value in report["medians"].items():
-        print(f"  {key:<40} {value:.3g}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"peers-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=2))
-    print(f"written {out}")
+    report = {"host": host(), "broker": broker.version, "seconds": args.seconds, "rounds": rounds,
+              "medians": {key: median(rounds, key) for key in rounds[0]}}  # fmt: skip
+    write_report(report, "peers")
 
 
 if __name__ == "__main__":

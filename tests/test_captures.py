@@ -7,6 +7,7 @@ skips and says why."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import skip_unless_capture_on_lo
-from mqttlab.analysis.captures import CaptureAnalysisError, measure, round_trips
+from mqttlab.analysis.captures import (
+    FIGURES_FILE, CaptureAnalysisError, RoundTrip, capture_figures, capture_info, fin_fall, figures_json, measure, round_trips,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADERS = 14 + 20 + 32  # a frame on lo: Ethernet, IPv4, TCP with timestamps
@@ -117,6 +120,9 @@ def test_connection_set_up_and_tear_down_frames(runs):
         assert row["connack_frame_bytes"] == 4 + HEADERS and row["disconnect_frame_bytes"] == 2 + HEADERS
         assert row["connect_frame_bytes"] == row["connect_mqtt_bytes"] + HEADERS
         assert all(size == HEADERS for size in row["connect_tcp_acks"] + row["disconnect_tcp_acks"])
+        # The broker acknowledges the DISCONNECT with a segment of headers alone: a bare ACK, or its
+        # FIN when the client's FIN came first.
+        assert row["disconnect_ack"]["frame_bytes"] == HEADERS and isinstance(row["disconnect_ack"]["bare"], bool)
 
 
 @pytest.mark.parametrize("qos", [0, 2])
@@ -145,6 +151,28 @@ def test_the_shark_fin_draws_each_captured_run_s_round_trips(runs, tmp_path):
     header = path.read_bytes()[:24]
     assert path.name == "shark-fin-captures.png" and header[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(header[16:20], "big") == 1125  # 7.5 in at 150 dpi: page width
+
+
+def test_a_run_kept_as_its_figures_gives_what_its_capture_gave(runs, tmp_path):
+    # What a page's evidence keeps of a captured run: its figures.json, without the capture.
+    kept = tmp_path / "kept"
+    shutil.copytree(runs[2], kept, ignore=shutil.ignore_patterns("*.pcapng"))
+    (kept / "capture" / FIGURES_FILE).write_text(figures_json(runs[2]), encoding="utf-8")
+    assert capture_figures(kept) == capture_figures(runs[2]) and measure(kept) == measure(runs[2])
+    assert round_trips(kept) == round_trips(runs[2]) and capture_info(kept) == capture_info(runs[2])
+    assert figures_json(kept) == figures_json(runs[2])
+
+
+def _trips(*rtts: float, warmup: int = 0) -> list[RoundTrip]:
+    return [RoundTrip(0, index, index - warmup, rtt) for index, rtt in enumerate(rtts)]
+
+
+def test_the_fin_s_fall_is_the_lowest_round_trip_after_the_highest_over_the_highest():
+    assert fin_fall(_trips(100, 2000, 4000, 8000, 200, 300)) == 0.025  # the paper's fin: it collapses
+    assert fin_fall(_trips(100, 2000, 4000, 8000)) == 1.0  # a queue that only grows: the peak is the last echo
+    assert fin_fall(_trips(22000, 32000, 24000, 22000, 30000, 29000)) == 0.6875  # a swing, no collapse
+    assert fin_fall(_trips(9000, 100, 200, 300, warmup=1)) == 1.0  # the warm-up's messages are left out
+    assert fin_fall(_trips(5)) is None
 
 
 def test_a_run_without_a_capture_is_refused_with_what_to_do(tmp_path):

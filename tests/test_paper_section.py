@@ -140,7 +140,7 @@ def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(repor
     assert claims["rtt-milliseconds"] == (LIMITED if limited and all(limited) else HOLDS)
 
     paper = json.loads((report / "comparison.json").read_text())["paper"]
-    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 47
+    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 52
     flagged = [row for row in paper["figures"] if row["flagged"]]
     assert ("publish-overhead", 46, 7) in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
     assert ("publish-overhead", 46, 46) not in [(row["figure"], row["paper"], row["ours"]) for row in flagged]

@@ -1,6 +1,9 @@
 """A reproduction page is made again from the evidence committed beside it, without running
 anything, and comes out unchanged: tests/data/reproduction/mini.md was made from a real suite
-(mini-suite.yaml: Mosquitto, QoS 0 and 1, three repetitions) by `mqttlab compare … --page`."""
+(mini-suite.yaml: Mosquitto, QoS 0 and 1, three repetitions) by `mqttlab compare … --page`, and
+captured.md from a real captured suite (captured-suite.yaml: every run captured with tshark),
+whose evidence keeps each capture's figures instead of the capture: made again from those, its
+byte counts, round trips and shark fins must be the ones the captures gave."""
 
 from __future__ import annotations
 
@@ -8,38 +11,47 @@ import shutil
 import tarfile
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
-from mqttlab.reproductions.evidence import EVIDENCE, RUN_FILES
+from mqttlab.reproductions.evidence import CAPTURE_FIGURES, EVIDENCE, RUN_FILES
 
 cli_app._register()
 DATA = Path(__file__).resolve().parent / "data" / "reproduction"
-BESIDE = tuple(f"mini/beside-{claim}.png" for claim in ("qos1-costs-little", "rate-kept", "latency-as-stated", "looks-fine"))
-KEPT = ("mini.md", "mini/paper_vs_ours.csv", "mini/paper_claims.csv", "mini/summary.csv", *BESIDE, f"mini/{EVIDENCE}")
+PAGES = ("mini", "captured")
 
 
-def test_the_page_is_made_again_from_its_evidence_unchanged(tmp_path, monkeypatch):
+def _kept(name: str) -> list[str]:
+    """Every file the page wrote: the page, its tables and figures, its evidence last."""
+    folder = sorted(p.name for p in (DATA / name).iterdir() if p.name != EVIDENCE)
+    return [f"{name}.md", *(f"{name}/{file}" for file in folder), f"{name}/{EVIDENCE}"]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_the_page_is_made_again_from_its_evidence_unchanged(tmp_path, monkeypatch, name):
     work = tmp_path / "reproduction"
     shutil.copytree(DATA, work)
-    page = (work / "mini.md").read_text(encoding="utf-8")
+    page = (work / f"{name}.md").read_text(encoding="utf-8")
     command = page.split("in this page's directory):\n\n```\n", 1)[1].split("\n", 1)[0]
-    assert command == f"mqttlab compare mini/{EVIDENCE} --paper mini.paper.yaml --page mini.md"
-    for name in KEPT[:-1]:
-        (work / name).unlink()  # nothing of the old page left to keep by accident
-    (work / "mini.md").write_text(page.split("<!-- made by")[0] + "<!-- made by" + page.split("<!-- made by")[1].replace(
-        "| holds |", "| edited |"), encoding="utf-8")  # a stale generated part, replaced
+    assert command == f"mqttlab compare {name}/{EVIDENCE} --paper {name}.paper.yaml --page {name}.md"
+    kept = _kept(name)
+    for file in kept[:-1]:
+        (work / file).unlink()  # nothing of the old page left to keep by accident
+    head, generated = page.split("<!-- made by", 1)
+    (work / f"{name}.md").write_text(head + "<!-- made by" + generated.replace("| holds |", "| edited |"),
+                                     encoding="utf-8")  # a stale generated part, replaced
     monkeypatch.chdir(work)
     result = CliRunner().invoke(cli_app.app, command.split()[1:], terminal_width=200)
     assert result.exit_code == 0, result.output
-    for name in KEPT:
-        if name in BESIDE:
+    for file in kept:
+        if file.endswith(".png"):
             # Pixels depend on the installed matplotlib and its fonts, which a fresh machine may have
             # newer: the figures must be there at the committed size (their bytes are checked for
             # determinism within one installation in test_reproduction_beside).
-            assert _png_size(work / name) == _png_size(DATA / name), f"{name} has another size when made again"
+            assert _png_size(work / file) == _png_size(DATA / file), f"{file} has another size when made again"
             continue
-        assert (work / name).read_bytes() == (DATA / name).read_bytes(), f"{name} differs when made again from the evidence"
+        assert (work / file).read_bytes() == (DATA / file).read_bytes(), f"{file} differs when made again from the evidence"
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -52,8 +64,20 @@ def test_the_evidence_holds_the_runs_summaries_and_manifests_and_little_else():
         names = tar.getnames()
     assert sum(name.endswith("/manifest.json") for name in names) == 6
     assert {name.split("/rep-")[-1].split("/", 1)[-1] for name in names if "/rep-" in name} <= set(RUN_FILES)
-    assert not any(name.endswith((".pcap", "e2e_uncorrected.hdr", "connect.hdr", "report.html")) for name in names)
+    assert not any(name.endswith((".pcap", "e2e_uncorrected.hdr", "connect.hdr", "report.html", CAPTURE_FIGURES)) for name in names)
     assert (DATA / "mini" / EVIDENCE).stat().st_size < 64 * 1024
+
+
+def test_a_captured_run_s_evidence_keeps_its_capture_s_figures_not_the_capture():
+    with tarfile.open(DATA / "captured" / EVIDENCE, "r:xz") as tar:
+        names = tar.getnames()
+    runs = [name for name in names if name.endswith("/manifest.json")]
+    assert len(runs) == 4 and sum(name.endswith(f"/{CAPTURE_FIGURES}") for name in names) == len(runs)
+    assert not any(name.endswith((".pcapng", ".pcap", "tshark.log")) for name in names)
+    # Its figures, what the page shows of the captures: the shark fin drawn from them, the byte counts judged.
+    page = (DATA / "captured.md").read_text(encoding="utf-8")
+    assert "(captured/shark-fin-qos0.png)" in page and "(captured/shark-fin-qos2.png)" in page
+    assert "| connection-bytes |" in page and "| no-fin |" in page
 
 
 def test_an_archive_that_is_not_evidence_is_refused_in_one_line(tmp_path):

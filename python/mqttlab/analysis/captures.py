@@ -10,13 +10,20 @@ completes it. Nothing here is computed from the protocol: every byte is one the 
 Frame bytes are what the capture device carried: on `lo` and on a veth an Ethernet header of
 14 bytes, on a TUN device (the user-space link emulator) none, so each table says the link header
 it saw. TCP retransmissions are left out of every figure (they repeat bytes already counted) and
-counted apart."""
+counted apart.
+
+Every figure of one run is gathered as plain data by `capture_figures`: from the capture when the
+results directory holds it, else from `capture/figures.json`, the same data as a reproduction
+page's evidence keeps it (reproductions/evidence.py), since the captures themselves are too large
+to commit. Both ways give the same numbers: the figures read from a capture pass through the same
+JSON before anyone uses them."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -25,8 +32,10 @@ from mqttlab.netem.capture import CAPTURE_FILE, DIRECTIONS, MESSAGE_TYPES, bundl
 PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 3, 4, 5, 6, 7
 CONNECT, CONNACK, DISCONNECT = 1, 2, 14
 ACKNOWLEDGEMENTS = (PUBACK, PUBREC, PUBREL, PUBCOMP)
+FIGURES_FILE = "figures.json"  # beside the capture, in capture/: what a page's evidence keeps of it
+FIGURES_FORMAT = "mqttlab-capture-figures/1"
 _FIELDS = ["frame.time_epoch", "frame.len", "ip.len", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn",
-           "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len"]  # fmt: skip
+           "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len", "tcp.ack", "tcp.nxtseq"]  # fmt: skip
 
 
 class CaptureAnalysisError(Exception):
@@ -51,6 +60,9 @@ class Frame:
     control: bool  # SYN or FIN: connection set-up or tear-down
     retransmission: bool
     packets: list[Packet] = field(default_factory=list)  # the MQTT packets this segment completes, in order
+    ack: int = 0  # TCP acknowledgement number (relative): the other side's bytes received so far
+    next_seq: int = 0  # TCP sequence number after this segment's payload (relative)
+    fin: bool = False
 
     @property
     def bare_ack(self) -> bool:
@@ -82,8 +94,11 @@ def _packets(flags: str, lengths: str) -> list[Packet]:
 
 
 def capture_info(directory: Path) -> dict[str, Any]:
-    """The manifest's `capture` section of a run (device, port, clock), or CaptureAnalysisError."""
+    """The manifest's `capture` section of a run (device, port, clock, packets the kernel dropped),
+    or CaptureAnalysisError; for a run whose capture is kept as its figures only, theirs."""
     directory = Path(directory)
+    if not (directory / "capture" / CAPTURE_FILE).is_file() and (directory / "capture" / FIGURES_FILE).is_file():
+        return dict(_stored(directory)["info"])
     try:
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -100,12 +115,13 @@ def read_frames(directory: Path) -> list[Frame]:
     port = int(info["port"])
     frames = []
     for cells in tshark_fields(Path(directory) / "capture" / CAPTURE_FILE, port, _FIELDS):
-        when, length, ip_len, stream, dstport, tcp_len, syn, fin, retransmission, flags, lengths = cells
+        when, length, ip_len, stream, dstport, tcp_len, syn, fin, retransmission, flags, lengths, ack, next_seq = cells
         frames.append(Frame(
             time=float(when), stream=int(_first(stream) or -1), up=_first(dstport) == str(port),
             frame_bytes=int(length), ip_bytes=int(_first(ip_len) or 0), tcp_len=int(_first(tcp_len) or 0),
             control=_first(syn) in ("1", "True") or _first(fin) in ("1", "True"), retransmission=bool(retransmission),
-            packets=_packets(flags, lengths),
+            packets=_packets(flags, lengths), ack=int(_first(ack) or 0), next_seq=int(_first(next_seq) or 0),
+            fin=_first(fin) in ("1", "True"),
         ))  # fmt: skip
     return frames
 
@@ -218,7 +234,10 @@ def exchange_table(frames: list[Frame]) -> list[dict[str, Any]]:
 def connection_table(frames: list[Frame]) -> list[dict[str, Any]]:
     """Per connection with a CONNECT: the TCP handshake (SYN, SYN-ACK and ACK frames and bytes),
     the CONNECT and CONNACK frames, the bare TCP ACKs between the CONNECT and the client's next
-    MQTT packet, the DISCONNECT frame and the bare ACKs between it and the first FIN."""
+    MQTT packet, the DISCONNECT frame, the bare ACKs between it and the first FIN, and the
+    broker's segment that acknowledges the DISCONNECT: its bytes and whether it is a bare ACK or
+    the broker's FIN. A client that closes at once sends its FIN before the broker has answered
+    the DISCONNECT, and the broker's FIN then acknowledges both: no bare ACK follows."""
     by_stream: dict[int, list[Frame]] = {}
     for frame in frames:
         if not frame.retransmission:
@@ -242,8 +261,17 @@ def connection_table(frames: list[Frame]) -> list[dict[str, Any]]:
             "disconnect_mqtt_bytes": _size(mine[disconnect], DISCONNECT) if disconnect is not None else None,
             "disconnect_frame_bytes": _alone(mine[disconnect], DISCONNECT) if disconnect is not None else None,
             "disconnect_tcp_acks": [f.frame_bytes for f in mine[disconnect + 1: fin] if f.bare_ack] if disconnect is not None else [],
+            "disconnect_ack": _acknowledgement(mine, disconnect) if disconnect is not None else None,
         })  # fmt: skip
     return rows
+
+
+def _acknowledgement(frames: list[Frame], index: int) -> Optional[dict[str, Any]]:
+    """The first segment without payload from the other side whose acknowledgement number covers
+    frame `index`: {frame_bytes, bare (False: it carries the FIN)}; None when the capture has none."""
+    sent = frames[index]
+    answer = next((f for f in frames[index + 1:] if f.up != sent.up and f.tcp_len == 0 and f.ack >= sent.next_seq > 0), None)
+    return None if answer is None else {"frame_bytes": answer.frame_bytes, "bare": answer.bare_ack}
 
 
 def _size(frame: Optional[Frame], kind: int) -> Optional[int]:
@@ -268,6 +296,10 @@ def bundling_table(frames: list[Frame]) -> dict[str, Any]:
 def measure(directory: Path) -> dict[str, Any]:
     """Every capture figure of one run, as plain data: the link header seen, the packets, the
     exchanges per QoS, the connections, bundling and the retransmitted segments left out."""
+    return dict(capture_figures(directory)["figures"])
+
+
+def _measure_capture(directory: Path) -> dict[str, Any]:
     info = capture_info(directory)
     frames = read_frames(directory)
     return {
@@ -291,6 +323,45 @@ class RoundTrip:
 
 
 def round_trips(directory: Path) -> list[RoundTrip]:
+    """Each echoed message's round trip (see _round_trips_from_capture), in send order, to the
+    microsecond; CaptureAnalysisError when the capture cannot give them."""
+    figures = capture_figures(directory)
+    if figures["round_trips"] is None:
+        raise CaptureAnalysisError(f"{directory}: {figures['round_trips_error']}")
+    return trips_from_rows(figures["round_trips"])
+
+
+def trips_from_rows(rows: list[list[Any]]) -> list[RoundTrip]:
+    """RoundTrips from capture_figures' rows ([publisher, sequence, send_s, rtt_ms] each)."""
+    return [RoundTrip(int(publisher), int(sequence), float(send_s), float(rtt_ms)) for publisher, sequence, send_s, rtt_ms in rows]
+
+
+def fin_marks(trips: list[RoundTrip]) -> Optional[tuple[RoundTrip, RoundTrip]]:
+    """Seed 002's shark fin in one run's round trips (in send order): the highest of the measured
+    load (warm-up left out) and the lowest after it, or the highest twice when it is the last
+    echo; None with fewer than two."""
+    measured = [trip for trip in trips if trip.send_s >= 0]
+    if len(measured) < 2:
+        return None
+    peak = max(range(len(measured)), key=lambda index: measured[index].rtt_ms)
+    after = measured[peak + 1:]
+    return measured[peak], min(after, key=lambda trip: trip.rtt_ms) if after else measured[peak]
+
+
+def fin_fall(trips: list[RoundTrip]) -> Optional[float]:
+    """The fin's fall: the lowest round trip after the highest, as a share of the highest. Near 0
+    when the round trip collapses after its peak, 1 when the queue only grows."""
+    marks = fin_marks(trips)
+    if marks is None or marks[0].rtt_ms <= 0:
+        return None
+    return round(marks[1].rtt_ms / marks[0].rtt_ms, 4)
+
+
+class _NoRoundTrips(Exception):
+    """Why a capture gives no round trips, said without the directory (the reason is kept in figures.json)."""
+
+
+def _round_trips_from_capture(directory: Path) -> list[RoundTrip]:
     """Each echoed message's round trip, from the capture: the echo is the PUBLISH coming back
     (broker → client) with the same measurement header (publisher, sequence) on another topic
     than the message was sent on. Its send time is the intended send time the header carries
@@ -301,11 +372,11 @@ def round_trips(directory: Path) -> list[RoundTrip]:
     info = capture_info(directory)
     clock = info.get("clock")
     if not clock:
-        raise CaptureAnalysisError(f"{directory}: the capture has no clock reading (captured by an older mqttlab): run it again")
+        raise _NoRoundTrips("the capture has no clock reading (captured by an older mqttlab): run it again")
     try:
         start_mono_ns = int(json.loads((Path(directory) / "result.json").read_text(encoding="utf-8"))["start_mono_ns"])
     except (OSError, ValueError, KeyError) as error:
-        raise CaptureAnalysisError(f"{directory}: no result.json with the load's start ({error})") from None
+        raise _NoRoundTrips(f"no result.json with the load's start ({type(error).__name__})") from None
     port = int(info["port"])
     offset_ns = int(clock["unix_ns"]) - int(clock["mono_ns"])  # capture time = monotonic + offset
     sent: dict[tuple[int, int], tuple[str, int]] = {}  # header -> (topic, intended monotonic ns)
@@ -327,3 +398,55 @@ def round_trips(directory: Path) -> list[RoundTrip]:
         intended_ns = sent[key][1]
         trips.append(RoundTrip(key[0], key[1], (intended_ns - start_mono_ns) / 1e9, (arrived * 1e9 - intended_ns - offset_ns) / 1e6))
     return sorted(trips, key=lambda trip: trip.send_s)
+
+
+# ---- all of a run's figures, from its capture or as kept ---------------------------------------
+
+
+def capture_figures(directory: Path) -> dict[str, Any]:
+    """Every figure of one run's capture as plain data: {format, info (the manifest's capture
+    section), figures (measure), round_trips ([publisher, sequence, send_s, rtt_ms] each, or None),
+    round_trips_error}. From the capture when the directory holds it, else from the
+    capture/figures.json a page's evidence keeps; CaptureAnalysisError without either."""
+    return json.loads(figures_json(directory))
+
+
+def figures_json(directory: Path) -> str:
+    """capture_figures as the JSON text figures.json holds: compact, keys sorted, so that the same
+    capture always gives the same bytes."""
+    directory = Path(directory)
+    capture = directory / "capture" / CAPTURE_FILE
+    if capture.is_file():
+        stat = capture.stat()
+        return _figures_from_capture(str(directory), stat.st_mtime_ns, stat.st_size)
+    if (directory / "capture" / FIGURES_FILE).is_file():
+        return json.dumps(_stored(directory), sort_keys=True, separators=(",", ":"))
+    capture_info(directory)  # says why: not captured, or no manifest
+    raise CaptureAnalysisError(f"{directory}: no capture and no {FIGURES_FILE} beside where it would be")
+
+
+@lru_cache(maxsize=64)
+def _figures_from_capture(directory: str, _mtime_ns: int, _size: int) -> str:
+    # Parsing a capture of 1 MB messages takes tshark a while: once per capture (path, time and
+    # size) and process, for the tables, the shark fins and the evidence alike.
+    path = Path(directory)
+    trips: Optional[list[list[Any]]]
+    try:
+        trips = [[t.publisher, t.sequence, round(t.send_s, 6), round(t.rtt_ms, 3)] for t in _round_trips_from_capture(path)]
+        error = None
+    except _NoRoundTrips as reason:
+        trips, error = None, str(reason)
+    data = {"format": FIGURES_FORMAT, "info": capture_info(path), "figures": _measure_capture(path),
+            "round_trips": trips, "round_trips_error": error}
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _stored(directory: Path) -> dict[str, Any]:
+    path = Path(directory) / "capture" / FIGURES_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CaptureAnalysisError(f"{path}: cannot be read ({error})") from None
+    if not isinstance(data, dict) or data.get("format") != FIGURES_FORMAT:
+        raise CaptureAnalysisError(f"{path}: not {FIGURES_FORMAT} (written by another mqttlab?)")
+    return data

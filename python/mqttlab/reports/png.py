@@ -3,7 +3,6 @@ confidence intervals as error bars, and one latency-by-percentile plot per scena
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -170,34 +169,7 @@ def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path
 
 
 def _sweep(comparison: Comparison, rows: list[dict], path: Path, dpi: int) -> Path:
-    """Latency p50 (ours), mean latency (as in seed 004) and loss against the rate per publisher,
-    each ± the SD over the repetitions; one line per configuration, protocol and broker (dashed =
-    MQTT-SN)."""
-    from mqttlab.reports.figures import PALETTE
-    from mqttlab.reports.sweep import line_keys, line_name
+    """One shape's rate sweep, drawn by reports.sweep (which also gives the HTML report's)."""
+    from mqttlab.reports.sweep import draw_sweep_png
 
-    panels = (("latency_p50_ms", "latency_p50_sd_ms", "latency p50 ± SD (ms), ours"),
-              ("latency_mean_ms", "latency_mean_sd_ms", "mean latency ± SD (ms), as in seed 004"),
-              ("loss_percent", "loss_sd_percent", "loss ± SD (%)"))
-    figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    # One colour per line: with one broker the protocols (and configurations) must still differ.
-    for index, key in enumerate(line_keys(rows)):
-        line = sorted((row for row in rows if (row["line"], row["protocol"], row["broker"]) == key), key=lambda row: row["rate_per_publisher"])
-        x = [row["rate_per_publisher"] for row in line]
-        style = {"color": PALETTE[index % len(PALETTE)], "linestyle": "--" if key[1] == "mqtt-sn" else "-", "marker": "o",
-                 "label": line_name(line[0]), "capsize": 3}
-        for axis, (value, spread, _) in zip(axes, panels):
-            axis.errorbar(x, [math.nan if row[value] is None else row[value] for row in line],
-                          yerr=[row[spread] or 0.0 for row in line], **style)
-    for axis, (_, _, label) in zip(axes, panels):
-        axis.set_xscale("log")
-        axis.set_xlabel("msg/s per publisher")
-        axis.set_ylabel(label, fontsize=8)
-        axis.set_ylim(bottom=0)
-        axis.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    figure.suptitle(rows[0]["shape"], fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=dpi)
-    plt.close(figure)
-    return path
+    return draw_sweep_png(rows, path, dpi)

@@ -33,7 +33,7 @@ PREFIX = "beside-"
 WIDTH_IN, DPI = 9.0, 100  # 900 px: the width of a Markdown page on a code host
 ROW_IN = 0.3  # height of one line of the dot plot
 MAX_LINES = 40  # lines per figure; a claim over more (seed 000's 60 SPRT rows) is drawn in parts
-LOG_SPAN = 20.0  # values spanning more than this factor get a log axis
+LOG_SPAN = 5.0  # values spanning more than this factor get a log axis (as the rate sweeps)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 RANGE_OF_OURS = "#17becf"  # ours as a range over brokers: a colour no broker has
 MEAN_KEYS, SPREAD_KEYS = ("mean", "estimate"), ("std", "std_error")  # a value with its spread ({mean, std}, a coefficient)
@@ -219,7 +219,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 suffix = (f"-{index + 1}" if len(configs) > 1 else "") + (f"-part{part_number + 1}" if len(parts) > 1 else "")
                 path = folder / f"{PREFIX}{_file_name(claim.id)}{suffix}.png"
                 title = claim.id + (f" [{config}]" if config else "") + (f" (part {part_number + 1} of {len(parts)})" if len(parts) > 1 else "")
-                figure = draw(part, title, claim.text)
+                figure = draw(part, title, claim.text, scale=lines)
                 save(figure, path)
                 written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path,
                                             caption(part, config, confidence, _runs(section) if other is not None else ""), part))
@@ -227,8 +227,9 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
     return written
 
 
-def draw(lines: list[Line], title: str, text: str = "") -> PlotFigure:
-    """The dot plot: one panel per unit, in the order the units first appear."""
+def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Line]] = None) -> PlotFigure:
+    """The dot plot: one panel per unit, in the order the units first appear. `scale`: the lines
+    whose values set each panel's axis (all the parts of one claim's figure share one scale)."""
     units = list(dict.fromkeys(line.unit for line in lines))
     panels = [[line for line in lines if line.unit == unit] for unit in units]
     sizes = [len(_slots(panel)) for panel in panels]
@@ -239,16 +240,16 @@ def draw(lines: list[Line], title: str, text: str = "") -> PlotFigure:
     brokers = list(dict.fromkeys(line.broker for line in lines if line.broker or line.ours is not None))
     colors = {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(brokers)}
     for axis, unit, panel in zip(axes, units, panels):
-        _panel(axis, unit, panel, colors)
+        _panel(axis, unit, panel, colors, [line for line in scale or lines if line.unit == unit])
     figure.suptitle("\n".join([title, *textwrap.wrap(text, 110, max_lines=3, placeholder=" …")]), fontsize=9, x=0.01, ha="left")
     figure.legend(handles=_legend(lines, colors), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     return figure
 
 
-def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str]) -> None:
-    values = [v for line in lines for v in line.values()]
+def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scale: list[Line]) -> None:
+    values = [v for line in scale for v in line.values()]
     # The scale follows the values themselves; an interval or SD reaching below zero (n = 2: t = 12.7) is cut at the edge.
-    core = [v for line in lines for v in line.values(spread=False)]
+    core = [v for line in scale for v in line.values(spread=False)]
     positive = [v for v in core if v > 0]
     log = bool(positive) and len(positive) == len(core) and max(positive) / min(positive) > LOG_SPAN
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
@@ -383,9 +384,9 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
     drawn = (f"the paper's {' and '.join(marks)} beside ours (filled, by broker)" if with_paper else
              "ours alone (filled, by broker): the paper gives no number for these figures")
     if any(line.region is not None and not line.rule for line in lines):
-        drawn += ", dotted where ours agrees by the figure's tolerance factor"
+        drawn += ", dotted: where ours would agree, by the figure's tolerance factor"
     if any(line.region is not None and line.rule for line in lines):
-        drawn += ", dotted where the claim's rule wants ours"
+        drawn += ", dotted: the region the claim's rule wants ours in"
     if runs_drawn:
         drawn += f" ({runs_drawn})"
     if with_paper and len(with_paper) < len(lines):
@@ -403,6 +404,8 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         runs = "ours computed, or read from a table of ours, not from repeated runs: no interval"
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
+    elif not any(line.interval for line in judged):
+        runs = f"ours: n = {_span(counts)} runs per point without an interval (the best of them, or bytes read from captures)"
     else:
         runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
         if single:

@@ -8,25 +8,44 @@ Kinds (`capture:`), each over the runs of `scenario:` that were captured:
   or the bytes of a frame that carries it alone; with a dict-valued figure ({mqtt, mqtt_tcp}) both;
 - `exchange`: per PUBLISH, {mqtt: acknowledgement bytes, mqtt_tcp: bytes of the frames that carry
   no PUBLISH byte (acknowledgements alone, bare TCP ACKs)};
-- `connect_acks` / `disconnect_acks`: the bare TCP ACKs of a connection's set-up (after the
-  CONNECT) or tear-down (after the DISCONNECT): {count, each, total} per connection, or the size;
-- `publish_overhead`: PUBLISH bytes at the MQTT layer minus the run's payload size."""
+- `connect_acks`: the bare TCP ACKs of a connection's set-up (after the CONNECT): {count, each,
+  total} per connection (a run without any counts 0), or the size;
+- `disconnect_acks`: the bytes of the broker's segment that acknowledges the DISCONNECT, a bare
+  ACK or the broker's FIN (which of the two, connection by connection, is said beside it);
+- `publish_overhead`: PUBLISH bytes at the MQTT layer minus the run's payload size;
+- `fin`: the shark fin's fall, per run (analysis/captures.fin_fall): the lowest round trip after
+  the highest, as a share of the highest, over the messages sent during the measured load
+  (warm-up left out); 1 when the highest is the last echo (no fall), near 0 when the round trip
+  collapses after its peak.
+
+Every figure is read through analysis/captures.capture_figures: from the run's capture, or from
+the figures a page's evidence keeps of it, which are the same numbers."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from statistics import mean
 from typing import Any, Optional, Union
 
-from mqttlab.analysis.captures import CaptureAnalysisError, measure
+from mqttlab.analysis.captures import CaptureAnalysisError, capture_figures, fin_fall, trips_from_rows
 from mqttlab.analysis.configuration import scenario_value
 from mqttlab.engine import client_topic, expand_template
 
-CAPTURED = ("packet", "exchange", "connect_acks", "disconnect_acks", "publish_overhead")
+CAPTURED = ("packet", "exchange", "connect_acks", "disconnect_acks", "publish_overhead", "fin")
 PACKETS = ("CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE", "SUBACK", "DISCONNECT")
 SOURCE = "measured from the run's packet capture"
+# Who sends each packet that only one side sends (MQTT 3.1.1, section 3): a row of one in the other
+# direction is tshark's dissector reading payload bytes as packets after losing its place in a
+# stream (seen under a rate limit: thousands of 2-byte packets of the reserved type 0, a "CONNACK"
+# of 111 bytes from the client), and is left out.
+SENT_BY = {"CONNECT": "up", "SUBSCRIBE": "up", "UNSUBSCRIBE": "up", "PINGREQ": "up", "DISCONNECT": "up",
+           "CONNACK": "down", "SUBACK": "down", "UNSUBACK": "down", "PINGRESP": "down"}
+# Figures of time, not of bytes: a run flagged generator-limited is left out of them, as of every
+# latency figure (the bytes a capture saw do not depend on whether the schedule was kept).
+TIMED = ("fin",)
 Value = Union[float, dict[str, Any], None]
 
 
@@ -40,8 +59,9 @@ class Captured:
 
 @lru_cache(maxsize=128)
 def _figures(directory: str) -> Optional[dict[str, Any]]:
+    """The run's capture figures (analysis/captures.capture_figures), None when it was not captured."""
     try:
-        return measure(Path(directory))
+        return capture_figures(Path(directory))
     except CaptureAnalysisError:
         return None
 
@@ -51,13 +71,17 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     """The figure `kind` over `runs` (analysis.runs.Run of one configuration on one broker); None
     when none of them was captured. `keys` are the paper figure's own keys when it has several."""
     per_run: list[Value] = []
-    lossy = 0
+    used_runs: list[dict[str, Any]] = []
+    lossy = limited = 0
     for run in runs:
-        figures = _figures(str(run.results.path))
-        if figures is not None and figures.get("capture_dropped"):
+        data = _figures(str(run.results.path))
+        if data is not None and kind in TIMED and run.generator_limited:
+            limited += 1  # its round trips carry the generator's lag: no verdict rests on them
+        elif data is not None and data["figures"].get("capture_dropped"):
             lossy += 1  # the kernel dropped packets before the capture saw them: its counts are short
-        elif figures is not None:
-            per_run.append(_one(kind, figures, run.results.scenario, packet, layer, keys))
+        elif data is not None:
+            per_run.append(_one(kind, data, run.results.scenario, packet, layer, keys))
+            used_runs.append(data)
     numbers = [float(v) for v in per_run if isinstance(v, (int, float))]
     tables = [v for v in per_run if isinstance(v, dict)]
     value: Value
@@ -73,7 +97,13 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     what += _setting(kind, packet, runs[0].results.scenario)
     if kind == "exchange":
         what += _breakdown(runs)
+    elif kind in ("connect_acks", "disconnect_acks"):
+        what += _acks_seen(kind, used_runs)
+    elif kind == "fin":
+        what += "; per run " + ", ".join(f"{v:g}" for v in numbers)
     left_out = f"; {lossy} run{'s' * (lossy != 1)} left out, {'their captures' if lossy != 1 else 'its capture'} lost packets" if lossy else ""
+    if limited:
+        left_out += f"; {limited} run{'s' * (limited != 1)} flagged generator-limited left out"
     return Captured(value, numbers, used, f"{what}, {SOURCE} ({used} run{'s' * (used != 1)}{left_out})")
 
 
@@ -91,18 +121,39 @@ def _setting(kind: str, packet: Optional[str], scenario: dict[str, Any]) -> str:
 def _breakdown(runs: list[Any]) -> str:
     """What an exchange's frames were, per PUBLISH (the first captured run): why its bytes differ."""
     for run in runs:
-        figures = _figures(str(run.results.path))
-        if figures is not None and len(figures["exchanges"]) == 1:
-            row = figures["exchanges"][0]
+        data = _figures(str(run.results.path))
+        if data is not None and len(data["figures"]["exchanges"]) == 1:
+            row = data["figures"]["exchanges"][0]
             return (f"; per PUBLISH: {row['ack_frames_per_publish']:g} frames of acknowledgements, {row['bare_acks_per_publish']:g} "
                     f"bare TCP ACKs, {row['piggybacked_acks_per_publish']:g} acknowledgements riding with a PUBLISH")
     return ""
 
 
-def _one(kind: str, figures: dict[str, Any], scenario: dict[str, Any], packet: Optional[str], layer: str,
+def _acks_seen(kind: str, runs: list[dict[str, Any]]) -> str:
+    """How many connections and runs showed what the figure counts: a figure that holds only in
+    some runs says so."""
+    connections = [row for data in runs for row in data["figures"]["connections"]]
+    if kind == "connect_acks":
+        counts = Counter(len(row["connect_tcp_acks"]) for row in connections)
+        return "; bare TCP ACKs after the CONNECT per connection: " + ", ".join(
+            f"{count} on {n} of {len(connections)}" for count, n in sorted(counts.items()))
+    answers = [row.get("disconnect_ack") for row in connections]
+    bare = sum(1 for a in answers if a and a["bare"])
+    fin = sum(1 for a in answers if a and not a["bare"])
+    runs_bare = sum(1 for data in runs if any((row.get("disconnect_ack") or {}).get("bare") for row in data["figures"]["connections"]))
+    return (f"; the DISCONNECT acknowledged by a bare TCP ACK on {bare} of {len(connections)} connections "
+            f"({runs_bare} of {len(runs)} runs), by the broker's FIN on {fin}"
+            + (f", not in the capture on {len(answers) - bare - fin}" if len(answers) - bare - fin else ""))
+
+
+def _one(kind: str, data: dict[str, Any], scenario: dict[str, Any], packet: Optional[str], layer: str,
          keys: Optional[list[str]]) -> Value:
+    figures = data["figures"]
+    if kind == "fin":
+        return fin_fall(trips_from_rows(data["round_trips"])) if data.get("round_trips") else None
     if kind == "packet":
-        rows = [r for r in figures["packets"] if r["packet"].split(" QoS")[0] == packet]
+        rows = [r for r in figures["packets"] if r["packet"].split(" QoS")[0] == packet
+                and r["direction"] == SENT_BY.get(str(packet), r["direction"])]
         if not rows:
             return None
         row = max(rows, key=lambda r: r["packets"])
@@ -115,15 +166,18 @@ def _one(kind: str, figures: dict[str, Any], scenario: dict[str, Any], packet: O
         if len(rows) != 1:
             return None  # no PUBLISH, or several QoS levels in one run: not one exchange's figure
         return {"mqtt": rows[0]["ack_mqtt_bytes_per_publish"], "mqtt_tcp": rows[0]["overhead_frame_bytes_per_publish"]}
-    if kind in ("connect_acks", "disconnect_acks"):
-        acks = [row[f"{kind.split('_')[0]}_tcp_acks"] for row in figures["connections"]]
-        sizes = [size for each in acks for size in each]
-        if not acks or not sizes:
+    if kind == "connect_acks":
+        acks = [row["connect_tcp_acks"] for row in figures["connections"]]
+        if not acks:
             return None
-        count = len(sizes) / len(acks)
-        each = max(set(sizes), key=sizes.count)
-        both = {"count": count, "each": each, "total": sum(sizes) / len(acks)}
-        return {k: both[k] for k in keys if k in both} if keys else each
+        sizes = [size for each in acks for size in each]
+        # A run without one counts, with none: leaving it out would report the ACKs as always there.
+        both = {"count": len(sizes) / len(acks), "each": max(set(sizes), key=sizes.count) if sizes else None,
+                "total": sum(sizes) / len(acks)}
+        return {k: both[k] for k in keys if k in both} if keys else both["each"]
+    if kind == "disconnect_acks":
+        sizes = [row["disconnect_ack"]["frame_bytes"] for row in figures["connections"] if row.get("disconnect_ack")]
+        return max(set(sizes), key=sizes.count) if sizes else None
     if kind == "publish_overhead":
         payload = scenario_value(scenario, "publishers.payload.size")
         rows = [r for r in figures["packets"] if r["packet"].startswith("PUBLISH") and r["direction"] == "up"]

@@ -3,8 +3,11 @@ beside the page (docs/reproductions/<page>/evidence.tar.xz), so that the page ca
 and any number on it audited without re-running the suite.
 
 What goes in, per results directory: the manifest, the scenario, plan, result and summary, the
-per-second series (the time-series figures) and the latency histogram the comparison pools (e2e
-or rtt); nothing else (no other histograms, no captures, no logs). Per source directory: the
+per-second series (the time-series figures), the latency histogram the comparison pools (e2e
+or rtt) and, for a captured run, the figures its capture gives (capture/figures.json: each MQTT
+packet's bytes, the exchanges, the connections, each message's round trip; see
+analysis/captures.py) instead of the capture, which is too large to commit; nothing else (no other
+histograms, no logs). Per source directory: the
 suite's copy of its file, its command log and its skipped brokers; for seed 000's `smc paper`
 directory its tables, paper.json and the learned coefficients. Runs that the comparison left out
 go in too, so the page made again leaves them out for the same reason.
@@ -21,16 +24,18 @@ import json
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional, Union
 
+from mqttlab.analysis.captures import FIGURES_FILE
 from mqttlab.analysis.compare import SKIPPED_BROKERS
 from mqttlab.analysis.runs import find_result_directories
 from mqttlab.results import INVOCATIONS
 
 EVIDENCE = "evidence.tar.xz"
 INDEX = "evidence.json"  # the archive's own list of its source directories
+CAPTURE_FIGURES = f"capture/{FIGURES_FILE}"  # made from the capture when it is there
 RUN_FILES = ("manifest.json", "scenario.yaml", "plan.json", "result.json", "summary.json", "series.csv",
-             "histograms/e2e.hdr", "histograms/rtt.hdr")
+             "histograms/e2e.hdr", "histograms/rtt.hdr", CAPTURE_FIGURES)
 SOURCE_FILES = ("suite.yaml", INVOCATIONS, SKIPPED_BROKERS)
 SMC_PATTERNS = ("paper.json", "*.csv", "*/learn/coefficients.csv")
 
@@ -43,11 +48,12 @@ def is_evidence(path: Path) -> bool:
     return Path(path).is_file() and Path(path).name.endswith(".tar.xz")
 
 
-def evidence_files(sources: list[Path]) -> dict[str, Path]:
-    """Archive name -> file, for every source directory (as `s0/...`, `s1/...`)."""
+def evidence_files(sources: list[Path]) -> dict[str, Union[Path, bytes]]:
+    """Archive name -> file (or its bytes, for what is made here: a capture's figures), for every
+    source directory (as `s0/...`, `s1/...`)."""
     from mqttlab.reproductions.paper_figures import is_smc_directory
 
-    files: dict[str, Path] = {}
+    files: dict[str, Union[Path, bytes]] = {}
     for index, source in enumerate(Path(s) for s in sources):
         prefix = f"s{index}"
         if is_smc_directory(source):
@@ -58,9 +64,25 @@ def evidence_files(sources: list[Path]) -> dict[str, Path]:
         for run in find_result_directories([source]):
             where = run.relative_to(source).as_posix()
             for name in RUN_FILES:
-                if (run / name).is_file():
+                if name != CAPTURE_FIGURES and (run / name).is_file():
                     files[f"{prefix}/{where}/{name}".replace("/./", "/")] = run / name
+            figures = _capture_figures(run)
+            if figures is not None:
+                files[f"{prefix}/{where}/{CAPTURE_FIGURES}".replace("/./", "/")] = figures
     return files
+
+
+def _capture_figures(run: Path) -> Optional[bytes]:
+    """A captured run's figures as figures.json holds them, from its capture or as kept before."""
+    from mqttlab.analysis.captures import CaptureAnalysisError, figures_json
+    from mqttlab.netem.capture import CAPTURE_FILE
+
+    if not ((run / "capture" / CAPTURE_FILE).is_file() or (run / CAPTURE_FIGURES).is_file()):
+        return None
+    try:
+        return figures_json(run).encode()
+    except CaptureAnalysisError:
+        return None  # a capture without its manifest section: nothing a page can read from it either
 
 
 def write_evidence(sources: list[Path], archive: Path) -> Path:
@@ -69,7 +91,8 @@ def write_evidence(sources: list[Path], archive: Path) -> Path:
     archive.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:xz", preset=9) as tar:
-        for name, data in [(INDEX, index), *((name, files[name].read_bytes()) for name in sorted(files))]:
+        members = [(name, found if isinstance(found, bytes) else found.read_bytes()) for name, found in sorted(files.items())]
+        for name, data in [(INDEX, index), *members]:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))

@@ -168,6 +168,9 @@ def _figure_table(section: PaperSection) -> str:
             key = (row.figure, value_text(row.paper), value_text(row.ours), value_text(row.expected), row.status, row.flagged, row.broker,
                    row.uncertainty, row.rule)
             same.setdefault(key, []).append(row)
+    if not same:
+        return "\n".join(lines[:-2] + ["No figure measured here has a number in the paper to set ours beside: ours are under \"Our figures\" "
+                                       "and in the PNGs, and the claims below judge them."])
     for rows in same.values():
         row = rows[0]
         scenario = row.scenario if len(rows) == 1 else f"{len(rows)} configurations"

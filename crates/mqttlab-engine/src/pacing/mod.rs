@@ -95,9 +95,20 @@ impl Pacing {
 /// What the pacing tests share: a worker context for a plan, and an outlet that records.
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::context::WorkerCtx;
-    use crate::sending::Outlet;
+    use crate::clock::now_ns;
+    use crate::context::{Ctl, Phase, WorkerCtx};
+    use crate::pacing::Pacing;
+    use crate::sending::{Outlet, Sender};
     use std::collections::BTreeSet;
+
+    /// Publisher 0 of `ctx`, its load started `ago_ms` ago, with the pacing its plan asks for.
+    pub fn started(ctx: &WorkerCtx, ago_ms: u64) -> (Sender, Pacing) {
+        ctx.relay_ctl(Ctl { phase: Phase::Run, start_ns: now_ns() - ago_ms * 1_000_000 });
+        let mut sender = Sender::new(ctx, 0, 0);
+        let pacing = Pacing::for_publisher(ctx, 0, 0);
+        assert!(sender.on_phase_change(ctx, pacing.is_unscheduled()));
+        (sender, pacing)
+    }
 
     /// One publisher of 1,000 messages, no subscriber; `publishers` and `load` fields override.
     pub fn ctx(publishers: serde_json::Value, load: serde_json::Value) -> WorkerCtx {

@@ -21,21 +21,9 @@ impl OpenLoop {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::clock::now_ns;
-    use crate::context::{Ctl, Phase};
-    use crate::pacing::testing::{ctx, Recorder};
-    use crate::pacing::Pacing;
+    use crate::pacing::testing::{ctx, started, Recorder};
     use serde_json::json;
-
-    /// A publisher whose run started `ago_ms` ago, on an open-loop schedule of `rate` msg/s.
-    fn started(ctx: &WorkerCtx, ago_ms: u64) -> (Sender, Pacing) {
-        ctx.relay_ctl(Ctl { phase: Phase::Run, start_ns: now_ns() - ago_ms * 1_000_000 });
-        let mut sender = Sender::new(ctx, 0, 0);
-        let pacing = Pacing::for_publisher(ctx, 0, 0);
-        assert!(sender.on_phase_change(ctx, pacing.is_unscheduled()));
-        (sender, pacing)
-    }
 
     #[test]
     fn a_wake_up_sends_every_message_due_and_nothing_that_arrives_moves_the_schedule() {

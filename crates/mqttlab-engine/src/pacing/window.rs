@@ -116,18 +116,8 @@ impl WindowFill {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Ctl, Phase};
-    use crate::pacing::testing::{ctx, Recorder};
-    use crate::pacing::Pacing;
+    use crate::pacing::testing::{ctx, started, Recorder};
     use serde_json::json;
-
-    fn started(ctx: &WorkerCtx, ago_ms: u64) -> (Sender, Pacing) {
-        ctx.relay_ctl(Ctl { phase: Phase::Run, start_ns: now_ns() - ago_ms * 1_000_000 });
-        let mut sender = Sender::new(ctx, 0, 0);
-        let pacing = Pacing::for_publisher(ctx, 0, 0);
-        assert!(sender.on_phase_change(ctx, pacing.is_unscheduled()));
-        (sender, pacing)
-    }
 
     #[test]
     fn the_window_fills_at_once_and_each_acknowledgement_lets_one_more_go_intended_when_it_came() {
