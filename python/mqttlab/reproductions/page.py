@@ -150,7 +150,8 @@ def _figure_table(section: PaperSection) -> str:
              "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval "
              "(Student's t, clipped at 0 for figures that cannot be negative) must lie wholly inside (across an edge: "
              "cannot tell); n = 1, or a best of n runs, has no interval and says so. Runs flagged generator-limited "
-             "are left out of every verdict."
+             "are left out of every verdict on a measured figure; an exact figure (a packet's bytes, an SPRT's arithmetic) keeps "
+             "them, as it does not depend on whether the generator kept its schedule."
              + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
                 "\"Our figures\" and in the PNGs." if plots > MAX_PLOT_ROWS else ""), ""]
     for row in section.flagged:
