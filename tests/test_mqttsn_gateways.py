@@ -149,10 +149,12 @@ def test_rsmb_beside_the_broker_is_held_to_its_limit_and_sampled_on_its_own(tmp_
     # the named broker beside it carried nothing.
     assert 0 < resources["gateway"]["mean_cpu_share"] <= 0.05 * 1.3, resources
     assert resources["broker"]["mean_cpu_share"] < 0.02, resources
-    # A comparison shows no broker CPU or memory for the run rather than the idle broker's.
+    # A comparison shows the run as RSMB's, with RSMB's CPU and memory, never the idle broker's.
     assert served_beside(manifest)
-    figures = read_run(out).figures
-    assert figures["broker_cpu"] is None and figures["broker_rss_peak"] is None
+    run = read_run(out)
+    assert run.broker.startswith("rsmb (0.05 CPU")
+    assert run.figures["broker_cpu"] == resources["gateway"]["mean_cpu_share"]
+    assert run.figures["broker_rss_peak"] == resources["gateway"]["peak_rss_bytes"] / 1e6
 
 
 def test_runs_recorded_before_serves_clients_are_known_by_the_gateways_name():
