@@ -324,3 +324,12 @@ def test_unknown_keys_under_the_optional_network_directions_get_suggestions():
     assert "network.up.delya: unknown key (did you mean 'delay'?)" in found
     assert "network.down.los: unknown key (did you mean 'loss'?)" in found
     assert "network.down.xyz: unknown key (allowed: delay, jitter, loss, rate, queue)" in found
+
+
+def test_window_filling_has_no_rate_and_a_cpu_list_may_be_a_number_but_not_a_word():
+    assert problems_of({"publishers": {"arrival": "window", "rate": 50}})[0].startswith(
+        "publishers.rate: is not used with publishers.arrival: window (a message goes whenever the window has room)")
+    scenario = validate_scenario({"broker": "mosquitto", "launch": {"limits": {"cpuset": 0}}, "options": {"generator_cpus": 1}})
+    assert (scenario.launch.limits.cpuset, scenario.options.generator_cpus) == ("0", "1")
+    assert problems_of({"options": {"generator_cpus": "one"}}) == [
+        "options.generator_cpus: must be a CPU list as taskset -c takes it, such as 1, 0,2 or 2-3 (got 'one')"]

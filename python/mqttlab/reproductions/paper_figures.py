@@ -284,15 +284,18 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
                       inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success")]
     if how.computed == "publish_overhead":
         return _per_run_plan(how, comparison, lambda sizes, plan: _publish_overhead(sizes, plan, extra, layer))
-    # connect_bytes
-    found = _per_run_plan(how, comparison, lambda sizes, plan: (sizes["connect"] + extra, f"CONNECT as the engine writes it{layer}"))
-    for ours in found:
-        if number(figure.value) and number(ours.value) and int(figure.value) != ours.value:
-            # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
-            client_id = len(expand_template(str(_plan_of(comparison, ours)["publishers"]["client_id"]), 0).encode())
-            ours.inputs += (f" (client id {client_id} B; the paper's {figure.value} B imply a client id of "
-                            f"{client_id + int(figure.value) - int(ours.value)} B without credentials)")
-    return found
+    return _per_run_plan(how, comparison, lambda sizes, plan: _connect_figure(figure, sizes, plan, extra, layer))
+
+
+def _connect_figure(figure: Figure, sizes: dict[str, int], plan: dict[str, Any], extra: int, layer: str) -> tuple[int, str]:
+    """connect_bytes: CONNECT as the engine writes it for the run's plan."""
+    value, inputs = sizes["connect"] + extra, f"CONNECT as the engine writes it{layer}"
+    if number(figure.value) and int(figure.value) != value:
+        # CONNECT's size is all fixed fields but the client id (and credentials): say which id the paper's implies.
+        client_id = len(expand_template(str(plan["publishers"]["client_id"]), 0).encode())
+        inputs += (f" (client id {client_id} B; the paper's {figure.value} B imply a client id of "
+                   f"{client_id + int(figure.value) - value} B without credentials)")
+    return value, inputs
 
 
 def _per_run_plan(how: Reproduce, comparison: Optional[Comparison], figure: Any) -> list[_Ours]:
@@ -306,13 +309,6 @@ def _per_run_plan(how: Reproduce, comparison: Optional[Comparison], figure: Any)
         value, inputs = figure(packet_sizes(plan), plan)
         found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs))
     return found
-
-
-def _plan_of(comparison: Optional[Comparison], ours: _Ours) -> dict[str, Any]:
-    for scenario, broker, group in _all_groups(comparison):
-        if (scenario, broker) == (ours.scenario, ours.broker):
-            return group.runs[0].results.plan
-    return {}
 
 
 def _packet_figure(how: Reproduce, sizes: dict[str, int], extra: int, layer: str) -> tuple[Any, str]:

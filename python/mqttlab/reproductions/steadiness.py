@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -115,8 +116,6 @@ def check(run_dir: Path, length_s: float, warmup_s: float | None = None) -> Stea
 
 
 def _generator_limited(run_dir: Path) -> bool:
-    import json
-
     try:
         return bool(json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("generator_limited"))
     except (OSError, ValueError):
