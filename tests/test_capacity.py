@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mqttlab.brokers import get_launcher
+from mqttlab.capacity.knee import limits_at_knee
 from mqttlab.capacity.search import Search, Settings, clopper_pearson, round_rate
 from mqttlab.capacity.slo import SloError, judge, parse_objective, parse_objectives
 from mqttlab.cli import app as cli_app
@@ -131,6 +132,30 @@ def test_a_generator_limit_stops_the_search_after_its_retries():
     assert [c.rate for c in calls].count(4000) == 2  # the first probe and its one retry
     # "Above 2,000" is claimed as a capacity would be: 2,000 met the objectives in all its repeats.
     assert outcome.records[2000].passes == 2
+
+
+@dataclass
+class _KneeProbe:
+    summary: dict
+    manifest: dict
+
+
+def _knee_probe(cpu_share: float, throttled_seconds: float, p99_us: float) -> _KneeProbe:
+    summary = {"resources": {"broker": {"mean_cpu_share": cpu_share}}, "latency": {"e2e": {"p99_us": p99_us}},
+               "messages": {"expected": 15000, "delivered": 15000, "sent": 3000}}
+    manifest = {"broker": {"limits": {"cpus": 0.05, "periods": 32, "throttled_periods": 14, "throttled_seconds": throttled_seconds}}}
+    return _KneeProbe(summary, manifest)
+
+
+def test_a_broker_its_quota_held_off_is_cpu_limited_though_its_mean_share_is_below_the_quota():
+    # Figures of a Mosquitto held to 0.05 of a core at its knee (1,000 msg/s): it used 78 % of its
+    # quota on average, but ran out of it in bursts and waited 0.7 s of its 3.2 s.
+    sustained = [_knee_probe(0.039, 0.0, 170)]
+    limits = limits_at_knee(sustained, [_knee_probe(0.039, 0.696, 60159)])
+    assert [item["limit"] for item in limits] == ["cpu", "queueing"], limits
+    assert "held it off for 22% of its running time" in limits[0]["detail"]
+    # The same mean share with the quota never reached is not a CPU limit.
+    assert [item["limit"] for item in limits_at_knee(sustained, [_knee_probe(0.039, 0.0, 60159)])] == ["queueing"]
 
 
 def test_clopper_pearson_of_all_passes():
