@@ -250,6 +250,30 @@ def test_a_starved_generator_stops_the_search_and_says_so(tmp_path: Path):
     assert min(lags) > 10_000, lags
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroup limits need root")
+def test_a_launched_broker_that_resets_the_first_probe_has_its_limit_searched_below_it(tmp_path: Path):
+    from mqttlab.brokers.base import free_ports
+
+    _mosquitto()
+    # Within 4 MiB Mosquitto holds about 1,000 connections here and resets the rest: the first
+    # probe's 4,000 are refused, yet the broker was up before the load, so that is its limit.
+    out = tmp_path / "search"
+    result = runner.invoke(app, ["capacity", "--broker", "mosquitto", "--of", "connections", "--set", "launch.limits.memory=4MiB",
+                                 "--slo", "failed==0", "--start", "4000", "--max-rate", "4000", "--repeats", "1", "--resolution", "0.5",
+                                 "--probe-duration", "1s", "--warmup", "0s", "--out", str(out)])
+    report = json.loads((out / "capacity.json").read_text())
+    assert result.exit_code in (0, 1), result.output
+    first = report["probes"][0]
+    assert (first["rate_per_s"], first["met"], first["status"]) == (4000, False, "failed"), first
+    assert report["status"] == "bracketed" and report["capacity_per_s"] < 4000, report["status"]
+    assert [item["limit"] for item in report["limited_by"]] == ["refused"], report["limited_by"]
+    # Given by URL, a broker that refuses the first probe is not there: one line, exit 3.
+    (port,) = free_ports(1)
+    absent = runner.invoke(app, ["capacity", "--broker", f"mqtt://127.0.0.1:{port}", "--slo", "p99<50ms", "--start", "100",
+                                 "--probe-duration", "1s", "--warmup", "0s", "--out", str(tmp_path / "absent")])
+    assert absent.exit_code == 3 and "cannot connect" in absent.output, absent.output
+
+
 def test_a_reconnect_storm_brings_every_client_back_into_its_session(tmp_path: Path):
     _mosquitto()
     out = tmp_path / "storm"

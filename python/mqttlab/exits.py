@@ -25,6 +25,15 @@ class RunFailed(Exception):
         self.code = code
 
 
+class LoadRefused(RunFailed):
+    """The load's clients could not connect: the broker refused or reset their connections (or,
+    given by URL, is not there). A broker mqttlab launched was up and answering before the load,
+    so from one it is the broker's own refusal, a limit a capacity search can find."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, Exit.UNREACHABLE)
+
+
 def exit_code_for(summary: dict[str, Any]) -> Exit:
     status = summary.get("status")
     if status == "interrupted":

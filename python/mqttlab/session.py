@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 from mqttlab import engine, results
 from mqttlab._version import VERSION
 from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
-from mqttlab.exits import Exit, RunFailed, exit_code_for
+from mqttlab.exits import Exit, LoadRefused, RunFailed, exit_code_for
 from mqttlab.live.state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
@@ -252,7 +252,9 @@ def _run_into(
         try:
             with env.measuring(), (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, env), env.url, dask, source_addresses, scenario.options.generator_cpus)
-        except (engine.BrokerUnreachable, engine.HostCannotRun) as error:
+        except engine.BrokerUnreachable as error:
+            raise LoadRefused(f"error: {error}") from None
+        except engine.HostCannotRun as error:
             raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:
             raise RunFailed(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None

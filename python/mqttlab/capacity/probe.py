@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from mqttlab.capacity.slo import Check, Objective, judge
+from mqttlab.exits import Exit, LoadRefused, RunFailed
 
 HOST_LOAD = "host-load.json"
 REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
@@ -114,7 +115,6 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
     from mqttlab import engine, session
-    from mqttlab.exits import Exit
 
     scenario = spec.scenario(rate)
     try:
@@ -130,11 +130,10 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     try:
         session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
                         command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
-    except session.RunFailed as error:
-        if error.code != Exit.UNREACHABLE:
-            raise
-        # The broker (launched fresh for this probe) refused the load's connections: kept as a
-        # probe that broke the objectives; whether that ends the search is the caller's call.
+    except LoadRefused as error:
+        # The broker refused or reset the load's connections: kept as a probe that broke the
+        # objectives; whether that ends the search (a broker given by URL that is not there) is
+        # the caller's call. A broker that could not even start is an error, raised as it is.
         summary = refusal_summary(str(error))
         directory.mkdir(parents=True, exist_ok=True)
         (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -143,9 +142,6 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     (directory / HOST_LOAD).write_text(json.dumps(host, indent=2) + "\n", encoding="utf-8")
     kept = _read(directory)
     if kept is None:
-        from mqttlab.session import RunFailed
-        from mqttlab.exits import Exit
-
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
     return _probe(rate, attempt, directory, kept, reused=False).judge(objectives)
 

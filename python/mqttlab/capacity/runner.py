@@ -17,6 +17,8 @@ from mqttlab.capacity.knee import limits_at_knee
 from mqttlab.capacity.probe import Probe, ProbeSpec, run_probe
 from mqttlab.capacity.search import Outcome, Search, Settings
 from mqttlab.capacity.slo import Objective, parse_objective
+from mqttlab.exits import LoadRefused
+from mqttlab.scenario.fields import is_url
 
 FORMAT = "mqttlab-capacity/1"
 SEARCH_FILE = "search.json"
@@ -136,12 +138,10 @@ def search_capacity(
 
     def probe(rate: float, attempt: int) -> Probe:
         found = run_probe(spec, directory, rate, attempt, objectives, rerun_limited)
-        if found.refused and not any(reached):
-            # Refused before any probe got through: the broker is not there, nothing was measured.
-            from mqttlab.exits import Exit
-            from mqttlab.session import RunFailed
-
-            raise RunFailed(found.summary["error"], Exit.UNREACHABLE)
+        if found.refused and not any(reached) and is_url(broker):
+            # A broker given by URL that refused before any probe got through is not there: nothing
+            # was measured. One mqttlab launched was up before the load: its refusal is a limit.
+            raise LoadRefused(found.summary["error"])
         reached.append(not found.refused)
         if on_probe is not None:
             on_probe(found)
