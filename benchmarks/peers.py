@@ -18,6 +18,8 @@ speed of the moment (it moves 3x between days here):
                   p99 and max).
   floor           benchmarks/floor, the least any generator can do on the same schedule (sleep on
                   a timerfd until a send is due, write it), in each timing mode; load only.
+  ..._batched     on the grid, mqttlab with options.submission=batched and the floor with
+                  --batch uring: the sends due at a wake-up in one io_uring submission.
 Each round gives the ratios mqttlab / mqttwrk and mqttlab / floor; printed are the medians over
 the rounds of every figure and ratio, and a JSON report is written under benchmarks/results/.
 
@@ -145,7 +147,7 @@ def mqttwrk_saturated(binary: Path, sink_binary: Path, qos: int) -> dict:
     return per_core(int(sent.group(1)), cpu, seen)
 
 
-def mqttlab_saturated(sink_binary: Path, out: Path, *, qos: int = 0, grid_ms: int = 0, window: bool = False) -> dict:
+def mqttlab_saturated(sink_binary: Path, out: Path, *, qos: int = 0, grid_ms: int = 0, window: bool = False, batched: bool = False) -> dict:
     command = [str(MQTTLAB), "run", "-P", str(PUBLISHERS), "-S", "0", "-t", "bench/%i", "-q", str(qos), "-s", f"{PAYLOAD}B",
                "-n", str(SATURATION_MESSAGES), "-o", str(out)]  # fmt: skip
     if window:
@@ -154,6 +156,8 @@ def mqttlab_saturated(sink_binary: Path, out: Path, *, qos: int = 0, grid_ms: in
         command += ["-r", str(SATURATION_RATE)]  # far beyond what it can send: it sends as fast as it can
     if grid_ms:
         command += ["--set", f"options.timer_resolution={grid_ms}ms"]
+    if batched:
+        command += ["--set", "options.submission=batched"]
     with sink(sink_binary) as (port, seen):
         _, cpu = whole_process([*command, "--broker", f"mqtt://127.0.0.1:{port}"])
     summary = json.loads((out / "summary.json").read_text())
@@ -168,13 +172,15 @@ def has_window_arrival() -> bool:
     return "window" in json.loads(schema)["$defs"]["Publishers"]["properties"]["arrival"].get("enum", [])
 
 
-def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0) -> dict:
+def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0, batched: bool = False) -> dict:
     command = [str(MQTTLAB), "run", "--broker", f"mqtt://127.0.0.1:{port}", "-P", str(PUBLISHERS), "-S", "0",
                "-t", "bench/%i", "-q", "0", "-s", f"{PAYLOAD}B", "-r", str(RATE_EACH), "-d", f"{seconds}s",
                "--warmup", "0s", "-o", str(out)]  # fmt: skip
     if grid_ms:
         command += ["--set", f"options.timer_resolution={grid_ms}ms"]
     command += ["--set", f"options.send_ahead={ahead_us}us"]  # 0: every send wakes on its own
+    if batched:
+        command += ["--set", "options.submission=batched"]
     _, cpu = whole_process(command)
     summary = json.loads((out / "summary.json").read_text())
     sent = summary["messages"]["sent"]
@@ -184,10 +190,10 @@ def mqttlab(port: int, seconds: int, grid_ms: int, out: Path, ahead_us: int = 0)
             "lag_p99_us": generator["schedule_lag_p99_us"], "lag_max_us": generator["schedule_lag_max_us"]}
 
 
-def floor(binary: Path, port: int, seconds: int, grid_ms: int, ahead_us: int = 0) -> dict:
+def floor(binary: Path, port: int, seconds: int, grid_ms: int, ahead_us: int = 0, batched: bool = False) -> dict:
     done, _ = whole_process([str(binary), "pub", f"127.0.0.1:{port}", "--clients", str(PUBLISHERS),
                              "--rate", str(PUBLISHERS * RATE_EACH), "--seconds", str(seconds), "--grid-us", str(grid_ms * 1000),
-                             "--ahead-us", str(ahead_us)])  # fmt: skip
+                             "--ahead-us", str(ahead_us), "--batch", "uring" if batched else "none"])  # fmt: skip
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return {"sent": out["messages"], "load_us_per_msg": out["us_per_msg"]}
 
@@ -221,6 +227,7 @@ def saturation(pairs: int) -> None:
             "mqttwrk": lambda: mqttwrk_saturated(wrk, sink_binary, 0),
             "mqttlab_grid": lambda: mqttlab_saturated(sink_binary, run, grid_ms=1),
             "mqttlab_default": lambda: mqttlab_saturated(sink_binary, run),
+            "mqttlab_grid_batched": lambda: mqttlab_saturated(sink_binary, run, grid_ms=1, batched=True),
         }
         if window:
             programs["mqttwrk_qos1"] = lambda: mqttwrk_saturated(wrk, sink_binary, 1)
@@ -229,7 +236,8 @@ def saturation(pairs: int) -> None:
         for k in range(max(pairs, 1)):
             measured = {name: run() for name, run in programs.items()}
             row: dict = {f"{name}.{key}": value for name, figures in measured.items() for key, value in figures.items()}
-            pairs_of = [("grid", "mqttlab_grid", "mqttwrk"), ("default", "mqttlab_default", "mqttwrk")]
+            pairs_of = [("grid", "mqttlab_grid", "mqttwrk"), ("default", "mqttlab_default", "mqttwrk"),
+                        ("grid batched", "mqttlab_grid_batched", "mqttwrk")]
             if window:
                 pairs_of.append(("qos1 window", "mqttlab_window_qos1", "mqttwrk_qos1"))
             for mode, ours, theirs in pairs_of:
@@ -263,11 +271,13 @@ def main() -> None:
             "floor_ahead": lambda: floor(floor_binary, broker.port, args.seconds, 0, ahead_us=args.ahead_us),
             "mqttlab_grid": lambda: mqttlab(broker.port, args.seconds, 1, Path(tmp) / "run"),
             "floor_grid": lambda: floor(floor_binary, broker.port, args.seconds, 1),
+            "mqttlab_grid_batched": lambda: mqttlab(broker.port, args.seconds, 1, Path(tmp) / "run", batched=True),
+            "floor_grid_batched": lambda: floor(floor_binary, broker.port, args.seconds, 1, batched=True),
         }
         for k in range(max(args.pairs, 1)):
             measured = {name: run() for name, run in programs.items()}
             row: dict = {f"{name}.{key}": value for name, figures in measured.items() for key, value in figures.items()}
-            for mode, floor_mode in (("exact", "exact"), ("ahead", "ahead"), ("grid", "grid")):
+            for mode, floor_mode in (("exact", "exact"), ("ahead", "ahead"), ("grid", "grid"), ("grid_batched", "grid_batched")):
                 ours = measured[f"mqttlab_{mode}"]
                 row[f"{mode}: process / mqttwrk"] = ours["process_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]
                 row[f"{mode}: engine / mqttwrk"] = ours["engine_us_per_msg"] / measured["mqttwrk"]["process_us_per_msg"]

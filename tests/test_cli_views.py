@@ -144,3 +144,13 @@ def test_a_distributed_run_on_one_host_says_host_not_hosts():
     section = {"shards": [{"publishers": [0, 1], "subscribers": [0, 1], "host": "vm"}], "hosts": ["vm"], "missing_shards": [],
                "latency_clock": {"basis": "shared", "note": "one host"}}
     assert "distributed: 1 shard on 1 host" in rendered(realistic_summary(distributed=section))
+
+
+def test_the_generator_line_names_a_batched_submission_and_a_refused_one():
+    summary = realistic_summary()
+    summary["generator"].update(submission="io_uring", sends_per_submission=9.53, submission_wait_max_us=408)
+    assert "io_uring: 9.5 sends per submission, at most 0.408 ms after their stamp" in " ".join(rendered(summary).split())
+    summary["generator"].update(submission="write (io_uring refused)", sends_per_submission=None, submission_wait_max_us=None)
+    assert "write (io_uring refused)" in rendered(summary)
+    summary["generator"]["submission"] = "write"
+    assert "submission" not in rendered(summary) and "io_uring" not in rendered(summary)

@@ -118,7 +118,7 @@ def test_unknown_keys_are_errors_with_a_suggestion():
 
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
     problems = problems_of({"options": {"zzz": 1}})
-    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, send_ahead, threads, generator_cpus, capture, metrics)"]
+    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, send_ahead, submission, threads, generator_cpus, capture, metrics)"]
 
 
 @pytest.mark.parametrize(

@@ -162,6 +162,8 @@ def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: i
         options["send_ahead_us"] = round(scenario.options.send_ahead * 1e6)
     if scenario.options.threads:
         options["threads"] = scenario.options.threads
+    if scenario.options.submission != "direct":
+        options["submission"] = scenario.options.submission
     plan: Plan = {
         "broker": broker,
         "mqtt": {

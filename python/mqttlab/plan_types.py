@@ -10,6 +10,7 @@ from typing import Literal, Optional, TypedDict, Union
 
 Arrival = Literal["constant", "poisson", "closed", "window"]
 CompleteOn = Literal["ack", "delivery"]
+Submission = Literal["direct", "batched"]
 Measure = Literal["header", "topic-sequence"]
 SnTopicIds = Literal["normal", "short", "predefined"]
 Role = Literal["publishers", "subscribers"]  # a shard's client index ranges are per role
@@ -135,6 +136,7 @@ class Options(TypedDict, total=False):
     reconnect: bool
     record_latency: bool
     send_ahead_us: int
+    submission: Submission
     threads: int
     timer_resolution_us: int
 

@@ -96,6 +96,9 @@ class GeneratorSummary(TypedDict):
     schedule_lag_p99_us: Optional[int]
     schedule_lag_max_us: Optional[int]
     late_sends: int
+    submission: str
+    sends_per_submission: Optional[float]
+    submission_wait_max_us: Optional[int]
 
 
 class Bytes(TypedDict):

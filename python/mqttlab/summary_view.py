@@ -272,6 +272,12 @@ def _generator_line(summary: Mapping[str, Any]) -> Text:
         text.append(f", schedule lag p99 {ms(generator['schedule_lag_p99_us'])} ms")
     if generator.get("late_sends"):
         text.append(f", {counted(generator['late_sends'], 'late send')}", style="yellow")
+    submission = generator.get("submission")
+    if submission == "io_uring":
+        text.append(f", io_uring: {generator['sends_per_submission']:.1f} sends per submission, "
+                    f"at most {ms(generator['submission_wait_max_us'])} ms after their stamp")
+    elif submission and submission != "write":
+        text.append(f", {submission}", style="yellow")
     return text
 
 

@@ -36,7 +36,8 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
     // Boxed: the TLS handshake's state is kilobytes, and every client task would otherwise carry
     // room for it for the whole run.
     match Box::pin(Conn::open_from(&ctx.target, connect_packet(&ctx.plan.mqtt, client_id), source_address(ctx, index, is_publisher))).await {
-        Ok((conn, _ack, t)) => {
+        Ok((mut conn, _ack, t)) => {
+            conn.submit_through(ctx.submitter.as_ref());
             let mut st = ctx.stats.borrow_mut();
             st.record(H::Connect, t.tcp_us);
             if let Some(tls) = t.tls_us {
@@ -266,7 +267,8 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
         let connect = connect_packet(&ctx.plan.mqtt, client_id.to_string());
-        if let Ok((conn, connack, _)) = Box::pin(Conn::open_from(&ctx.target, connect, source)).await {
+        if let Ok((mut conn, connack, _)) = Box::pin(Conn::open_from(&ctx.target, connect, source)).await {
+            conn.submit_through(ctx.submitter.as_ref());
             let mut st = ctx.stats.borrow_mut();
             st.counters.connections_lost += 1;
             st.counters.reconnects += 1;

@@ -6,13 +6,16 @@
 //! never block reads, and neither side of the connection can stall the other.
 use crate::clock::now_ns;
 use crate::plan::RunPlan;
+use crate::submit::{Outbox, Submitter};
 use crate::websocket::WebSocket;
 use bytes::{Buf, BufMut, BytesMut};
 use mqttlab_codec::{decode, encode, ConnAck, Connect, DecodeError, Packet, Properties, Protocol};
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -153,6 +156,9 @@ pub struct Conn {
     /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
     /// shuts down cleanly sends. The connection is then as lost as a closed socket.
     pub broker_disconnect: Option<u8>,
+    /// Batched submission (plain TCP only): the worker's submitter and this connection's outbox,
+    /// whose bytes go to the socket before anything in `wbuf`.
+    batch: Option<(Rc<Submitter>, Rc<Outbox>)>,
 }
 
 pub fn connack_reason(protocol: Protocol, code: u8) -> &'static str {
@@ -263,6 +269,7 @@ impl Conn {
             broker_max_packet: None,
             broker_receive_max: None,
             broker_disconnect: None,
+            batch: None,
         };
         conn.send(&Packet::Connect(Box::new(connect)));
         let io_err = |e: io::Error| ConnectError::new("io", format!("cannot connect to {url}: {e}"));
@@ -306,9 +313,18 @@ impl Conn {
         decode(&mut self.rbuf, self.protocol, MAX_INCOMING_PACKET)
     }
 
-    /// Bytes waiting for the socket: queued packets and, over WebSocket, frames not yet written.
+    /// Bytes waiting for the socket: queued packets, those handed to the submitter and, over
+    /// WebSocket, frames not yet written.
     pub fn pending_write(&self) -> usize {
-        self.wbuf.len() + self.ws.as_ref().map_or(0, |ws| ws.out.len())
+        self.wbuf.len() + self.ws.as_ref().map_or(0, |ws| ws.out.len()) + self.batch.as_ref().map_or(0, |(_, o)| o.bytes.borrow().len())
+    }
+
+    /// From now on, `write_now` hands this connection's bytes to `submitter` (plain TCP only:
+    /// TLS and WebSocket frame their bytes on the way out, and keep writing themselves).
+    pub fn submit_through(&mut self, submitter: Option<&Rc<Submitter>>) {
+        if let (Some(submitter), Stream::Tcp(tcp), None) = (submitter, &self.stream, &self.ws) {
+            self.batch = Some((submitter.clone(), Rc::new(Outbox::new(tcp.as_raw_fd()))));
+        }
     }
 
     /// WebSocket bytes beyond the MQTT packets (upgrade, frame headers, control frames), in and
@@ -336,19 +352,27 @@ impl Conn {
 
     /// Writes what is pending, or reads what has arrived, whichever the socket allows first.
     pub fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<IoEvent>> {
-        let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
-        if !out.is_empty() {
-            match Pin::new(&mut self.stream).poll_write(cx, out) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    out.advance(n);
-                    // TLS keeps records in its own buffer until flushed.
-                    let _ = Pin::new(&mut self.stream).poll_flush(cx);
-                    return Poll::Ready(Ok(IoEvent::Wrote));
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {}
+        let outbox = self.batch.as_ref().map(|(_, outbox)| outbox.clone());
+        let written = match outbox.as_deref() {
+            // Handed to this turn's submission: nothing is written here meanwhile, and the
+            // submitter wakes us if the socket leaves some of it behind.
+            Some(outbox) if outbox.queued.get() => {
+                *outbox.waker.borrow_mut() = Some(cx.waker().clone());
+                None
             }
+            // Left behind by a submission (a full socket): these go before the write buffer.
+            Some(outbox) if !outbox.bytes.borrow().is_empty() => poll_write_some(&mut self.stream, cx, &mut outbox.bytes.borrow_mut()),
+            _ => {
+                let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
+                if out.is_empty() {
+                    None
+                } else {
+                    poll_write_some(&mut self.stream, cx, out)
+                }
+            }
+        };
+        if let Some(event) = written {
+            return event;
         }
         let Some(ws) = self.ws.as_deref_mut() else {
             let n = ready!(self.poll_read(cx))?;
@@ -437,7 +461,25 @@ impl Conn {
 
     /// Writes what is pending at once where the socket takes it (plain TCP), sparing the client
     /// task a round through its `select!`; what it does not take (or an error) goes by `poll_io`.
+    /// With batched submission, hands them to this turn's submission instead.
     pub fn write_now(&mut self) {
+        if let Some((submitter, outbox)) = &self.batch {
+            if self.wbuf.is_empty() {
+                return;
+            }
+            let mut bytes = outbox.bytes.borrow_mut();
+            if bytes.is_empty() {
+                std::mem::swap(&mut *bytes, &mut self.wbuf); // the two buffers trade places: no copy
+            } else if outbox.queued.get() {
+                bytes.extend_from_slice(&self.wbuf);
+                self.wbuf.clear();
+            } else {
+                return; // a full socket left bytes behind: poll_io writes those, then these
+            }
+            drop(bytes);
+            submitter.queue(outbox);
+            return;
+        }
         if let Stream::Tcp(tcp) = &self.stream {
             let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
             while !out.is_empty() {
@@ -454,6 +496,14 @@ impl Conn {
     }
 
     pub async fn flush(&mut self) -> io::Result<()> {
+        if let Some((_, outbox)) = &self.batch {
+            // Written here, ahead of the write buffer; the submitter then finds the outbox empty.
+            let mut first = std::mem::take(&mut *outbox.bytes.borrow_mut());
+            if !first.is_empty() {
+                first.extend_from_slice(&self.wbuf);
+                self.wbuf = first;
+            }
+        }
         let out = Self::outgoing(&mut self.wbuf, &mut self.ws);
         while !out.is_empty() {
             let n = self.stream.write(out).await?;
@@ -469,6 +519,9 @@ impl Conn {
     /// connection is to be closed), without a word: nothing more is sent on it.
     pub async fn abandon(&mut self) {
         self.wbuf.clear();
+        if let Some((_, outbox)) = &self.batch {
+            outbox.bytes.borrow_mut().clear();
+        }
         if let Some(ws) = self.ws.as_deref_mut() {
             ws.out.clear();
         }
@@ -489,6 +542,21 @@ impl Conn {
             let _ = self.stream.shutdown().await;
         })
         .await;
+    }
+}
+
+/// Writes what the socket takes of `out`: the event, or None when the socket has no room now.
+fn poll_write_some(stream: &mut Stream, cx: &mut Context<'_>, out: &mut BytesMut) -> Option<Poll<io::Result<IoEvent>>> {
+    match Pin::new(&mut *stream).poll_write(cx, out) {
+        Poll::Ready(Ok(0)) => Some(Poll::Ready(Err(io::ErrorKind::WriteZero.into()))),
+        Poll::Ready(Ok(n)) => {
+            out.advance(n);
+            // TLS keeps records in its own buffer until flushed.
+            let _ = Pin::new(stream).poll_flush(cx);
+            Some(Poll::Ready(Ok(IoEvent::Wrote)))
+        }
+        Poll::Ready(Err(e)) => Some(Poll::Ready(Err(e))),
+        Poll::Pending => None,
     }
 }
 

@@ -52,6 +52,8 @@ pub struct WorkerCtx {
     pub(crate) phase_listeners: RefCell<Vec<Rc<LocalSignal>>>,
     pub(crate) keepalive_listeners: RefCell<Vec<Rc<LocalSignal>>>,
     pub pacer: Rc<PacerQueue>,
+    /// Batched submission (`options.submission: batched`), where io_uring could be set up.
+    pub submitter: Option<Rc<crate::submit::Submitter>>,
     /// When this worker may open its next connection (connection ramp).
     pub(crate) next_connect_ns: Cell<u64>,
     pub(crate) connect_interval_ns: u64,
@@ -141,6 +143,7 @@ impl WorkerCtx {
             phase_listeners: RefCell::new(Vec::new()),
             keepalive_listeners: RefCell::new(Vec::new()),
             pacer: Rc::new(PacerQueue::new(plan.options.send_ahead_us * 1000)),
+            submitter: None,
             next_connect_ns: Cell::new(0),
             connect_interval_ns: 0,
             plan: Arc::new(plan),

@@ -29,6 +29,7 @@ pub mod sequence;
 pub mod smc;
 pub mod sn_client;
 pub mod stats;
+pub mod submit;
 pub mod summary;
 pub mod template;
 pub mod timer;

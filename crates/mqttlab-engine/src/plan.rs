@@ -302,6 +302,18 @@ pub struct Options {
     /// stamped as intended when it leaves: fewer wake-ups, no send later than its intended time.
     #[serde(default)]
     pub send_ahead_us: u64,
+    /// How sends reach the kernel: one write each, or each scheduler turn's together in one
+    /// io_uring submission (`submit.rs`).
+    #[serde(default)]
+    pub submission: Submission,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Submission {
+    #[default]
+    Direct,
+    Batched,
 }
 
 fn yes() -> bool {
@@ -322,6 +334,7 @@ impl Default for Options {
             latency_publishers: None,
             timer_resolution_us: 0,
             send_ahead_us: 0,
+            submission: Submission::Direct,
         }
     }
 }

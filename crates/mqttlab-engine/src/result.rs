@@ -68,6 +68,17 @@ pub struct Counters {
     pub websocket_bytes_out: u64,
     #[serde(default)]
     pub websocket_bytes_in: u64,
+    /// Batched submission (`options.submission: batched`): io_uring submissions, the sends they
+    /// carried (one per connection with bytes), the longest a turn's first send waited for its
+    /// submission, and the worker threads where io_uring was refused. Absent before it.
+    #[serde(default)]
+    pub submissions: u64,
+    #[serde(default)]
+    pub submitted_sends: u64,
+    #[serde(default)]
+    pub submission_wait_max_us: u64,
+    #[serde(default)]
+    pub submission_refused: u64,
 }
 
 impl Counters {
@@ -92,6 +103,10 @@ impl Counters {
         self.mqtt_bytes_in += o.mqtt_bytes_in;
         self.websocket_bytes_out += o.websocket_bytes_out;
         self.websocket_bytes_in += o.websocket_bytes_in;
+        self.submissions += o.submissions;
+        self.submitted_sends += o.submitted_sends;
+        self.submission_wait_max_us = self.submission_wait_max_us.max(o.submission_wait_max_us);
+        self.submission_refused += o.submission_refused;
     }
 }
 

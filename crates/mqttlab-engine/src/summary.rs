@@ -3,8 +3,8 @@
 use crate::accounting::UnitTable;
 use crate::histogram;
 use crate::histogram::Stats;
-use crate::plan::{Arrival, CompleteOn, RunPlan};
-use crate::result::{RawResult, Status, HISTOGRAM_NAMES};
+use crate::plan::{Arrival, CompleteOn, RunPlan, Submission};
+use crate::result::{Counters, RawResult, Status, HISTOGRAM_NAMES};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -133,6 +133,14 @@ pub struct GeneratorSummary {
     pub schedule_lag_p99_us: Option<u64>,
     pub schedule_lag_max_us: Option<u64>,
     pub late_sends: u64,
+    /// How sends reached the kernel: "write" (one each), "io_uring" (each scheduler turn's in
+    /// one submission), or "write (io_uring refused)" when batched submission was asked for and
+    /// the kernel refused it.
+    pub submission: String,
+    /// Batched: sends (one per connection with bytes) per io_uring submission.
+    pub sends_per_submission: Option<f64>,
+    /// Batched: the longest a turn's first send waited between its stamp and its submission.
+    pub submission_wait_max_us: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -267,6 +275,9 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             schedule_lag_p99_us: lag.as_ref().map(|l| l.p99_us),
             schedule_lag_max_us: lag.as_ref().map(|l| l.max_us),
             late_sends: c.late_sends,
+            submission: submission_path(plan, c).to_string(),
+            sends_per_submission: (c.submissions > 0).then(|| c.submitted_sends as f64 / c.submissions as f64),
+            submission_wait_max_us: (c.submissions > 0).then_some(c.submission_wait_max_us),
         },
         bytes: Bytes { mqtt_out: c.mqtt_bytes_out, mqtt_in: c.mqtt_bytes_in, websocket_out: c.websocket_bytes_out, websocket_in: c.websocket_bytes_in },
         round_trip: plan.publishers.reply_filter.as_ref().map(|_| RoundTrip {
@@ -276,6 +287,14 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             duplicated: c.reply_duplicates,
         }),
     })
+}
+
+fn submission_path(plan: &RunPlan, c: &Counters) -> &'static str {
+    match plan.options.submission {
+        Submission::Batched if c.submission_refused > 0 => "write (io_uring refused)",
+        Submission::Batched if c.submissions > 0 => "io_uring",
+        _ => "write",
+    }
 }
 
 fn measurement(plan: &RunPlan) -> Measurement {

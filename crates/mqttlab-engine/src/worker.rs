@@ -7,8 +7,9 @@ use crate::clock::{now_ns, thread_cpu_s};
 use crate::conn::Target;
 use crate::context::{Ctl, Phase, WorkerCtx};
 use crate::histogram;
-use crate::plan::RunPlan;
+use crate::plan::{RunPlan, Submission};
 use crate::stats::{WorkerShared, WorkerStats};
+use crate::submit::Submitter;
 use crate::timer::{drive, PacerQueue};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -49,6 +50,7 @@ pub fn spawn(
             let rate = plan.load.connect_rate / workers as f64;
             let initial_ctl = *ctl.borrow();
             let send_ahead_ns = plan.options.send_ahead_us * 1000;
+            let (submitter, submission_refused) = submitter_for(&plan, &target, assignment.publishers.len() + assignment.subscribers.len());
             let ctx = Rc::new(WorkerCtx {
                 stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
                 connect_interval_ns: if rate > 0.0 { (1e9 / rate) as u64 } else { 0 },
@@ -65,7 +67,9 @@ pub fn spawn(
                 shared,
                 ctl,
                 pacer: Rc::new(PacerQueue::new(send_ahead_ns)),
+                submitter,
             });
+            ctx.stats.borrow_mut().counters.submission_refused = submission_refused as u64;
             local.block_on(&rt, run_worker(ctx, assignment))
         })
         .expect("spawn worker thread")
@@ -75,6 +79,7 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
     let pacer = tokio::task::spawn_local(drive(ctx.pacer.clone()));
     let reporter = tokio::task::spawn_local(report_progress(ctx.clone()));
     let keepalives = tokio::task::spawn_local(tick_keepalives(ctx.clone()));
+    let submits = ctx.submitter.clone().map(|s| tokio::task::spawn_local(s.run()));
     let mut clients = Vec::new();
     // Subscribers first: they must be in place before the first message is published.
     let sn = matches!(ctx.plan.transport, crate::plan::Transport::MqttSn(_));
@@ -97,9 +102,32 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
     }
     pacer.abort();
     keepalives.abort();
+    if let (Some(task), Some(s)) = (submits, &ctx.submitter) {
+        task.abort();
+        let mut stats = ctx.stats.borrow_mut();
+        stats.counters.submissions += s.submissions.get();
+        stats.counters.submitted_sends += s.sends.get();
+        stats.counters.submission_wait_max_us = s.wait_max_ns.get() / 1000;
+    }
     let load_cpu_share = reporter.await.unwrap_or(0.0);
     let stats = std::mem::replace(&mut *ctx.stats.borrow_mut(), WorkerStats::new(false));
     WorkerOutput { stats, load_cpu_share }
+}
+
+/// The worker's submitter when the plan asks for batched submission over plain TCP (TLS and
+/// WebSocket write for themselves), and whether io_uring refused (then sends go one write each).
+fn submitter_for(plan: &RunPlan, target: &Target, connections: usize) -> (Option<Rc<Submitter>>, bool) {
+    let plain_tcp = target.tls.is_none() && target.websocket.is_none() && matches!(plan.transport, crate::plan::Transport::Mqtt);
+    if plan.options.submission != Submission::Batched || !plain_tcp {
+        return (None, false);
+    }
+    match Submitter::new(connections) {
+        Ok(s) => (Some(Rc::new(s)), false),
+        Err(e) => {
+            eprintln!("mqttlab: options.submission batched: io_uring refused ({e}); each send is written on its own");
+            (None, true)
+        }
+    }
 }
 
 async fn tick_keepalives(ctx: Rc<WorkerCtx>) {

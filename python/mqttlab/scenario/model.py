@@ -198,6 +198,12 @@ class Options(_Section):
         description="When a thread wakes for a send, also send what is due within this much, each intended when it leaves "
                     "(0 = every send wakes on its own); fewer wake-ups, never a late send",
     )
+    submission: Literal["direct", "batched"] = Field(
+        default="direct",
+        description="How sends reach the kernel: direct = one write each; batched = the sends of one wake-up, across a thread's "
+                    "connections, in one io_uring submission (plain TCP; where io_uring is refused, direct, and the summary says so). "
+                    "Pays where many sends fall due together, as on a timer_resolution grid",
+    )
     threads: int = Field(
         default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",
