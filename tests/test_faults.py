@@ -143,8 +143,11 @@ def test_a_broker_killed_without_persistence_loses_the_sessions_and_the_run_says
     assert fault["sessions"] == "lost" and fault["verdict"].startswith("expected: the broker kept no session")
     assert series["dropped"].sum() == messages["dropped"]
     assert series.loc[3:4, "dropped"].sum() == messages["dropped"]
-    # The restarted broker is the one sampled, and mqttlab's own figures do not include it.
-    assert result.resources()["process"].eq("broker").sum() >= 9
+    # The restarted broker is the one sampled after the fault (a busy host may miss a second's
+    # sample, so not every second is required), and mqttlab's own figures do not include it.
+    resources = result.resources()
+    broker = resources[resources["process"] == "broker"]
+    assert (broker["t_s"] > fault["end_s"]).sum() >= 3, broker
 
 
 def test_a_broker_stopped_cleanly_with_persistence_keeps_the_sessions_and_loses_nothing(tmp_path):
