@@ -357,7 +357,11 @@ impl Conn {
             // Handed to this turn's submission: nothing is written here meanwhile, and the
             // submitter wakes us if the socket leaves some of it behind.
             Some(outbox) if outbox.queued.get() => {
-                *outbox.waker.borrow_mut() = Some(cx.waker().clone());
+                let mut waker = outbox.waker.borrow_mut();
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+                outbox.wants_write.set(!self.wbuf.is_empty());
                 None
             }
             // Left behind by a submission (a full socket): these go before the write buffer.

@@ -31,13 +31,15 @@ pub struct Outbox {
     pub(crate) bytes: RefCell<BytesMut>,
     /// In the submitter's queue for this turn: the connection must not write these bytes itself.
     pub(crate) queued: Cell<bool>,
-    /// The connection's task, woken when bytes remain after a submission (a full socket).
+    /// The connection's task, woken after the submission when bytes remain in the outbox (a full
+    /// socket) or it has more to write (`wants_write`: queued without `write_now`, a PINGREQ).
     pub(crate) waker: RefCell<Option<Waker>>,
+    pub(crate) wants_write: Cell<bool>,
 }
 
 impl Outbox {
     pub fn new(fd: RawFd) -> Outbox {
-        Outbox { fd, bytes: RefCell::new(BytesMut::new()), queued: Cell::new(false), waker: RefCell::new(None) }
+        Outbox { fd, bytes: RefCell::new(BytesMut::new()), queued: Cell::new(false), waker: RefCell::new(None), wants_write: Cell::new(false) }
     }
 }
 
@@ -130,8 +132,9 @@ impl Submitter {
             }
             for outbox in batch {
                 outbox.queued.set(false);
-                // Bytes left (a full socket, an error): the connection takes over, and learns why.
-                if !outbox.bytes.borrow().is_empty() {
+                // Bytes left (a full socket, an error): the connection takes over, and learns why;
+                // or it has waited with bytes of its own to write.
+                if !outbox.bytes.borrow().is_empty() || outbox.wants_write.take() {
                     if let Some(waker) = outbox.waker.borrow_mut().take() {
                         waker.wake();
                     }
