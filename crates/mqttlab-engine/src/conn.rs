@@ -355,7 +355,7 @@ impl Conn {
         let outbox = self.batch.as_ref().map(|(_, outbox)| outbox.clone());
         let written = match outbox.as_deref() {
             // Handed to this turn's submission: nothing is written here meanwhile, and the
-            // submitter wakes us if the socket leaves some of it behind.
+            // submitter wakes us if the socket leaves some of it behind or we have more to write.
             Some(outbox) if outbox.queued.get() => {
                 let mut waker = outbox.waker.borrow_mut();
                 if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
