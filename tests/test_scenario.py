@@ -116,6 +116,12 @@ def test_unknown_keys_are_errors_with_a_suggestion():
     assert "publishers.payload.mxa: unknown key (did you mean 'max'?)" in problems
 
 
+def test_an_unknown_submission_path_is_named_with_the_allowed_ones():
+    problems = problems_of({"options": {"submission": "uring"}})
+    assert len(problems) == 1 and problems[0].startswith("options.submission:"), problems
+    assert "'direct'" in problems[0] and "'batched'" in problems[0], problems
+
+
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
     problems = problems_of({"options": {"zzz": 1}})
     assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, send_ahead, submission, threads, generator_cpus, capture, metrics)"]
