@@ -22,7 +22,7 @@ import psutil
 from mqttlab import engine
 from mqttlab.brokers import get_launcher
 from mqttlab.distributed import connect, run_plan
-from mqttlab.scenario import load_scenario
+from mqttlab.planning import bind_broker, load_scenario, plan_of
 
 PUBLISHERS = 20
 
@@ -33,7 +33,8 @@ def plan_for(port: int, total_rate: float, seconds: float) -> engine.Plan:
         "publishers.qos": 0, "publishers.payload": 64, "publishers.rate": total_rate / PUBLISHERS,
         "load.duration": f"{seconds}s", "load.warmup": "1s", "load.grace": "1s",
     }  # fmt: skip
-    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://127.0.0.1:{port}")
+    scenario = load_scenario(None, overrides=overrides)
+    return bind_broker(plan_of(scenario), f"mqtt://127.0.0.1:{port}", scenario)
 
 
 def measure(client, broker_pid: int, port: int, rate: float, seconds: float) -> dict:

@@ -5,7 +5,9 @@ the engine crate's modules (`crate::<module>` in crates/mqttlab-engine/src), the
 of its module folders (smc/, pacing/: `super::<file>`, a name of mod.rs through `super::`), every file of the
 Python package (every `import` in python/mqttlab, those inside functions too: an import made late
 to dodge a circle is still a circle; the package root counts as a module, so `from mqttlab import
-__version__` inside the package is an edge to the root, which imports the session), and the Python
+__version__` inside the package is an edge to the root, which imports the session; importing a
+file of another package runs that package's __init__ first, so it is an edge to the package too),
+and the Python
 packages of LAYERED as wholes (analysis below reports below reproductions: no file of a lower one
 imports a higher one). Any cycle in any of them fails; each is printed (Tarjan's strongly
 connected components).
@@ -56,7 +58,8 @@ def rust_folders(src: Path) -> list[Path]:
 def python_dependencies(package: Path) -> dict[str, list[str]]:
     """File module (`mqttlab.reports.html`) -> the package's file modules it imports. `from a.b
     import c` names the module a.b.c when that is a file, else a.b; a package's __init__ counts
-    as the module of its name."""
+    as the module of its name, and an import of a.b.c is an edge to the package a.b as well
+    (Python runs a/b/__init__.py to import it), unless the importer is inside a.b itself."""
     root = package.parent
     modules = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in package.rglob("*.py")}
     # A compiled module (mqttlab._engine, its stub beside it) imports nothing of the package.
@@ -75,8 +78,22 @@ def python_dependencies(package: Path) -> dict[str, list[str]]:
                     base = ".".join([*parts, base] if base else parts)
                 found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules or f"{base}.{alias.name}" in graph else base
                              for alias in node.names)
+        found |= {package for module in found for package in _enclosing(module) if package in modules and not _inside(name, package, is_package)}
         graph[name] = sorted(d for d in found if (d in modules or d in compiled) and d != name)
     return graph
+
+
+def _enclosing(module: str) -> list[str]:
+    """The packages whose __init__ importing `module` runs: a.b.c -> a, a.b."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _inside(module: str, package: str, is_package: bool) -> bool:
+    """Whether `module` (a package's __init__ when `is_package`) is `package` or within it: its
+    own package's __init__ has run before it, so importing through it is no new edge."""
+    own = module if is_package else module.rpartition(".")[0]
+    return own == package or own.startswith(package + ".")
 
 
 def package_dependencies(graph: dict[str, list[str]], packages: tuple[str, ...]) -> dict[str, list[str]]:

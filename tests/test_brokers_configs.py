@@ -17,7 +17,8 @@ import pytest
 from mqttlab.brokers import BrokerError, get_launcher, launcher_names
 from mqttlab.brokers.base import BrokerConfig
 from mqttlab.brokers.probe import MqttProbe, round_trip
-from mqttlab.scenario import ScenarioError, validate_scenario
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import ScenarioError
 
 # CPU caps are judged by the share a broker gets: alone on the cores (Makefile).
 pytestmark = pytest.mark.serial

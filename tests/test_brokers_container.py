@@ -20,7 +20,8 @@ import pytest
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.container import OWNER_LABEL, Runtime, find_runtime, remove_leftovers
 from mqttlab.brokers.probe import client_tls_context, round_trip
-from mqttlab.scenario import ScenarioError, validate_scenario
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 #: named so that the eclipse-mosquitto preset applies, as to the official image

@@ -25,7 +25,7 @@ from mqttlab.brokers.base import free_ports
 from mqttlab.cli.app import _register, app
 from mqttlab.distributed import VersionMismatch, connect, run_plan
 from mqttlab.distributed.runner import DistributedOutcome, judged_without_missing
-from mqttlab.scenario import load_scenario
+from mqttlab.planning import bind_broker, load_scenario, plan_of
 
 from conftest import run_losing_a_worker
 
@@ -52,7 +52,8 @@ def fan_in_plan(port: int, **fields) -> engine.Plan:
         "publishers.rate": 100, "publishers.messages": 60, "load.warmup": 0, "load.grace": "2s",
         "load.seed": 11, **fields,
     }  # fmt: skip
-    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://127.0.0.1:{port}")
+    scenario = load_scenario(None, overrides=overrides)
+    return bind_broker(plan_of(scenario), f"mqtt://127.0.0.1:{port}", scenario)
 
 
 def test_two_workers_count_the_same_as_one_process(mosquitto, cluster):

@@ -22,7 +22,7 @@ from mqttlab.brokers import get_launcher
 from mqttlab.cli.app import _register
 from mqttlab.distributed import connect, run_plan
 from mqttlab.distributed.runner import ClusterRefused, survey
-from mqttlab.scenario import load_scenario
+from mqttlab.planning import bind_broker, load_scenario, plan_of
 
 from conftest import run_losing_a_worker
 from simulated_hosts import SimulatedHosts, missing
@@ -64,7 +64,8 @@ def plan_for(lab, **fields) -> engine.Plan:
         **fields,
     }  # fmt: skip
     broker = lab["broker"]
-    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://{broker.host}:{broker.port}")
+    scenario = load_scenario(None, overrides=overrides)
+    return bind_broker(plan_of(scenario), f"mqtt://{broker.host}:{broker.port}", scenario)
 
 
 def test_each_hosts_clock_offset_is_measured(lab):

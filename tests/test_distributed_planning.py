@@ -24,14 +24,15 @@ from mqttlab.distributed.planner import (
 )
 from mqttlab.distributed.progress import ProgressCombiner
 from mqttlab.routing import MATCH_BUDGET, owed_receivers as receivers
-from mqttlab.scenario import load_scenario
+from mqttlab.planning import bind_broker, load_scenario, plan_of
 from mqttlab.source_ports import addresses_needed
 
 
 def make_plan(pubs=4, subs=4, topic="b/%i", filters=("b/%i",), host="127.0.0.1") -> engine.Plan:
     overrides = {"publishers.count": pubs, "subscribers.count": subs, "publishers.topic": topic,
                  "subscribers.filters": list(filters), "mqtt.version": 5}  # fmt: skip
-    return engine.compile_plan(load_scenario(None, overrides=overrides), f"mqtt://{host}:1883")
+    scenario = load_scenario(None, overrides=overrides)
+    return bind_broker(plan_of(scenario), f"mqtt://{host}:1883", scenario)
 
 
 def worker(address: str, host: str, cores: int = 4, nthreads: int = 1, ports: int = 28232) -> WorkerInfo:

@@ -393,6 +393,45 @@ def test_a_misbehaving_broker_ends_the_connection_with_a_reason(reply, reason):
         broker.close()
 
 
+# What the engine says of a failed connect, for programs: its kind and the fields that tell the
+# cases apart, so that the front chooses a remedy without reading the message.
+@pytest.mark.parametrize("reply, version, details", [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", 4, {"kind": "not_mqtt", "first_byte": ord("H")}),
+    (bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]), 4, {"kind": "not_mqtt", "first_byte": 0x15}),  # a TLS alert
+    # MQTT 3.1.1's "unacceptable protocol version" to an MQTT 5 CONNECT: a code MQTT 5 has not.
+    (bytes([0x20, 0x02, 0x00, 0x01]), 5, {"kind": "protocol", "first_byte": 0x20, "connack_code": 0x01}),
+    (bytes([0x20, 0x02, 0x00, 0x05]), 4, {"kind": "connack", "connack_code": 0x05}),
+    (bytes([0x20]), 5, {"kind": "closed"}),
+])
+def test_a_failed_connect_comes_with_its_kind_and_fields_as_data(reply, version, details):
+    broker = MisbehavingBroker(reply)
+    try:
+        with pytest.raises(ConnectionError) as failed:
+            _engine.run_shard(json.dumps(plan(broker.port, pubs=0, subs=1, version=version)))
+    finally:
+        broker.close()
+    assert json.loads(failed.value.details) == details
+
+
+def test_refused_and_tls_failures_carry_their_kind(mosquitto):
+    port = free_ports(1)[0]  # nobody listens there
+    with pytest.raises(ConnectionError) as refused:
+        _engine.run_shard(json.dumps(plan(port, pubs=0, subs=1)))
+    assert json.loads(refused.value.details) == {"kind": "refused"}
+    system_roots = {"ca_file": None, "cert_file": None, "key_file": None, "insecure": False, "server_name": None}
+    with pytest.raises(ConnectionError) as untrusted:
+        _engine.run_shard(json.dumps(plan(mosquitto.tls_port, pubs=0, subs=1, tls=system_roots)))
+    assert json.loads(untrusted.value.details) == {"kind": "tls", "certificate": "unknown_issuer"}
+
+
+def test_a_plan_the_engine_refuses_says_so_as_data():
+    unbound = plan(1883)
+    del unbound["broker"]["host"], unbound["broker"]["port"]
+    with pytest.raises(ValueError, match="no broker address") as refused:
+        _engine.run_shard(json.dumps(unbound))
+    assert json.loads(refused.value.details) == {"kind": "plan"}
+
+
 def psutil_rss() -> int:
     import psutil
 

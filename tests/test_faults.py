@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import mqttlab
-from mqttlab.scenario import ScenarioError, load_scenario
+from mqttlab.planning import load_scenario
+from mqttlab.scenario import ScenarioError
 
 STALLED = {
     "broker": "mosquitto",

@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mqttlab import engine
 from mqttlab.cli import app as cli_app
 from mqttlab.routing import check_routing
-from mqttlab.scenario import ScenarioError, validate_scenario
+from mqttlab.planning import plan_of, validate_scenario
+from mqttlab.scenario import ScenarioError
 from mqttlab.summary_view import plan_line
 
 cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
-URL = "mqtt://127.0.0.1:1883"
 
 
 def mqttlab(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
@@ -30,7 +29,7 @@ def mqttlab(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
 
 def routing_of(data: dict):
     scenario = validate_scenario(data)
-    return check_routing(engine.compile_plan(scenario, URL))
+    return check_routing(plan_of(scenario))
 
 
 def problems_of(data: dict) -> list[str]:
@@ -53,7 +52,7 @@ def test_subscribers_follow_the_publish_topic_when_no_filter_is_given():
 def test_a_client_id_in_the_topic_pairs_subscriber_i_with_publisher_i():
     scenario = validate_scenario({"publishers": {"topic": "dev/%c/up"}})
     assert scenario.subscribers.filters == ["dev/mqttlab-pub-%i/up"]
-    routing = check_routing(engine.compile_plan(scenario, URL))
+    routing = check_routing(plan_of(scenario))
     assert routing.warnings == [] and routing.owed_per_message == 1.0
 
 
@@ -71,7 +70,7 @@ def test_payload_size_mapping_means_fixed_and_min_max_means_uniform():
 def test_a_message_count_runs_until_sent_and_measures_every_message():
     scenario = validate_scenario({"publishers": {"messages": 2000, "rate": 100}})
     assert scenario.load.duration is None and scenario.load.warmup == 0
-    assert engine.compile_plan(scenario, URL)["load"]["duration_ms"] == 0  # the engine's "no time limit"
+    assert plan_of(scenario)["load"]["duration_ms"] == 0  # the engine's "no time limit"
     assert validate_scenario({}).load.duration == 10.0 and validate_scenario({}).load.warmup == 2.0
 
 
@@ -85,7 +84,7 @@ def test_settings_that_cut_the_run_short_or_measure_nothing_are_refused():
 
 
 def test_the_plan_line_spells_out_the_total_rate():
-    line = plan_line(engine.compile_plan(validate_scenario({"publishers": {"rate": 100}}), URL))
+    line = plan_line(plan_of(validate_scenario({"publishers": {"rate": 100}})))
     assert "10 publishers × 100 msg/s = 1,000 msg/s for 10 s (2 s warm-up)" in line
 
 

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
-from mqttlab.scenario import ScenarioError, load_scenario, validate_scenario
+from mqttlab.planning import load_scenario, validate_scenario
+from mqttlab.scenario import ScenarioError
 
 cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent

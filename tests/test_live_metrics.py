@@ -18,10 +18,9 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mqttlab import engine
 from mqttlab.live.state import RunState
 from mqttlab.live.metrics import METRICS, MetricsServer, parse_address
-from mqttlab.scenario import validate_scenario
+from mqttlab.planning import plan_of, validate_scenario
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +113,7 @@ def test_a_busy_or_malformed_address_is_an_input_error():
 
 def exposed_names() -> set[str]:
     """Every sample name the exporter writes for a finished run inside a suite."""
-    plan = engine.compile_plan(validate_scenario({}), "mqtt://127.0.0.1:1883")
+    plan = plan_of(validate_scenario({}))
     state = RunState(plan, run="r", scenario="default", broker="rumqttd", owed_per_message=1.0)
     state.resources = type("Resources", (), {"current": lambda self: {"broker": {"cpu_cores": 0.1, "rss_bytes": 1e6}, "generator": {"cpu_cores": 0.2, "rss_bytes": 2e6}}})()
     snapshot = {"t_s": 1.0, "phase": "measuring", "connected": {"publishers": 10, "subscribers": 10},

@@ -16,7 +16,8 @@ import pytest
 
 from mqttlab import _engine
 from mqttlab.brokers import get_launcher
-from mqttlab.scenario import ScenarioError, validate_scenario
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import ScenarioError
 
 
 def plan(port: int, *, pubs=1, subs=1, topic="t/%i", filters=("t/%i",), qos=1, size=1, messages=100, rate=2000.0,
@@ -334,14 +335,13 @@ def test_closed_loop_and_deadline_settings_are_checked_together():
 
 
 def test_the_plan_carries_the_new_settings_only_when_asked():
-    from mqttlab.engine import compile_plan
+    from mqttlab.planning import plan_of
 
-    default = compile_plan(validate_scenario({}), "mqtt://127.0.0.1:1883")
+    default = plan_of(validate_scenario({}))
     assert "measure" not in default["publishers"] and "deadline_ms" not in default["load"]
-    asked = compile_plan(
+    asked = plan_of(
         validate_scenario({"publishers": {"payload": 1, "measure": "topic-sequence", "arrival": "closed", "think_time": "10ms",
                                           "complete_on": "delivery"}, "load": {"deadline": "30s", "grace": "30s"}}),
-        "mqtt://127.0.0.1:1883",
     )
     assert asked["publishers"]["measure"] == "topic-sequence"
     assert (asked["publishers"]["arrival"], asked["publishers"]["think_us"], asked["publishers"]["complete_on"]) == ("closed", 10_000, "delivery")

@@ -18,7 +18,7 @@ import pytest
 
 from mqttlab.netem import EmulatedNetwork, capability, names
 from mqttlab.netem.probe import bulk_transfer, ping
-from mqttlab.scenario import validate_scenario
+from mqttlab.planning import validate_scenario
 
 _missing = capability.detect().missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -104,7 +104,7 @@ def test_teardown_removes_namespace_and_interfaces(tmp_path):
 HOLDER = """
 import sys, time
 from mqttlab.netem import EmulatedNetwork
-from mqttlab.scenario import validate_scenario
+from mqttlab.planning import validate_scenario
 net = EmulatedNetwork(validate_scenario({"network": {"delay": "5ms", "method": "emulator"}}).network, sys.argv[1])
 net.start()
 print(net.namespace, net.host_veth, net.host_tun, net.emulator_pid(), flush=True)

@@ -7,10 +7,11 @@ import pytest
 
 from mqttlab.netem.capability import Capabilities
 from mqttlab.netem.commands import NetemError
-from mqttlab.engine import compile_plan, packet_sizes
+from mqttlab.engine import packet_sizes
 from mqttlab.netem.overhead import exchange_table
 from mqttlab.netem.shaping import choose_method, tbf_args
-from mqttlab.scenario import ScenarioError, load_scenario, scenario_to_yaml, validate_scenario
+from mqttlab.planning import load_scenario, plan_of, validate_scenario
+from mqttlab.scenario import ScenarioError, scenario_to_yaml
 
 
 def network(**spec):
@@ -84,7 +85,7 @@ def test_tbf_burst_holds_at_least_two_frames():
 
 def _sizes(topic: str, payload: int, qos: int) -> dict[str, int]:
     scenario = validate_scenario({"publishers": {"count": 1, "topic": topic, "qos": qos, "payload": payload, "measure": "topic-sequence"}})
-    return packet_sizes(compile_plan(scenario, "mqtt://127.0.0.1:1883"))
+    return packet_sizes(plan_of(scenario))
 
 
 def test_mqtt_sizes_per_qos_exchange_match_the_seed_tables():

@@ -23,7 +23,8 @@ from mqttlab.analysis.configuration import configuration, configuration_key, dif
 from mqttlab.reports import write_report_bundle
 from mqttlab.reports.rtt import rtt_figures
 from mqttlab.reports.sweep import sweep_figures
-from mqttlab.scenario import scenario_to_yaml, validate_scenario
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import scenario_to_yaml
 
 pytestmark = pytest.mark.slow
 

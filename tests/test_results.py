@@ -14,8 +14,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from mqttlab import results
-from mqttlab.engine import compile_plan
-from mqttlab.scenario import default_scenario, scenario_to_yaml
+from mqttlab.planning import default_scenario, plan_of
+from mqttlab.scenario import scenario_to_yaml
 
 
 def encoded(*values_us: int) -> str:
@@ -67,7 +67,7 @@ def write_example(directory: Path, status: str = "completed") -> Path:
         directory,
         manifest=manifest,
         scenario_yaml=scenario_to_yaml(scenario),
-        plan=compile_plan(scenario, "mqtt://127.0.0.1:1883"),
+        plan=plan_of(scenario),
         result=raw_result(),
         summary=summary,
         stats=hdr_stats,
@@ -79,7 +79,7 @@ def test_a_written_directory_reads_back_unchanged(tmp_path: Path):
     loaded = results.load_results(directory)
     assert loaded.result == raw_result()
     assert loaded.summary == {"status": "completed", "messages": {"sent": 30, "lost": 0}}
-    assert loaded.plan == compile_plan(default_scenario(), "mqtt://127.0.0.1:1883")
+    assert loaded.plan == plan_of(default_scenario())
     assert loaded.scenario["publishers"]["count"] == 10
     assert loaded.status == "completed"
 

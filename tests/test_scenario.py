@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqttlab.scenario import ScenarioError, default_scenario, load_scenario, scenario_to_yaml, validate_scenario
+from mqttlab.planning import default_scenario, load_scenario, validate_scenario
+from mqttlab.scenario import ScenarioError, scenario_to_yaml
 from mqttlab.scenario.units import format_duration, parse_duration, parse_size
 
 
@@ -286,11 +287,10 @@ def test_a_file_without_a_name_is_named_after_the_file(tmp_path: Path):
 
 
 def test_engine_threads_reach_the_plan_only_when_set():
-    from mqttlab import engine
+    from mqttlab.planning import plan_of
 
-    url = "mqtt://127.0.0.1:1883"
-    assert "threads" not in engine.compile_plan(validate_scenario({"broker": url}), url)["options"]
-    plan = engine.compile_plan(validate_scenario({"broker": url, "options": {"threads": 2}}), url)
+    assert "threads" not in plan_of(validate_scenario({}))["options"]
+    plan = plan_of(validate_scenario({"options": {"threads": 2}}))
     assert plan["options"]["threads"] == 2
 
 
@@ -298,13 +298,13 @@ def test_engine_threads_reach_the_plan_only_when_set():
 
 
 def test_round_trip_mode_compiles_into_the_plan_only_when_asked():
-    from mqttlab import engine
+    from mqttlab.planning import plan_of
 
-    data = {"broker": "mqtt://127.0.0.1:1883", "publishers": {"topic": "req/%i", "reply_filter": "rep/%i"},
+    data = {"publishers": {"topic": "req/%i", "reply_filter": "rep/%i"},
             "subscribers": {"filters": ["req/%i"], "echo_topic": "rep/%i"}}  # fmt: skip
-    plan = engine.compile_plan(validate_scenario(data), "mqtt://127.0.0.1:1883")
+    plan = plan_of(validate_scenario(data))
     assert plan["publishers"]["reply_filter"] == "rep/%i" and plan["subscribers"]["echo_topic"] == "rep/%i"
-    plain = engine.compile_plan(validate_scenario({"broker": "mqtt://127.0.0.1:1883"}), "mqtt://127.0.0.1:1883")
+    plain = plan_of(validate_scenario({}))
     assert "reply_filter" not in plain["publishers"] and "echo_topic" not in plain["subscribers"]
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mqttlab.scenario import default_scenario, load_scenario, scenario_json_schema
+from mqttlab.planning import default_scenario, load_scenario
+from mqttlab.scenario import scenario_json_schema
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))

@@ -11,8 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from mqttlab import engine
-from mqttlab.scenario import load_scenario
+from mqttlab.planning import bind_broker, load_scenario, plan_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "docs" / "schema"
@@ -25,7 +24,7 @@ def schema(name: str) -> dict:
 @pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_scenario_compiles_to_a_plan_the_engine_schema_allows(path):
     scenario = load_scenario(path)
-    plan = engine.compile_plan(scenario, "mqtt://127.0.0.1:1883")
+    plan = plan_of(scenario)  # as checked, before a broker is bound
     jsonschema.validate(plan, schema("run-plan"))
 
 
@@ -36,12 +35,13 @@ def test_mqtt_sn_tls_and_closed_loop_plans_fit_the_schema():
         {"publishers.arrival": "closed", "publishers.complete_on": "delivery", "publishers.messages": 10},
         {"load.deadline": "5s", "load.grace": "5s", "publishers.payload": {"dist": "uniform", "min": 16, "max": 64}},
     ):
-        plan = engine.compile_plan(load_scenario(None, overrides=overrides), "mqtts://127.0.0.1:8883")
+        scenario = load_scenario(None, overrides=overrides)
+        plan = bind_broker(plan_of(scenario), "mqtts://127.0.0.1:8883", scenario)
         jsonschema.validate(plan, schema("run-plan"))
 
 
 def test_the_schema_rejects_what_the_engine_rejects():
-    plan = engine.compile_plan(load_scenario(None), "mqtt://127.0.0.1:1883")
+    plan = plan_of(load_scenario(None))
     plan["publishers"]["no_such_field"] = 1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(plan, schema("run-plan"))

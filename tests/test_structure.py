@@ -75,6 +75,25 @@ def test_a_python_import_back_is_a_cycle_also_late_and_through_the_package_root(
     assert checker.cycles(checker.python_dependencies(package)) == [["pkg", "pkg.session"], ["pkg.cli.app", "pkg.cli.run"]]
 
 
+def test_importing_a_file_of_another_package_runs_its_init_so_a_loop_through_it_is_a_cycle(tmp_path):
+    # The loop the check once missed: the engine imports scenario.model (which runs scenario's
+    # __init__, which imports the rules), and the rules import the engine back, late.
+    package = tmp_path / "pkg"
+    (package / "scenario").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "scenario" / "__init__.py").write_text("from pkg.scenario.rules import check\n")
+    (package / "scenario" / "model.py").write_text("class Scenario: ...\n")
+    (package / "scenario" / "rules.py").write_text("from pkg.scenario.model import Scenario\n\ndef check():\n    from pkg.engine import compile\n")
+    (package / "engine.py").write_text("from pkg.scenario.model import Scenario\n")
+    checker = _checker()
+    graph = checker.python_dependencies(package)
+    assert "pkg.scenario" in graph["pkg.engine"]  # the package's __init__, not only the file
+    assert "pkg.scenario" not in graph["pkg.scenario.rules"]  # its own package's __init__ has run already
+    assert checker.cycles(graph) == [["pkg.engine", "pkg.scenario", "pkg.scenario.rules"]]
+    (package / "scenario" / "rules.py").write_text("from pkg.scenario.model import Scenario\n")
+    assert checker.cycles(checker.python_dependencies(package)) == []
+
+
 # --- the command's start ------------------------------------------------------------------------
 
 # What a command that only prints (its version, its help) must not import: the run path, the

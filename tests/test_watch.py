@@ -12,19 +12,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mqttlab import engine
 from mqttlab.cli import app as cli_app
 from mqttlab.engine import planned_load_s
 from mqttlab.live.state import RunState, format_seconds, suite_state, write_live
-from mqttlab.scenario import validate_scenario
+from mqttlab.planning import plan_of, validate_scenario
 
 cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
-URL = "mqtt://127.0.0.1:1883"
 
 
-def plan_of(data: dict) -> dict:
-    return engine.compile_plan(validate_scenario(data), URL)
+def plan_for(data: dict) -> dict:
+    return plan_of(validate_scenario(data))
 
 
 def snapshot(t: float, phase: str, sent: int) -> dict:
@@ -34,14 +32,14 @@ def snapshot(t: float, phase: str, sent: int) -> dict:
 
 
 def test_planned_load_follows_duration_or_message_count():
-    assert planned_load_s(plan_of({})) == 10.0
+    assert planned_load_s(plan_for({})) == 10.0
     # As the engine plans it: the last of 501 sends at 100 msg/s falls before 5.01 s, whatever its phase.
-    assert planned_load_s(plan_of({"publishers": {"messages": 501, "rate": 100}})) == 5.01
-    assert planned_load_s(plan_of({"publishers": {"messages": 10, "arrival": "closed"}})) is None
+    assert planned_load_s(plan_for({"publishers": {"messages": 501, "rate": 100}})) == 5.01
+    assert planned_load_s(plan_for({"publishers": {"messages": 10, "arrival": "closed"}})) is None
 
 
 def test_run_state_counts_progress_time_left_and_backlog_from_the_snapshots():
-    state = RunState(plan_of({"publishers": {"rate": 100}, "load": {"duration": "10s", "grace": "2s"}}), run="r", scenario="s", broker="b")
+    state = RunState(plan_for({"publishers": {"rate": 100}, "load": {"duration": "10s", "grace": "2s"}}), run="r", scenario="s", broker="b")
     state.update(snapshot(1.0, "warmup", 10))  # 10 publishers' first sends: the load started about now
     state.update(snapshot(5.0, "measuring", 4010))
     progress = state.progress()
@@ -58,7 +56,7 @@ def test_suite_state_counts_runs_and_estimates_the_time_left(tmp_path: Path):
     runs = [{"id": f"c/rumqttd/rep-{i}", "directory": f"runs/c/rumqttd/rep-{i}", "scenario": short, "status": status, **extra}
             for i, (status, extra) in enumerate([("completed", {"seconds": 10.0}), ("pending", {}), ("pending", {})], start=1)]
     (tmp_path / "runs.json").write_text(json.dumps({"runs": runs}))
-    live = RunState(plan_of(short), run="rep-2", scenario="c", broker="rumqttd", directory=tmp_path / runs[1]["directory"])
+    live = RunState(plan_for(short), run="rep-2", scenario="c", broker="rumqttd", directory=tmp_path / runs[1]["directory"])
     live.update(snapshot(1.0, "warmup", 10))
     live.update(snapshot(3.0, "measuring", 2010))  # 2 s of 4 done, 2 s grace left after
     state = suite_state(tmp_path)

@@ -21,8 +21,8 @@ import yaml
 
 import mqttlab
 from mqttlab.brokers import RunningBroker, get_launcher
-from mqttlab.engine import compile_plan
-from mqttlab.scenario import ScenarioError, validate_scenario
+from mqttlab.planning import bind_broker, plan_of, validate_scenario
+from mqttlab.scenario import ScenarioError
 from test_brokers_launchers import KNOWN_RACES, ensure_installed  # tests/ is on sys.path (no package)
 
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
@@ -45,12 +45,14 @@ LOAD = {"publishers.count": 5, "subscribers.count": 5, "publishers.topic": "ws/%
 ])
 def test_websocket_urls_compile_to_the_plans_broker_with_its_path(url: str, port: int, path: str, tls: bool) -> None:
     scenario = validate_scenario({"broker": url, **({"tls": {"insecure": True}} if tls else {})})
-    broker = compile_plan(scenario, url)["broker"]
+    assert plan_of(scenario)["broker"]["websocket"] == {"path": path}  # known before the broker is up
+    broker = bind_broker(plan_of(scenario), url, scenario)["broker"]
     assert (broker["port"], broker["websocket"], broker["tls"] is not None) == (port, {"path": path}, tls)
 
 
 def test_plain_mqtt_plans_stay_without_a_websocket_key() -> None:
-    assert "websocket" not in compile_plan(validate_scenario({}), "mqtt://127.0.0.1:1883")["broker"]
+    scenario = validate_scenario({})
+    assert "websocket" not in bind_broker(plan_of(scenario), "mqtt://127.0.0.1:1883", scenario)["broker"]
 
 
 @pytest.mark.parametrize("settings, problem", [

@@ -10,9 +10,12 @@ def run_shard(plan_json: str, progress: Optional[Callable[[str], None]] = None) 
 
     Releases the GIL while the load runs. `progress` is called with a JSON snapshot every
     `options.progress_interval_ms`. Ctrl-C stops the run cleanly: the partial result comes back
-    with status "interrupted" (no exception). Invalid plans raise ValueError; a broker that cannot
-    be reached at all raises ConnectionError with a one-line reason; a host that cannot open the
-    shard's connections (file limit) raises OSError saying what to change."""
+    with status "interrupted" (no exception). Invalid plans (a plan without a broker address
+    among them) raise ValueError; a broker that cannot be reached at all raises ConnectionError
+    with a one-line reason; a host that cannot open the shard's connections (file limit) raises
+    OSError saying what to change. Each carries `details`, JSON for programs: `kind` (`plan`,
+    `host`, or the connect failure's: `refused`, `tls`, `not_mqtt`, `connack`, ...) and its
+    fields (`first_byte`, `connack_code`, `certificate`)."""
 
 def ensure_open_files(connections: int) -> None:
     """Raises this process's open-file limit (RLIMIT_NOFILE) so that `connections` sockets and a

@@ -1,27 +1,24 @@
-"""The one door to the compiled engine (`mqttlab._engine`, imported here only): compiles a Scenario
-into a RunPlan, splits plans into shards, runs one shard and summarizes it, and answers what the
-engine knows (template expansion, topic matching, the receivers a plan owes) so that Python never
-recodes it. Everything structured crosses the boundary as JSON text."""
+"""The one door to the compiled engine (`mqttlab._engine`, imported here only): splits plans into
+shards, runs one shard and summarizes it, and answers what the engine knows (a plan's problems,
+template expansion, topic matching, the receivers a plan owes) so that Python never recodes it.
+Everything structured crosses the boundary as JSON text, errors as data (their `details`).
+Plans come from mqttlab.planning."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from mqttlab.plan_types import BrokerTarget, Load, MqttSnTransport, Options, PayloadSize, Publishers, RunPlan, TlsOptions
-from mqttlab.scenario.model import Scenario
-from mqttlab.scenario.fields import TLS_SCHEMES, split_url, websocket_path
+from mqttlab.plan_types import RunPlan
+from mqttlab.scenario.fields import BrokerAddress
 
 Plan = RunPlan
 ProgressCallback = Callable[[dict[str, Any]], None]
-
-PROTOCOL_LEVEL = {3: 4, 5: 5}  # the scenario says 3 for MQTT 3.1.1, the wire says 4
 
 
 class EngineUnavailable(RuntimeError):
@@ -36,12 +33,34 @@ class HostCannotRun(RuntimeError):
     """This host cannot give the run what it needs (file descriptors for its connections)."""
 
 
-class BrokerUnreachable(ConnectionError):
-    """The broker could not be reached or refused before any load was sent."""
+@dataclass(frozen=True)
+class ConnectFailure:
+    """Why the engine's clients could not connect, as the engine says it: `details` for programs
+    (`kind`, and fields such as `first_byte`, `connack_code`, `certificate`: conn.rs ConnectError),
+    `message` for people. Plain data, so it crosses to and from Dask workers as it is."""
 
-    def __init__(self, url: str, reason: str) -> None:
+    message: str
+    details: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.details.get("kind", "io"))
+
+    @classmethod
+    def of(cls, error: BaseException) -> "ConnectFailure":
+        """The failure the compiled engine raised (its `details` attribute, JSON)."""
+        details = getattr(error, "details", None)
+        return cls(str(error), json.loads(details) if isinstance(details, str) else {})
+
+
+class BrokerUnreachable(ConnectionError):
+    """The broker could not be reached or refused before any load was sent; `kind` is the
+    engine's name for why (ConnectFailure.kind)."""
+
+    def __init__(self, url: str, reason: str, kind: str = "io") -> None:
         self.url = url
         self.reason = reason
+        self.kind = kind
         super().__init__(f"cannot connect to {url}: {reason}")
 
 
@@ -116,138 +135,8 @@ def smc_profile_run(config: dict[str, Any], progress: Optional[Callable[[str], N
 def run_shard_raw(plan_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
     """Runs one shard and returns its raw result (JSON) without summarizing it, for a shard whose
     result is merged with others' (a Dask worker). Exceptions are the engine's own
-    (ConnectionError, OSError, ValueError): see `run` for what each means."""
+    (ConnectionError, OSError, ValueError, each with its `details`): `run` says what each means."""
     return str(load_engine().run_shard(plan_json, progress))
-
-
-def compile_plan(scenario: Scenario, broker_url: str, *, progress_interval_ms: int = 1000) -> Plan:
-    """The RunPlan for `scenario` against the broker at `broker_url` (mqtt://, mqtts://, ws:// or
-    wss://), covering every client (one shard)."""
-    scheme, host, port = split_url(broker_url)
-    path = websocket_path(broker_url)
-    pubs, subs, load = scenario.publishers, scenario.subscribers, scenario.load
-    # Scenario's after-validator fills in both from the other settings.
-    assert subs.filters is not None and load.warmup is not None
-    broker: BrokerTarget = {"host": host, "port": port, "tls": _tls(scenario) if scheme in TLS_SCHEMES else None}
-    if path:
-        broker["websocket"] = {"path": path}
-    publishers: Publishers = {
-        "count": pubs.count,
-        "client_id": pubs.client_id,
-        "topic": pubs.topic,
-        "qos": pubs.qos,
-        "retain": pubs.retain,
-        "rate": float(pubs.rate),
-        "arrival": pubs.arrival,
-        "messages": pubs.messages,
-        "payload": _payload(pubs.payload.model_dump()),
-        "inflight": pubs.inflight,
-    }
-    # Absent keys keep the engine's defaults (header, open loop), so plans stay as they were.
-    if pubs.measure != "header":
-        publishers["measure"] = pubs.measure
-    if pubs.arrival == "closed":
-        publishers["think_us"] = round(pubs.think_time * 1e6)
-        publishers["complete_on"] = pubs.complete_on
-    # 0 = no time limit: the run ends when every publisher sent its messages.
-    load_plan: Load = {"duration_ms": _ms(load.duration) if load.duration is not None else 0, "warmup_ms": _ms(load.warmup),
-                       "grace_ms": _ms(load.grace), "connect_rate": float(load.connect_rate), "seed": load.seed}
-    if load.deadline is not None:
-        load_plan["deadline_ms"] = _ms(load.deadline)
-    options: Options = {"record_latency": scenario.options.record_latency, "reconnect": scenario.options.reconnect,
-                        "progress_interval_ms": progress_interval_ms}
-    if scenario.options.timer_resolution:
-        options["timer_resolution_us"] = round(scenario.options.timer_resolution * 1e6)
-    if scenario.options.send_ahead:
-        options["send_ahead_us"] = round(scenario.options.send_ahead * 1e6)
-    if scenario.options.threads:
-        options["threads"] = scenario.options.threads
-    if scenario.options.submission != "direct":
-        options["submission"] = scenario.options.submission
-    plan: Plan = {
-        "broker": broker,
-        "mqtt": {
-            "version": PROTOCOL_LEVEL[scenario.mqtt.version],
-            "username": scenario.mqtt.username,
-            "password": scenario.mqtt.password,
-            "keepalive_s": int(scenario.mqtt.keepalive),
-            "clean_start": scenario.mqtt.clean_start,
-            "session_expiry_s": int(scenario.mqtt.session_expiry),
-            "connect_timeout_ms": _ms(scenario.mqtt.connect_timeout),
-        },
-        "publishers": publishers,
-        "subscribers": {
-            "count": subs.count,
-            "client_id": subs.client_id,
-            "filters": list(subs.filters),
-            "qos": subs.qos if subs.qos is not None else pubs.qos,
-        },
-        "load": load_plan,
-        "shard": {"publishers": [0, pubs.count], "subscribers": [0, subs.count]},
-        "options": options,
-    }
-    # Round-trip mode (the engine's rules want both halves); absent keeps plans as they were.
-    if pubs.reply_filter is not None:
-        plan["publishers"]["reply_filter"] = pubs.reply_filter
-    if subs.echo_topic is not None:
-        plan["subscribers"]["echo_topic"] = subs.echo_topic
-    if scenario.transport.kind == "mqtt-sn":
-        # Absent means MQTT, so plans of MQTT runs stay as they were.
-        plan["transport"] = _sn_transport(scenario)
-    return plan
-
-
-def single_process_problem(scenario: Scenario) -> Optional[str]:
-    """Why the scenario's measurement needs all its clients in one engine process (shards on
-    other processes or hosts cannot do it), or None. The engine refuses such a shard too."""
-    pubs = scenario.publishers
-    if pubs.measure == "topic-sequence":
-        return "publishers.measure: topic-sequence looks up each message's send record in the engine process that sent it"
-    if pubs.arrival == "closed" and pubs.complete_on == "delivery":
-        return "publishers.complete_on: delivery needs the subscribers in the publishers' engine process"
-    return None
-
-
-def _tls(scenario: Scenario) -> TlsOptions:
-    return {
-        "ca_file": _path_text(scenario.tls.ca),
-        "cert_file": _path_text(scenario.tls.cert),
-        "key_file": _path_text(scenario.tls.key),
-        "insecure": scenario.tls.insecure,
-        "server_name": scenario.tls.server_name,
-    }
-
-
-def _sn_transport(scenario: Scenario) -> MqttSnTransport:
-    """The plan's MQTT-SN transport; the plan's broker host/port are then the gateway's UDP address."""
-    t = scenario.transport
-    return {
-        "kind": "mqtt-sn",
-        "topic_ids": t.topic_ids,
-        "predefined": {str(k): v for k, v in t.predefined.items()},
-        "retry_ms": _ms(t.retry),
-        "retries": t.retries,
-        "qos_minus_one": t.qos_minus_one,
-    }
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
-
-
-def _path_text(path: Any) -> Optional[str]:
-    return None if path is None else str(path)
-
-
-def _payload(spec: dict[str, Any]) -> PayloadSize:
-    kind = spec["dist"]
-    if kind == "fixed":
-        return {"dist": "fixed", "size": int(spec["size"])}
-    if kind == "uniform":
-        return {"dist": "uniform", "min": int(spec["min"]), "max": int(spec["max"])}
-    if kind == "normal":
-        return {"dist": "normal", "mean": float(spec["mean"]), "std": float(spec["std"])}
-    return {"dist": "exponential", "mean": float(spec["mean"])}
 
 
 def planned_load_s(plan: Mapping[str, Any]) -> Optional[float]:
@@ -348,7 +237,7 @@ def run(plan: Plan, progress: Optional[ProgressCallback] = None, *, broker_url: 
         with _pinned(cpus):
             result_json = run_shard_raw(plan_json, forward if progress is not None else None)
     except ConnectionError as error:
-        raise unreachable(plan, str(error), broker_url) from None
+        raise unreachable(plan, ConnectFailure.of(error), broker_url) from None
     except OSError as error:  # after ConnectionError, its subclass
         raise HostCannotRun(str(error)) from None
     except ValueError as error:
@@ -380,51 +269,48 @@ def histogram_stats(encoded: str) -> dict[str, Any]:
     return json.loads(load_engine().histogram_stats(encoded))
 
 
-def unreachable(plan: Plan, message: str, broker_url: Optional[str] = None) -> BrokerUnreachable:
-    """The BrokerUnreachable for the engine's connect failure `message` on `plan` (at `broker_url`,
-    else the plan's own address), said in the user's terms with what to do."""
+def unreachable(plan: Plan, failure: ConnectFailure, broker_url: Optional[str] = None) -> BrokerUnreachable:
+    """The BrokerUnreachable for the engine's connect `failure` on `plan` (at `broker_url`, else
+    the plan's own address), said in the user's terms with what to do."""
     url = broker_url or _plan_url(plan)
-    return BrokerUnreachable(url, _reason(message, url, mqtt5=plan["mqtt"]["version"] == 5))
+    return BrokerUnreachable(url, _reason(failure, url, mqtt5=plan["mqtt"]["version"] == 5), failure.kind)
 
 
 def _plan_url(plan: Plan) -> str:
     broker = plan["broker"]
     websocket = broker.get("websocket")
-    if websocket:
-        return f"{'wss' if broker.get('tls') else 'ws'}://{broker['host']}:{broker['port']}{websocket['path']}"
-    scheme = "mqtts" if broker.get("tls") else "mqtt"
-    return f"{scheme}://{broker['host']}:{broker['port']}"
+    scheme = ("wss" if broker.get("tls") else "ws") if websocket else ("mqtts" if broker.get("tls") else "mqtt")
+    return BrokerAddress(scheme, str(broker.get("host")), int(broker.get("port") or 0), websocket["path"] if websocket else None).url
 
 
-def _reason(message: str, url: str, mqtt5: bool = False) -> str:
+def _reason(failure: ConnectFailure, url: str, mqtt5: bool = False) -> str:
     # The engine's one-line reason may already name the address; don't say it twice.
-    text = message.strip().splitlines()[0] if message.strip() else "connection failed"
+    message = failure.message.strip()
+    text = message.splitlines()[0] if message else "connection failed"
     for prefix in (f"cannot connect to {url}:", "cannot connect:"):
         if text.lower().startswith(prefix.lower()):
             text = text[len(prefix):].strip()
-    return _with_remedy(text, url, mqtt5)
+    return _with_remedy(failure, text, url, mqtt5)
 
 
 # What the first byte of a peer that is not an MQTT broker usually is.
 _FOREIGN_FIRST_BYTES = {ord("H"): "looks like HTTP", 0x15: "a TLS alert: it speaks TLS, use mqtts://", 0x16: "a TLS handshake: it speaks TLS, use mqtts://"}
 
 
-def _with_remedy(text: str, url: str, mqtt5: bool) -> str:
-    """The engine's connect failure said in the user's terms, with what to do about it: a peer
-    that is not MQTT (its first byte read back from the decoder's complaint), a broker that does
-    not speak MQTT 5, a certificate signed by a CA the client was not given."""
-    flags = re.search(r"invalid fixed header flags 0x([0-9a-f]+) for packet type (\d+)", text)
-    if flags:
-        first = int(flags.group(2)) << 4 | int(flags.group(1), 16)
-        like = _FOREIGN_FIRST_BYTES.get(first) or (f"first byte {chr(first)!r}" if 32 < first < 127 else f"first byte {first:#04x}")
-        return f"the peer at {url} answered with something that is not MQTT ({like}); is it an MQTT broker's port? ({text})"
-    if re.search(r"invalid packet type 0\b", text):
-        return f"the peer at {url} answered with something that is not MQTT; is it an MQTT broker's port? ({text})"
-    if mqtt5 and re.search(r"reason code 0x1 is not valid in packet type 2", text):
+def _with_remedy(failure: ConnectFailure, text: str, url: str, mqtt5: bool) -> str:
+    """The engine's connect failure said in the user's terms, with what to do about it, chosen by
+    its kind and fields: a peer that is not MQTT (what its first byte looks like), a broker that
+    does not speak MQTT 5, a certificate signed by a CA the client was not given."""
+    kind, details = failure.kind, failure.details
+    if kind == "not_mqtt":
+        first = details.get("first_byte")
+        like = "" if first is None else " (" + (_FOREIGN_FIRST_BYTES.get(first) or (f"first byte {chr(first)!r}" if 32 < first < 127 else f"first byte {first:#04x}")) + ")"
+        return f"the peer at {url} answered with something that is not MQTT{like}; is it an MQTT broker's port? ({text})"
+    if mqtt5 and kind in ("protocol", "connack") and details.get("connack_code") == 1:
         return (f"the broker refused MQTT 5 with MQTT 3.1.1's 'unacceptable protocol version': it does not speak MQTT 5; "
                 f"use --mqtt-version 3 (mqtt.version: 3) ({text})")
-    if mqtt5 and "closed the connection before CONNACK" in text:
+    if mqtt5 and kind == "closed":
         return f"{text}; if it does not speak MQTT 5, use --mqtt-version 3 (mqtt.version: 3)"
-    if "unknown CA" in text:
+    if kind == "tls" and details.get("certificate") == "unknown_issuer":
         return f"{text}; give its CA with --ca FILE (tls.ca), or --insecure (tls.insecure) to skip verification"
     return text

@@ -30,8 +30,9 @@ class LoadRefused(RunFailed):
     given by URL, is not there). A broker mqttlab launched was up and answering before the load,
     so from one it is the broker's own refusal, a limit a capacity search can find."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: str = "io") -> None:
         super().__init__(message, Exit.UNREACHABLE)
+        self.kind = kind  # the engine's name for why (engine.ConnectFailure.kind)
 
 
 def exit_code_for(summary: dict[str, Any]) -> Exit:

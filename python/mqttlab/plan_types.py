@@ -2,7 +2,7 @@
 whose JSON Schema is docs/schema/run-plan.schema.json. The TypedDicts below mirror that schema
 key for key, required keys in the base classes and the keys with an engine default in the
 `total=False` ones (tests/test_schemas.py fails when they drift apart), so mypy checks the keys
-code reads from a plan (`engine.compile_plan` returns one)."""
+code reads from a plan (`planning.plan_of` returns one)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,10 @@ class WebSocketOptions(TypedDict, total=False):
     path: str
 
 
-class _BrokerTarget(TypedDict):
+class BrokerTarget(TypedDict, total=False):
+    # Absent until the broker is up (planning.bind_broker); a run needs both.
     host: str
     port: int
-
-
-class BrokerTarget(_BrokerTarget, total=False):
     tls: Optional[TlsOptions]
     websocket: Optional[WebSocketOptions]
 

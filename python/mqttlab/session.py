@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
-from mqttlab import engine, results
+from mqttlab import engine, planning, results
 from mqttlab._version import VERSION
 from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
 from mqttlab.exits import Exit, LoadRefused, RunFailed, exit_code_for
 from mqttlab.live.state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
-from mqttlab.scenario import Scenario, load_scenario, scenario_to_yaml
+from mqttlab.planning import load_scenario
+from mqttlab.scenario import Scenario, scenario_to_yaml
 from mqttlab.summary_view import plan_line
 from mqttlab.summary_types import Summary, add_section, typed
 
@@ -181,10 +182,8 @@ def _probe_writable(directory: Path) -> None:
 
 
 def routing_of(scenario: Scenario) -> RoutingCheck:
-    """How the scenario's publishers and subscribers meet. The plan's topics do not depend on
-    where the broker is, so any address will do here."""
-    plan = engine.compile_plan(scenario, "mqtt://127.0.0.1:1883")
-    return check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
+    """How the scenario's publishers and subscribers meet, read from its plan (no broker needed)."""
+    return check_routing(planning.plan_of(scenario), followed=scenario.defaults_followed.get("subscribers.filters"))
 
 
 def execute(scenario: Scenario, directory: Path, **options: Any) -> RunResult:
@@ -238,7 +237,9 @@ def _run_into(
     `routing` is the check already shown (else made here); the rest are `mqttlab run`'s options."""
     started_at = dt.datetime.now(dt.timezone.utc)
     with bring_up(scenario, directory, dask=dask, capture=capture, starting=starting) as env:
-        plan = engine.compile_plan(env.scenario, env.url)
+        # The plan its check compiled, bound to the broker now that it is up (env.scenario adds
+        # what the running broker asks of its clients: its login, its CA).
+        plan = planning.bind_broker(planning.plan_of(scenario), env.url, env.scenario)
         if dask is None:
             _spread_source_addresses(plan)
         if routing is None:
@@ -253,7 +254,7 @@ def _run_into(
             with env.measuring(), (display or _no_display)(header, state) as show:
                 outcome = _execute(plan, _observed(state, show, env), env.url, dask, source_addresses, scenario.options.generator_cpus)
         except engine.BrokerUnreachable as error:
-            raise LoadRefused(f"error: {error}") from None
+            raise LoadRefused(f"error: {error}", error.kind) from None
         except engine.HostCannotRun as error:
             raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
         except engine.PlanRejected as error:

@@ -64,7 +64,7 @@ fn connect_failed(ctx: &WorkerCtx, e: &ConnectError, is_publisher: bool) {
         st.connections.subscribers_failed += 1;
     }
     st.error(&format!("connect_{}", e.kind), &e.message);
-    ctx.shared.set_first_error(e.message.clone());
+    ctx.shared.set_first_error(e.clone());
     WorkerShared::inc(&ctx.shared.connect_failed);
 }
 
@@ -117,7 +117,7 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
     if let Err(msg) = p.read(&ctx) {
         let msg = format!("{}: {msg}", p.client_id);
         ctx.stats.borrow_mut().error("protocol", &msg);
-        ctx.shared.set_first_error(msg);
+        ctx.shared.set_first_error(ConnectError::new("protocol", msg));
         WorkerShared::inc(&ctx.shared.connect_failed);
         return p.out.conn.close().await;
     }
@@ -317,7 +317,8 @@ async fn finish_connection(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, los
         }
     }
     if lost {
-        ctx.shared.set_first_error(format!("connection to {} lost ({client_id}): the broker closed the connection", ctx.target.url));
+        let message = format!("connection to {} lost ({client_id}): the broker closed the connection", ctx.target.url);
+        ctx.shared.set_first_error(ConnectError::new("lost", message));
         WorkerShared::inc(&ctx.shared.connections_lost);
     } else {
         conn.close().await;
@@ -472,7 +473,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             ctx.stats.borrow_mut().error("protocol", &msg);
             if !sub.ready {
                 // A refused subscription or a broken broker: the run cannot measure what was asked.
-                ctx.shared.set_first_error(msg);
+                ctx.shared.set_first_error(ConnectError::new("subscribe", msg));
                 ctx.stats.borrow_mut().connections.subscribers_failed += 1;
                 WorkerShared::inc(&ctx.shared.connect_failed);
                 conn.close().await;

@@ -10,6 +10,7 @@ use crate::submit::{Outbox, Submitter};
 use crate::websocket::WebSocket;
 use bytes::{Buf, BufMut, BytesMut};
 use mqttlab_codec::{decode, encode, ConnAck, Connect, DecodeError, Packet, Properties, Protocol};
+use serde::Serialize;
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -76,14 +77,15 @@ pub struct Target {
 impl Target {
     pub async fn resolve(plan: &RunPlan) -> Result<Arc<Target>, ConnectError> {
         let b = &plan.broker;
+        let (host, port) = b.address().expect("run::start refuses a plan without a broker address");
         let path = b.websocket.as_ref().map(|w| w.path.as_str());
         let url = match (b.tls.is_some(), path) {
-            (false, None) => format!("mqtt://{}:{}", b.host, b.port),
-            (true, None) => format!("mqtts://{}:{}", b.host, b.port),
-            (false, Some(p)) => format!("ws://{}:{}{p}", b.host, b.port),
-            (true, Some(p)) => format!("wss://{}:{}{p}", b.host, b.port),
+            (false, None) => format!("mqtt://{host}:{port}"),
+            (true, None) => format!("mqtts://{host}:{port}"),
+            (false, Some(p)) => format!("ws://{host}:{port}{p}"),
+            (true, Some(p)) => format!("wss://{host}:{port}{p}"),
         };
-        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((b.host.as_str(), b.port)).await {
+        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((host, port)).await {
             Ok(a) => a.collect(),
             Err(e) => return Err(ConnectError::new("dns", format!("cannot connect to {url}: unknown host ({e})"))),
         };
@@ -94,7 +96,7 @@ impl Target {
             None => None,
             Some(opts) => {
                 let cfg = crate::tls::client_config(opts).map_err(|e| ConnectError::new("tls_config", e))?;
-                let name = opts.server_name.clone().unwrap_or_else(|| b.host.clone());
+                let name = opts.server_name.clone().unwrap_or_else(|| host.to_string());
                 let server_name = ServerName::try_from(name.clone())
                     .map_err(|_| ConnectError::new("tls_config", format!("tls.server_name: {name:?} is not a valid name")))?;
                 Some((TlsConnector::from(cfg), server_name))
@@ -102,22 +104,58 @@ impl Target {
         };
         let protocol = if plan.mqtt.version == 5 { Protocol::V5 } else { Protocol::V311 };
         // The Host header: an IPv6 literal in brackets, as in a URL (RFC 7230 §5.4).
-        let host = if b.host.contains(':') { format!("[{}]", b.host) } else { b.host.clone() };
-        let websocket = b.websocket.as_ref().map(|w| (format!("{host}:{}", b.port), w.path.clone()));
+        let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+        let websocket = b.websocket.as_ref().map(|w| (format!("{host}:{port}"), w.path.clone()));
         Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
     }
 }
 
-#[derive(Debug, Clone)]
+/// Why a client could not connect, as data for programs (`kind` and the fields that tell the
+/// cases of a kind apart) beside the one-line `message` for people: the Python front chooses its
+/// remedy from these, never by reading the message.
+#[derive(Debug, Clone, Serialize)]
 pub struct ConnectError {
+    /// `dns`, `tls_config`, `refused`, `unreachable`, `timeout`, `tls`, `websocket`, `io`,
+    /// `not_mqtt` (the peer's first packet is none an MQTT broker sends), `protocol`, `closed`
+    /// (before CONNACK), `connack` (refused by its code), `subscribe`, `lost` (before the load);
+    /// over MQTT-SN `udp`, `register` and `connack`.
     pub kind: &'static str,
+    /// The reason for people (the exception's message in Python; not among the details).
+    #[serde(skip_serializing)]
     pub message: String,
+    /// The first byte the peer answered with, when that answer was no CONNACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte: Option<u8>,
+    /// The CONNACK's return or reason code, also one the protocol version does not define (a
+    /// 3.1.1 broker's 0x01 "unacceptable protocol version" read as MQTT 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connack_code: Option<u8>,
+    /// A TLS certificate's fault: `unknown_issuer`, `not_valid_for_name`, `expired`, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<&'static str>,
 }
 
 impl ConnectError {
     pub fn new(kind: &'static str, message: String) -> ConnectError {
-        ConnectError { kind, message }
+        ConnectError { kind, message, first_byte: None, connack_code: None, certificate: None }
     }
+}
+
+/// The first answer could not be decoded: a CONNACK the protocol version does not allow (its code
+/// kept), or a peer that does not speak MQTT at all (its first byte kept, to say what it is).
+fn unreadable_answer(url: &str, answer: &[u8], e: DecodeError) -> ConnectError {
+    const CONNACK: u8 = 2;
+    let first = answer.first().copied();
+    let mut error = match first {
+        Some(byte) if byte >> 4 == CONNACK => ConnectError::new("protocol", format!("cannot connect to {url}: malformed CONNACK: {e}")),
+        _ => ConnectError::new("not_mqtt", format!("cannot connect to {url}: the answer is not MQTT: {e}")),
+    };
+    error.first_byte = first;
+    // CONNACK: fixed header, remaining length (2 or more, one byte), flags, then the code.
+    if first.map(|b| b >> 4) == Some(CONNACK) && answer.len() > 3 {
+        error.connack_code = Some(answer[3]);
+    }
+    error
 }
 
 /// Durations of the connection's steps, in µs.
@@ -241,7 +279,11 @@ impl Conn {
             None => (Stream::Tcp(tcp), None),
             Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
                 Ok(s) => (Stream::Tls(Box::new(s)), Some((now_ns() - t1) / 1000)),
-                Err(e) => return Err(ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e)))),
+                Err(e) => {
+                    let mut error = ConnectError::new("tls", format!("cannot connect to {url}: {}", crate::tls::describe_error(&e)));
+                    error.certificate = crate::tls::certificate_fault(&e);
+                    return Err(error);
+                }
             },
         };
         let t_ws = now_ns();
@@ -275,13 +317,15 @@ impl Conn {
         let io_err = |e: io::Error| ConnectError::new("io", format!("cannot connect to {url}: {e}"));
         conn.flush().await.map_err(io_err)?;
         let ack = loop {
+            // Decoding consumes an invalid packet: its first bytes are kept to say what it was.
+            let head: Vec<u8> = conn.rbuf.iter().take(4).copied().collect();
             match conn.next_packet() {
                 Ok(Some(Packet::ConnAck(a))) => break a,
                 Ok(Some(other)) => {
                     return Err(ConnectError::new("protocol", format!("cannot connect to {url}: broker sent {} before CONNACK", packet_name(&other))))
                 }
                 Ok(None) => {}
-                Err(e) => return Err(ConnectError::new("protocol", format!("cannot connect to {url}: malformed CONNACK: {e}"))),
+                Err(e) => return Err(unreadable_answer(url, &head, e)),
             }
             match conn.io().await {
                 Ok(IoEvent::Read(0)) => {
@@ -292,10 +336,12 @@ impl Conn {
             }
         };
         if ack.code != 0 {
-            return Err(ConnectError::new(
+            let mut error = ConnectError::new(
                 "connack",
                 format!("broker {url} refused the connection: CONNACK reason {:#04x} ({})", ack.code, connack_reason(protocol, ack.code)),
-            ));
+            );
+            error.connack_code = Some(ack.code);
+            return Err(error);
         }
         conn.broker_max_packet = ack.properties.maximum_packet_size;
         conn.broker_receive_max = ack.properties.receive_maximum;

@@ -87,8 +87,12 @@ fn topic_id_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::collectio
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BrokerTarget {
-    pub host: String,
-    pub port: u16,
+    /// Where the broker is: absent while the plan is checked before the broker is up, bound
+    /// (with `port`) once it is; a run needs both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     #[serde(default)]
     pub tls: Option<TlsOptions>,
     /// MQTT over WebSocket (ws://, or wss:// with `tls`): the upgrade's path. Absent = MQTT
@@ -108,6 +112,13 @@ pub struct WebSocketOptions {
 /// The path a broker's WebSocket listener serves MQTT on when the URL names none (Mosquitto,
 /// HiveMQ, EMQX, NanoMQ and RabbitMQ's web-mqtt all use it).
 pub const DEFAULT_WEBSOCKET_PATH: &str = "/mqtt";
+
+impl BrokerTarget {
+    /// The broker's host and port, once bound.
+    pub fn address(&self) -> Option<(&str, u16)> {
+        Some((self.host.as_deref()?, self.port?))
+    }
+}
 
 fn default_ws_path() -> String {
     DEFAULT_WEBSOCKET_PATH.to_string()

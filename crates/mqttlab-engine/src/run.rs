@@ -2,7 +2,7 @@
 //! (connect → run → drain → close), publishes progress, and assembles the raw result.
 use crate::accounting::UnitTable;
 use crate::clock::{now_ns, process_cpu_s, unix_now_ns};
-use crate::conn::Target;
+use crate::conn::{ConnectError, Target};
 use crate::context::{Ctl, Phase};
 use crate::histogram::{self, Hist};
 use crate::plan::RunPlan;
@@ -20,15 +20,29 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub enum RunError {
     Plan(String),
-    Connect(String),
+    /// The clients could not connect; the first failure, with its kind.
+    Connect(ConnectError),
     /// This host cannot give the shard what it needs (file descriptors for its connections).
     Host(String),
+}
+
+impl RunError {
+    /// The error as data for programs: `kind` (`plan`, `host`, or the connect failure's own kind)
+    /// and the fields that go with it; the message is `Display`'s.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            RunError::Plan(_) => serde_json::json!({"kind": "plan"}),
+            RunError::Host(_) => serde_json::json!({"kind": "host"}),
+            RunError::Connect(e) => serde_json::to_value(e).expect("a connect error serialises"),
+        }
+    }
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Plan(m) | RunError::Connect(m) | RunError::Host(m) => f.write_str(m),
+            RunError::Plan(m) | RunError::Host(m) => f.write_str(m),
+            RunError::Connect(e) => f.write_str(&e.message),
         }
     }
 }
@@ -92,6 +106,9 @@ impl RunHandle {
 
 pub fn start(plan: RunPlan) -> Result<RunHandle, RunError> {
     plan.validate().map_err(RunError::Plan)?;
+    if plan.broker.address().is_none() {
+        return Err(RunError::Plan("the plan has no broker address: bind one when the broker is up (broker.host, broker.port)".into()));
+    }
     crate::limits::ensure_open_files(plan.shard_connections()).map_err(RunError::Host)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
@@ -254,7 +271,7 @@ fn hostname() -> String {
 /// How the connect step ended.
 enum Connected {
     All,
-    Failed(String),
+    Failed(ConnectError),
     Interrupted,
 }
 
@@ -272,7 +289,7 @@ const LOAD_POLL: Duration = Duration::from_millis(25);
 
 impl Coordinator {
     /// The first error a client reported, for the run's one-line reason.
-    fn first_error(&self) -> Option<String> {
+    fn first_error(&self) -> Option<ConnectError> {
         self.shared.iter().find_map(|s| s.first_error.lock().unwrap().clone())
     }
 
@@ -288,7 +305,7 @@ impl Coordinator {
             self.emit_progress(false);
             // A connection lost before the load starts is a failure to set up, like a refused one.
             if self.sum(|s| &s.connect_failed) + self.sum(|s| &s.connections_lost) > 0 {
-                return Connected::Failed(self.first_error().unwrap_or_else(|| "a client could not connect".into()));
+                return Connected::Failed(self.first_error().unwrap_or_else(|| ConnectError::new("io", "a client could not connect".into())));
             }
             if stop.load(Relaxed) {
                 return Connected::Interrupted;
@@ -335,7 +352,7 @@ impl Coordinator {
             let ending = if stop.load(Relaxed) {
                 Some((Status::Interrupted, None, now, now + short_grace))
             } else if self.lost_connection() {
-                Some((Status::BrokerLost, self.first_error(), now, now + short_grace))
+                Some((Status::BrokerLost, self.first_error().map(|e| e.message), now, now + short_grace))
             } else if self.sum(|s| &s.publishers_done) == publishers && now >= planned_end {
                 // The load ended when its last publisher finished (or at the planned end a shard
                 // keeps), not up to LOAD_POLL later when this loop looked: a short run's rates
@@ -362,7 +379,7 @@ impl Coordinator {
             let all_in = self.plan.is_whole() && self.sum(|s| &s.unique_deliveries) >= self.sum(|s| &s.expected_deliveries) && self.sum(|s| &s.inflight) == 0;
             if self.lost_connection() && status == Status::Completed {
                 status = Status::BrokerLost;
-                error = self.first_error();
+                error = self.first_error().map(|e| e.message);
             }
             if stop.load(Relaxed) && status != Status::Interrupted {
                 return (Status::Interrupted, error);
@@ -375,9 +392,9 @@ impl Coordinator {
     }
 
     /// The three steps in order; Err with the reason when the clients could not connect.
-    fn run_steps(&mut self, stop: &AtomicBool, publishers: u64, subscribers: u64) -> Result<(u64, Ending), String> {
+    fn run_steps(&mut self, stop: &AtomicBool, publishers: u64, subscribers: u64) -> Result<(u64, Ending), ConnectError> {
         match self.connect(stop, publishers, subscribers) {
-            Connected::Failed(msg) => return Err(msg),
+            Connected::Failed(error) => return Err(error),
             Connected::Interrupted => {
                 let error = Some("interrupted while connecting".into());
                 return Ok((0, Ending { status: Status::Interrupted, error, load_end_ns: 0 }));
@@ -394,7 +411,7 @@ impl Coordinator {
 fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) -> Result<RawResult, RunError> {
     let plan = Arc::new(plan);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-    let target = rt.block_on(Target::resolve(&plan)).map_err(|e| RunError::Connect(e.message))?;
+    let target = rt.block_on(Target::resolve(&plan)).map_err(RunError::Connect)?;
     drop(rt);
     let units = Arc::new(UnitTable::build(&plan));
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());

@@ -7,6 +7,7 @@
 //! names topics by id (REGISTER, short or predefined) instead of by string. At QoS 0 and −1 a lost
 //! datagram is simply lost: the accounting shows it as such.
 use crate::clock::now_ns;
+use crate::conn::ConnectError;
 use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
 use crate::pacing::Pacing;
@@ -136,7 +137,7 @@ fn set_sockopt(socket: &UdpSocket, opt: libc::c_int, value: libc::c_int) -> libc
     }
 }
 
-fn fail(ctx: &WorkerCtx, kind: &str, msg: String, is_publisher: bool) {
+fn fail(ctx: &WorkerCtx, kind: &'static str, msg: String, is_publisher: bool) {
     let mut st = ctx.stats.borrow_mut();
     if is_publisher {
         st.connections.publishers_failed += 1;
@@ -144,7 +145,7 @@ fn fail(ctx: &WorkerCtx, kind: &str, msg: String, is_publisher: bool) {
         st.connections.subscribers_failed += 1;
     }
     st.error(kind, &msg);
-    ctx.shared.set_first_error(msg);
+    ctx.shared.set_first_error(ConnectError::new(kind.trim_start_matches("connect_"), msg));
     WorkerShared::inc(&ctx.shared.connect_failed);
 }
 
@@ -344,7 +345,8 @@ fn finish(ctx: &WorkerCtx, udp: &Udp, client_id: &str, lost: Option<String>) {
             st.counters.connections_lost += 1;
             st.error("connection_lost", &format!("{client_id}: {msg}"));
             drop(st);
-            ctx.shared.set_first_error(format!("MQTT-SN session with the gateway {} lost ({client_id}): {msg}", ctx.target.url));
+            let message = format!("MQTT-SN session with the gateway {} lost ({client_id}): {msg}", ctx.target.url);
+            ctx.shared.set_first_error(ConnectError::new("lost", message));
             WorkerShared::inc(&ctx.shared.connections_lost);
         }
     }

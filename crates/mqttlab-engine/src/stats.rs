@@ -2,6 +2,7 @@
 //! message path); the coordinator sees progress through `WorkerShared`'s atomics and merges the
 //! stats once at the end.
 use crate::accounting::PairState;
+use crate::conn::ConnectError;
 use crate::histogram::{self, Hist};
 use crate::result::{add_issue, Connections, Counters, Issue};
 use rustc_hash::FxHashMap;
@@ -199,7 +200,8 @@ pub struct WorkerShared {
     pub received: AtomicU64,
     pub dropped: AtomicU64,
     pub errors: AtomicU64,
-    pub first_error: Mutex<Option<String>>,
+    /// Why the first client that failed did so: the run's reason when it cannot go on.
+    pub first_error: Mutex<Option<ConnectError>>,
     pub interval_e2e: Mutex<Option<Hist>>,
 }
 
@@ -216,10 +218,10 @@ impl WorkerShared {
         c.store(c.load(Relaxed).saturating_sub(n), Relaxed);
     }
 
-    pub fn set_first_error(&self, msg: String) {
+    pub fn set_first_error(&self, error: ConnectError) {
         let mut e = self.first_error.lock().unwrap();
         if e.is_none() {
-            *e = Some(msg);
+            *e = Some(error);
         }
     }
 }

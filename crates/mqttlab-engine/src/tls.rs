@@ -73,6 +73,23 @@ pub fn describe_error(e: &io::Error) -> String {
     }
 }
 
+/// The certificate fault behind a failed handshake, as a name for programs (`describe_error` says
+/// it for people).
+pub fn certificate_fault(e: &io::Error) -> Option<&'static str> {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(c)) => Some(match c {
+            rustls::CertificateError::UnknownIssuer => "unknown_issuer",
+            rustls::CertificateError::NotValidForName => "not_valid_for_name",
+            rustls::CertificateError::Expired => "expired",
+            rustls::CertificateError::NotValidYet => "not_valid_yet",
+            rustls::CertificateError::Revoked => "revoked",
+            rustls::CertificateError::BadSignature => "bad_signature",
+            _ => "invalid",
+        }),
+        _ => None,
+    }
+}
+
 /// Accepts any server certificate: only with `--insecure`, which the user asked for by name.
 #[derive(Debug)]
 struct AcceptAnyServer(Arc<rustls::crypto::CryptoProvider>);

@@ -9,12 +9,19 @@ use pyo3::prelude::*;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-fn run_error(e: RunError) -> PyErr {
-    match e {
-        RunError::Plan(m) => PyValueError::new_err(m),
-        RunError::Connect(m) => PyConnectionError::new_err(m),
-        RunError::Host(m) => PyOSError::new_err(m),
-    }
+/// The run's error as a Python exception: its message for people, and its `details` attribute
+/// (JSON: `kind` and the fields that go with it) for programs, so that Python never parses the
+/// message.
+fn run_error(py: Python<'_>, e: RunError) -> PyErr {
+    let (message, details) = (e.to_string(), e.details().to_string());
+    let error = match e {
+        RunError::Plan(_) => PyValueError::new_err(message),
+        RunError::Connect(_) => PyConnectionError::new_err(message),
+        RunError::Host(_) => PyOSError::new_err(message),
+    };
+    // An attribute cannot fail to be set on a fresh exception instance.
+    let _ = error.value_bound(py).setattr("details", details);
+    error
 }
 
 fn parse_result(s: &str) -> PyResult<RawResult> {
@@ -95,7 +102,7 @@ fn owed_units(py: Python<'_>, plan_json: &str, max_checks: u64) -> PyResult<Opti
 #[pyo3(signature = (plan_json, progress=None))]
 fn run_shard(py: Python<'_>, plan_json: &str, progress: Option<PyObject>) -> PyResult<String> {
     let plan = RunPlan::from_json(plan_json).map_err(PyValueError::new_err)?;
-    let mut handle = mqttlab_engine::start(plan).map_err(run_error)?;
+    let mut handle = mqttlab_engine::start(plan).map_err(|e| run_error(py, e))?;
     let mut callback_error: Option<PyErr> = None;
     loop {
         // The receiver is moved in and out: waiting happens without the GIL.
@@ -125,7 +132,7 @@ fn run_shard(py: Python<'_>, plan_json: &str, progress: Option<PyObject>) -> PyR
             }
         }
     }
-    let result = py.allow_threads(move || handle.join()).map_err(run_error)?;
+    let result = py.allow_threads(move || handle.join()).map_err(|e| run_error(py, e))?;
     if let Some(e) = callback_error {
         return Err(e);
     }

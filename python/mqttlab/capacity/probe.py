@@ -57,7 +57,7 @@ class ProbeSpec:
         return UNITS[self.knob]
 
     def scenario(self, rate: float) -> Any:
-        from mqttlab.scenario import load_scenario
+        from mqttlab.planning import load_scenario
 
         return load_scenario(self.scenario_file, overrides=self.overrides, assignments=self.probe_assignments(rate))
 

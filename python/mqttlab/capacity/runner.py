@@ -141,7 +141,7 @@ def search_capacity(
         if found.refused and not any(reached) and is_url(broker):
             # A broker given by URL that refused before any probe got through is not there: nothing
             # was measured. One mqttlab launched was up before the load: its refusal is a limit.
-            raise LoadRefused(found.summary["error"])
+            raise LoadRefused(found.summary["error"], found.summary.get("error_kind", "io"))
         reached.append(not found.refused)
         if on_probe is not None:
             on_probe(found)

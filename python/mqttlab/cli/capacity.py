@@ -56,7 +56,8 @@ def capacity_command(
     from mqttlab.capacity.runner import with_rate_offered
     from mqttlab.capacity.search import Settings
     from mqttlab.cli.run import flag_overrides
-    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.planning import load_scenario
+    from mqttlab.scenario import ScenarioError
 
     problems: list[str] = []
     objectives = []
@@ -295,7 +296,8 @@ def storm_command(
 ) -> None:
     """A reconnect storm: every client dropped at once, then all reconnecting; time until all are back, CONNACK latency, sessions, losses."""
     from mqttlab.capacity.storm import run_storm, storm_assignments, storm_lines
-    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.planning import load_scenario
+    from mqttlab.scenario import ScenarioError
     from mqttlab.scenario.units import parse_duration
     from mqttlab.session import RunFailed
 

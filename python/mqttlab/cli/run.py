@@ -161,7 +161,7 @@ def run_command(
     metrics_linger: Annotated[str, typer.Option("--metrics-linger", help="Keep serving the final figures this long after the run: one scrape interval.")] = "15s",
 ) -> None:
     """Run a load test against a broker and write a results directory."""
-    from mqttlab import engine, results, session
+    from mqttlab import planning, results, session
     from mqttlab.scenario import ScenarioError
 
     _check_assignments(assignments or [])
@@ -205,7 +205,7 @@ def run_command(
     if source_addresses and dask is None:
         raise _fail("error: --source-addresses: only with --dask (it names worker hosts)", Exit.BAD_INPUT)
     if dask is not None:
-        problem = engine.single_process_problem(scenario)
+        problem = planning.single_process_problem(scenario)
         if problem:
             raise _fail(f"error: {problem}; not with --dask", Exit.BAD_INPUT)
         from mqttlab.distributed import BadClusterSpec, PlanningError, SchedulerUnreachable, check_reachable, parse_source_addresses
@@ -239,7 +239,8 @@ def _load_checked(path: Optional[Path], **changes: Any) -> Scenario:
     """The scenario (load_scenario) checked against the broker it names too (mqttlab.preflight):
     what `run` refuses before anything starts, and so what `scenario validate` refuses."""
     from mqttlab.preflight import broker_problems
-    from mqttlab.scenario import ScenarioError, load_scenario
+    from mqttlab.planning import load_scenario
+    from mqttlab.scenario import ScenarioError
 
     scenario = load_scenario(path, **changes)
     problems = broker_problems(scenario)

@@ -66,6 +66,8 @@ class ShardOutcome:
     state: str  # "completed", "missing" or "unreachable"
     raw: Optional[str] = None
     reason: Optional[str] = None
+    #: an unreachable shard's connect failure as the engine gave it (engine.ConnectFailure.details)
+    details: Optional[dict[str, Any]] = None
 
     def as_dict(self) -> dict[str, Any]:
         status = json.loads(self.raw)["status"] if self.raw else self.state
@@ -202,7 +204,8 @@ def run_plan(
     if not done:
         unreachable = [o for o in outcomes if o.state == "unreachable"]
         if unreachable:
-            raise engine.unreachable(plan, unreachable[0].reason or "", broker_url)
+            first = unreachable[0]
+            raise engine.unreachable(plan, engine.ConnectFailure(first.reason or "", first.details or {}), broker_url)
         raise NoShardReturned("no shard came back: " + "; ".join(f"shard {o.shard.index}: {o.reason}" for o in outcomes))
     merged = merge_shards(plan, outcomes, clock_basis(shards, receivers), receivers)
     return DistributedOutcome(
@@ -294,7 +297,7 @@ def _collect(shard: Shard, future: Any) -> ShardOutcome:
     if "raw" in answer:
         return ShardOutcome(shard, "completed", raw=answer["raw"])
     if "unreachable" in answer:
-        return ShardOutcome(shard, "unreachable", reason=answer["unreachable"])
+        return ShardOutcome(shard, "unreachable", reason=answer["unreachable"], details=answer.get("details"))
     return ShardOutcome(shard, "missing", reason=answer.get("refused", "no result"))
 
 

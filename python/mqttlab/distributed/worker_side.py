@@ -80,5 +80,6 @@ def run_shard(plan_json: str, shard_index: int, progress_topic: str, expected_pi
     try:
         raw = engine.run_shard_raw(plan_json, forward)
     except ConnectionError as error:
-        return {**where, "unreachable": str(error)}
+        failure = engine.ConnectFailure.of(error)
+        return {**where, "unreachable": failure.message, "details": dict(failure.details)}
     return {**where, "raw": raw}

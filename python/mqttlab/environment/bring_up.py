@@ -18,7 +18,7 @@ from mqttlab import engine, results
 from mqttlab.exits import Exit, RunFailed
 from mqttlab.environment.faults import FaultDriver, fault_section
 from mqttlab.scenario import Scenario
-from mqttlab.scenario.fields import is_url, split_url, websocket_path
+from mqttlab.scenario.fields import BrokerAddress, is_url
 from mqttlab.summary_types import add_section
 
 if TYPE_CHECKING:
@@ -284,9 +284,7 @@ def _broker_url(scenario: Scenario, broker: RunningBroker) -> str:
     """The broker's URL for the scenario's clients: the scenario's own for a broker given by URL,
     else the launched broker's listener that the scenario asks for."""
     if is_url(scenario.broker):
-        scheme, host, port = split_url(scenario.broker or "")
-        host = f"[{host}]" if ":" in host else host  # an IPv6 literal, as the URL had it
-        return f"{scheme}://{host}:{port}{websocket_path(scenario.broker or '') or ''}"
+        return BrokerAddress.parse(scenario.broker or "").url  # its default port and path spelled out
     if scenario.launch.websocket:
         return broker.url(tls=scenario.launch.tls, websocket=True)
     if scenario.launch.tls:
@@ -353,7 +351,7 @@ def _fault_driver(scenario: Scenario, broker: RunningBroker, dask: Optional[str]
     needs_process = any(fault.kind.startswith("broker-") for fault in scenario.faults)
     if needs_process and (broker.pid is None or not broker.can_restart()):
         raise RunFailed(f"error: faults: {broker.name} runs without a process mqttlab started here; faults need one", Exit.BAD_INPUT)
-    _, host, port = split_url(url)
+    _, host, port, _ = BrokerAddress.parse(url)
     return FaultDriver(scenario.faults, broker, restarted=sampler.broker_restarted, network=network,
                        target=(socket.gethostbyname(host), port))
 
@@ -363,7 +361,7 @@ def _open_capture(url: str, directory: Path, network: Optional[EmulatedNetwork])
     for a broker on this host, else every device (`any`)."""
     from mqttlab.netem.capture import Capture, CaptureError
 
-    _, host, port = split_url(url)
+    _, host, port, _ = BrokerAddress.parse(url)
     if network is not None:
         device = network.host_tun if network.method == "emulator" else network.host_veth
     elif host in ("localhost", "::1") or host.startswith("127."):

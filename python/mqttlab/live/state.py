@@ -242,13 +242,11 @@ def scenario_load_s(scenario: Mapping[str, Any]) -> Optional[float]:
 def _scenario_load_s(scenario_json: str) -> Optional[float]:
     # Cached: a suite's metrics endpoint asks for every run left at every scrape.
     from mqttlab import engine
-    from mqttlab.scenario import ScenarioError, validate_scenario
+    from mqttlab.planning import plan_of, validate_scenario
+    from mqttlab.scenario import ScenarioError
 
-    scenario = dict(json.loads(scenario_json), broker="mqtt://127.0.0.1:1883")
-    scenario.pop("tls", None)
-    scenario.pop("launch", None)  # a launched broker's settings, refused with a URL; no part of the load
     try:
-        return engine.planned_load_s(engine.compile_plan(validate_scenario(scenario), "mqtt://127.0.0.1:1883"))
+        return engine.planned_load_s(plan_of(validate_scenario(json.loads(scenario_json))))
     except (ScenarioError, ValueError, KeyError):
         return None
 

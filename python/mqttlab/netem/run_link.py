@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from mqttlab.netem.network import EmulatedNetwork
 from mqttlab.netem.overhead import counter_difference, overhead
 from mqttlab.netem.probe import ping
-from mqttlab.scenario.fields import split_url, websocket_path
+from mqttlab.scenario.fields import BrokerAddress
 
 PROBE_COUNT = 20
 PROBE_INTERVAL = 0.02
@@ -17,8 +17,7 @@ PROBE_INTERVAL = 0.02
 
 def broker_url(url: str, network: EmulatedNetwork) -> str:
     """`url` with its host replaced by the broker's address behind the emulated conditions."""
-    scheme, _, port = split_url(url)
-    return f"{scheme}://{network.broker_address}:{port}{websocket_path(url) or ''}"
+    return BrokerAddress.parse(url)._replace(host=network.broker_address).url
 
 
 def measure_before(network: EmulatedNetwork) -> dict[str, Any]:

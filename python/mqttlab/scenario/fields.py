@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StringConstraints, ValidationInfo, WithJsonSchema
@@ -212,19 +212,33 @@ def is_image(broker: Optional[str]) -> bool:
     return broker is not None and broker.startswith(IMAGE_PREFIX)
 
 
-def split_url(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) of a broker URL that passed validation; ports default to 1883/8883
-    (ws:// 80, wss:// 443, as for any WebSocket URL)."""
-    parsed = urlsplit(url)
-    return parsed.scheme, parsed.hostname or "", parsed.port or _DEFAULT_PORTS.get(parsed.scheme, 1883)
+class BrokerAddress(NamedTuple):
+    """A broker URL taken apart, and put together again, in this one place."""
 
+    scheme: str
+    host: str
+    port: int
+    #: the WebSocket upgrade's path (ws://, wss://); None for MQTT straight over TCP or TLS
+    path: Optional[str] = None
 
-def websocket_path(url: str) -> Optional[str]:
-    """The upgrade path of a ws:// or wss:// URL (/mqtt when it names none); None for MQTT URLs."""
-    parsed = urlsplit(url)
-    if parsed.scheme not in WEBSOCKET_SCHEMES:
-        return None
-    return parsed.path if parsed.path not in ("", "/") else DEFAULT_WEBSOCKET_PATH
+    @classmethod
+    def parse(cls, url: str) -> "BrokerAddress":
+        """The address of a URL that passed validation; ports default to 1883/8883 (ws:// 80,
+        wss:// 443, as for any WebSocket URL), a WebSocket path to /mqtt."""
+        parsed = urlsplit(url)
+        path = None
+        if parsed.scheme in WEBSOCKET_SCHEMES:
+            path = parsed.path if parsed.path not in ("", "/") else DEFAULT_WEBSOCKET_PATH
+        return cls(parsed.scheme, parsed.hostname or "", parsed.port or _DEFAULT_PORTS.get(parsed.scheme, 1883), path)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme in TLS_SCHEMES
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal, as in a URL
+        return f"{self.scheme}://{host}:{self.port}{self.path or ''}"
 
 
 # --- files ---------------------------------------------------------------------------------

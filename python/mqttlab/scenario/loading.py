@@ -1,4 +1,6 @@
-"""From a YAML file (or nothing) plus overrides to a validated Scenario."""
+"""From a YAML file (or nothing) plus overrides to a validated Scenario. The rules the engine
+keeps on the scenario's plan come from the layer above (`plan_rules`, mqttlab.planning passes the
+engine's): this layer never reaches up for them, and still reports them with its own, at once."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import copy
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import yaml
 from pydantic import ValidationError
@@ -14,6 +16,9 @@ from pydantic import ValidationError
 from mqttlab.scenario.errors import Problem, ScenarioError, problems_from_validation
 from mqttlab.scenario.model import Scenario
 from mqttlab.scenario.rules import cross_field_problems
+
+#: the rules on a valid scenario's compiled plan, each problem naming the scenario's field
+PlanRules = Callable[[Scenario], list[Problem]]
 
 
 def read_scenario_data(path: Path) -> dict[str, Any]:
@@ -72,21 +77,26 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return path.strip(), value
 
 
-def validate_scenario(data: Mapping[str, Any], *, base_dir: Optional[Path] = None, source: str = "scenario") -> Scenario:
-    """Every field rule and every cross-field rule, reported in one ScenarioError."""
+def check_scenario(data: Mapping[str, Any], *, plan_rules: PlanRules, base_dir: Optional[Path] = None, source: str = "scenario") -> Scenario:
+    """Every field rule, every cross-field rule and every rule on the plan, reported in one
+    ScenarioError."""
     context = {"base_dir": base_dir}
     try:
         scenario = Scenario.model_validate(dict(data), context=context)
     except ValidationError as error:
         problems = problems_from_validation(error, Scenario)
-        raise ScenarioError(problems + _cross_problems_despite(data, problems, context), source) from None
-    problems = cross_field_problems(scenario)
+        raise ScenarioError(problems + _cross_problems_despite(data, problems, context, plan_rules), source) from None
+    problems = _all_rules(scenario, plan_rules)
     if problems:
         raise ScenarioError(problems, source)
     return scenario
 
 
-def _cross_problems_despite(data: Mapping[str, Any], field_problems: list[Problem], context: dict[str, Any]) -> list[Problem]:
+def _all_rules(scenario: Scenario, plan_rules: PlanRules) -> list[Problem]:
+    return cross_field_problems(scenario) + plan_rules(scenario)
+
+
+def _cross_problems_despite(data: Mapping[str, Any], field_problems: list[Problem], context: dict[str, Any], plan_rules: PlanRules) -> list[Problem]:
     """The cross-field problems of the fields that are valid: the invalid ones are dropped
     (falling back to their defaults) and rules that read any of them are not reported."""
     invalid = [_field_path(problem.path) for problem in field_problems]
@@ -97,7 +107,7 @@ def _cross_problems_despite(data: Mapping[str, Any], field_problems: list[Proble
         scenario = Scenario.model_validate(remainder, context=context)
     except ValidationError:
         return []  # nothing sound to judge the rules on
-    return [problem for problem in cross_field_problems(scenario) if not problem.depends_on(invalid)]
+    return [problem for problem in _all_rules(scenario, plan_rules) if not problem.depends_on(invalid)]
 
 
 def _field_path(path: str) -> str:
@@ -114,14 +124,15 @@ def _delete_path(data: dict[str, Any], path: str) -> None:
         section.pop(keys[-1], None)
 
 
-def load_scenario(
+def read_scenario(
     path: Optional[Path] = None,
     *,
+    plan_rules: PlanRules,
     overrides: Mapping[str, Any] = {},
     assignments: Iterable[str] = (),
 ) -> Scenario:
     """The scenario in `path` (or the built-in default), with `overrides` ({dotted path: value},
-    from command-line flags) and then `assignments` ("path=value", from --set) applied."""
+    from command-line flags) and then `assignments` ("path=value", from --set) applied, checked."""
     data = read_scenario_data(path) if path is not None else {}
     if path is not None and "name" not in data:
         # An unnamed file is known by its file name, e.g. in the results directory's name.
@@ -131,11 +142,7 @@ def load_scenario(
     for text in assignments:
         set_by_path(data, *parse_assignment(text))
     source = str(path) if path is not None else "built-in default scenario"
-    return validate_scenario(data, base_dir=path.parent if path is not None else None, source=source)
-
-
-def default_scenario() -> Scenario:
-    return validate_scenario({})
+    return check_scenario(data, plan_rules=plan_rules, base_dir=path.parent if path is not None else None, source=source)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:

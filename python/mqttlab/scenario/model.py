@@ -4,7 +4,7 @@ Rules about one field live here; rules that relate several fields live in rules.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal, Optional, Union
+from typing import Annotated, Any, Final, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -323,6 +323,9 @@ class Scenario(_Section):
     # Which absent fields took their value from another field (field path -> what it followed),
     # for the run's header and summary: a default that follows the user is said, not hidden.
     _followed: dict[str, str] = PrivateAttr(default_factory=dict)
+    # The plan its check compiled (mqttlab.planning), with the scenario's JSON it was compiled
+    # from: a run takes it from there instead of compiling it again, while the scenario is unchanged.
+    _checked_plan: Optional[tuple[str, Any]] = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _defaults_follow_the_user(self) -> "Scenario":

@@ -1,14 +1,14 @@
 """Rules that relate several fields of a scenario. They run once every field is valid on its
 own, and all of them run, so the user sees every broken rule in one listing. The rules the
 engine itself keeps on a plan (payload sizes against the measurement, timing, round trips,
-MQTT-SN, TLS files) are the engine's, written once in its validate.rs: the scenario check asks
-the engine for them on the scenario's plan. The rest, about what the plan does not carry (the
-broker to launch, faults, the gateway, client-id templates), are here."""
+MQTT-SN, TLS files) are the engine's, written once in its validate.rs and asked for on the
+scenario's plan by mqttlab.planning. The rest, about what the plan does not carry (the broker
+to launch, faults, the gateway, client-id templates), are here."""
 
 from __future__ import annotations
 
 from mqttlab.scenario.errors import Problem
-from mqttlab.scenario.fields import MAX_PAYLOAD, TLS_SCHEMES, is_image, is_url, split_url
+from mqttlab.scenario.fields import MAX_PAYLOAD, BrokerAddress, is_image, is_url
 from mqttlab.scenario.model import Scenario, payload_size_bounds
 
 
@@ -19,27 +19,9 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems += _timing_problems(scenario)
     problems += _protocol_problems(scenario)
     problems += _mqtt_sn_problems(scenario)
-    problems += _plan_problems(scenario)
     problems += _launch_problems(scenario)
     problems += _fault_problems(scenario)
     return problems
-
-
-def _plan_problems(s: Scenario) -> list[Problem]:
-    """The engine's rules (validate.rs) on the scenario's plan. The plan is compiled for the
-    scenario's own broker URL, or for a stand-in (a TLS one when the scenario has TLS files, so
-    that their rule is checked too): a rule about topics or timing does not depend on the address."""
-    from mqttlab.engine import compile_plan, plan_problems
-
-    if is_url(s.broker):
-        url = str(s.broker)
-    else:
-        url = "mqtt://127.0.0.1:1883" if s.tls.is_default() else "mqtts://127.0.0.1:8883"
-    try:
-        plan = compile_plan(s, url)
-    except ValueError:
-        return []  # a broker URL the field check refuses already
-    return [Problem(field, message, related) for field, message, related in plan_problems(plan)]
 
 
 def _fault_problems(s: Scenario) -> list[Problem]:
@@ -188,7 +170,7 @@ def _measures_nothing_problems(s: Scenario) -> list[Problem]:
 
 def _protocol_problems(s: Scenario) -> list[Problem]:
     problems = []
-    uses_tls = is_url(s.broker) and split_url(s.broker or "")[0] in TLS_SCHEMES
+    uses_tls = is_url(s.broker) and BrokerAddress.parse(s.broker or "").tls
     if not s.tls.is_default() and not uses_tls and is_url(s.broker):
         problems.append(Problem("tls", "is set but the broker is not an mqtts:// or wss:// URL", ("broker",)))
     elif not s.tls.is_default() and not is_url(s.broker) and not s.launch.tls:

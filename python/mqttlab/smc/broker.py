@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.base import RunningBroker
-from mqttlab.scenario.fields import is_url, split_url
+from mqttlab.scenario.fields import BrokerAddress, is_url
 
 # The SMC clients (the engine's smc module) speak plain MQTT over TCP.
 _PLAIN_SCHEMES = ("mqtt", "tcp")
@@ -31,7 +31,7 @@ def split_brokers(text: str) -> list[str]:
     if not names or any(not n for n in names):
         raise ValueError(f"--broker: {text!r} must be one broker or a comma-separated list like mosquitto,rumqttd")
     for name in names:
-        if is_url(name) and split_url(name)[0] not in _PLAIN_SCHEMES:
+        if is_url(name) and BrokerAddress.parse(name).scheme not in _PLAIN_SCHEMES:
             raise ValueError(f"--broker: {name!r}: the SMC clients speak plain MQTT only (mqtt://HOST:PORT)")
     return names
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from mqttlab.scenario import Problem, ScenarioError, parse_assignment, validate_scenario
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import Problem, ScenarioError, parse_assignment
 from mqttlab.scenario.loading import set_by_path
 from mqttlab.suite.model import CASE_KEYS, TRANSPORT_KEY, Suite, SuiteError
 
