@@ -45,7 +45,8 @@ def exit_code_for(summary: dict[str, Any]) -> Exit:
     connections = summary.get("connections") or {}
     # `connections` also holds `lost` (a count): only the two roles have failed connects.
     failed_connections = sum((connections.get(role) or {}).get("failed", 0) for role in ("publishers", "subscribers"))
-    if summary.get("violations") or messages.get("lost") or failed_connections or nothing_owed(summary):
+    broken_promise = any(v.get("verdict") == "broken" for v in summary.get("promises") or [])
+    if summary.get("violations") or messages.get("lost") or failed_connections or broken_promise or nothing_owed(summary):
         return Exit.FINDINGS
     return Exit.OK
 

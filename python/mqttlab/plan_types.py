@@ -101,8 +101,19 @@ class _Subscribers(TypedDict):
     qos: int
 
 
+class _Offline(TypedDict):
+    at_ms: int
+    duration_ms: int
+
+
+class Offline(_Offline, total=False):
+    fraction: float
+    every_ms: int
+
+
 class Subscribers(_Subscribers, total=False):
     echo_topic: Optional[str]
+    offline: Offline
 
 
 class _Load(TypedDict):

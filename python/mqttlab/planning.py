@@ -153,6 +153,10 @@ def _compile(scenario: Scenario) -> Plan:
         plan["publishers"]["reply_filter"] = pubs.reply_filter
     if subs.echo_topic is not None:
         plan["subscribers"]["echo_topic"] = subs.echo_topic
+    if subs.offline is not None:
+        offline = subs.offline
+        plan["subscribers"]["offline"] = {"at_ms": _ms(offline.at), "duration_ms": _ms(offline.duration), "fraction": offline.fraction,
+                                          "every_ms": _ms(offline.every) if offline.every is not None else 0}
     if scenario.transport.kind == "mqtt-sn":
         # Absent means MQTT, so plans of MQTT runs stay as they were.
         plan["transport"] = _sn_transport(scenario)

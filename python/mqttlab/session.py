@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
-from mqttlab import engine, planning, results
+from mqttlab import engine, planning, promises, results
 from mqttlab._version import VERSION
 from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
 from mqttlab.exits import Exit, LoadRefused, RunFailed, exit_code_for
@@ -271,7 +271,7 @@ def _record(scenario: Scenario, directory: Path, plan: engine.Plan, outcome: eng
             started_at: dt.datetime, command_line: Optional[str], allow_missing_shards: bool, distributed: bool) -> RunResult:
     """Writes the results directory of a run that was measured: manifest, scenario, plan,
     result, summary (with what the session adds), series, resources, capture table."""
-    resources = _add_context(outcome, scenario, sampler, routing)
+    resources = _add_context(outcome, scenario, sampler, routing, broker_info)
     manifest = results.build_manifest(
         scenario_name=scenario.name,
         seed=scenario.load.seed,
@@ -336,9 +336,12 @@ def _mark_incomplete(directory: Path, state: RunState) -> None:
         (directory / LIVE_FILE).unlink(missing_ok=True)
 
 
-def _add_context(outcome: engine.RunOutcome, scenario: Scenario, sampler: RunResources, routing: RoutingCheck) -> Optional[dict[str, Any]]:
+def _add_context(outcome: engine.RunOutcome, scenario: Scenario, sampler: RunResources, routing: RoutingCheck,
+                 broker: results.BrokerInfo) -> Optional[dict[str, Any]]:
     """What the run adds to the engine's summary, each a section of its own (summary_types.add_section):
-    the broker's and generator's resources, the routing check, the defaults the scenario followed. Returns the per-second resource rows (None before the measured window)."""
+    the broker's and generator's resources, the routing check, the defaults the scenario followed,
+    the protocol's promises about state judged against the broker's configured limits. Returns the
+    per-second resource rows (None before the measured window)."""
     series = None
     start = outcome.result.get("start_mono_ns")
     if start:
@@ -347,6 +350,9 @@ def _add_context(outcome: engine.RunOutcome, scenario: Scenario, sampler: RunRes
     add_section(outcome.summary, "routing", routing.to_dict())
     if scenario.defaults_followed:
         add_section(outcome.summary, "defaults_followed", scenario.defaults_followed)
+    verdicts = promises.judge(outcome.plan, outcome.result, outcome.summary, (broker.config or {}).get("state_limits"))
+    if verdicts:
+        add_section(outcome.summary, "promises", verdicts)
     return series
 
 

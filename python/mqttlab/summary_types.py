@@ -14,6 +14,7 @@ computed is overwritten by Python.
 from __future__ import annotations
 
 from typing import Any, Literal, Optional, TypedDict, cast, get_args
+from typing_extensions import NotRequired
 
 
 class Stats(TypedDict):
@@ -115,6 +116,28 @@ class RoundTrip(TypedDict):
     duplicated: int
 
 
+class Spread(TypedDict):
+    count: int
+    p50: float
+    p99: float
+    max: float
+
+
+class OfflineSummary(TypedDict):
+    subscribers: int
+    periods: int
+    returned: int
+    sessions_resumed: int
+    sessions_lost: int
+    sessions_expired: int
+    owed: int
+    delivered: int
+    not_delivered: int
+    earlier: int
+    drain_s: Optional[Spread]
+    drain_rate_per_s: Optional[Spread]
+
+
 Status = Literal["completed", "incomplete", "interrupted", "broker_lost", "failed"]
 # Best to worst, as the engine orders them when it merges shards.
 STATUS_ORDER: tuple[str, ...] = get_args(Status)
@@ -139,6 +162,7 @@ class EngineSummary(TypedDict):
     generator: GeneratorSummary
     bytes: Bytes
     round_trip: Optional[RoundTrip]
+    offline: NotRequired[Optional[OfflineSummary]]  # offline sessions only (subscribers.offline)
 
 
 class Summary(EngineSummary, total=False):
@@ -152,9 +176,10 @@ class Summary(EngineSummary, total=False):
     defaults_followed: dict[str, str]  # scenario fields left to their defaults, and what they became
     distributed: dict[str, Any]  # shards, hosts, missing shards, latency clock (mqttlab.distributed)
     faults: list[dict[str, Any]]  # each fault of scenario.faults: when, and the recovery (mqttlab.environment.faults)
+    promises: list[dict[str, Any]]  # the protocol's promises about state, judged (mqttlab.promises)
 
 
-SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed", "faults"]
+SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed", "faults", "promises"]
 RUN_SECTIONS: frozenset[str] = frozenset(get_args(SectionName))
 
 

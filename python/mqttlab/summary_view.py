@@ -12,6 +12,7 @@ from rich.text import Text
 LATENCY_ROWS = (
     ("e2e", "e2e"),
     ("e2e_uncorrected", "e2e uncorrected"),
+    ("e2e_queued", "e2e held offline"),
     ("puback", "→ PUBACK"),
     ("pubcomp", "→ PUBCOMP"),
     ("connect", "TCP connect"),
@@ -57,6 +58,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
             parts.append(_issues_table(title, issues, "detail" if key == "violations" else "example"))
     if summary.get("round_trip"):
         parts.append(_round_trip_line(summary["round_trip"]))
+    if summary.get("offline"):
+        parts.append(_offline_lines(summary["offline"], summary.get("promises") or []))
     parts.append(_generator_line(summary))
     resources = _resources_line(summary)
     if resources is not None:
@@ -199,6 +202,10 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
             table.add_row(key.replace("_", " "), Text(f"{value:,}", style="bold red" if bad else ""))
     if messages.get("late"):
         table.add_row("late (past the deadline, in lost)", Text(f"{messages['late']:,}", style="bold red"))
+    for verdict in summary.get("promises") or []:
+        if verdict.get("dropped_by_limit"):
+            # Not delivered, but under a queue limit the broker was configured with: not loss.
+            table.add_row(f"dropped by limit {verdict['limit']:,} (in lost)", Text(f"{verdict['dropped_by_limit']:,}", style="yellow"))
     if messages.get("unmeasured"):
         table.add_row("unmeasured (send record gone)", Text(f"{messages['unmeasured']:,}", style="yellow"))
     if messages.get("completion_timeouts"):
@@ -332,6 +339,34 @@ def _round_trip_line(counts: Mapping[str, Any]) -> Text:
     for key in ("lost", "duplicated"):
         value = counts.get(key, 0)
         text.append(f", {value:,} {key}", style="bold red" if value else "")
+    return text
+
+
+def _offline_lines(offline: Mapping[str, Any], verdicts: list[Mapping[str, Any]]) -> Text:
+    """Offline sessions: what was owed while away and how it drained, then each promise with its
+    rule and verdict (mqttlab.promises)."""
+    text = Text("offline sessions: ", style="dim")
+    text.append(f"{offline['subscribers']:,} subscribers, {offline['periods']:,} periods away, {offline['returned']:,} back; "
+                f"{offline['delivered']:,} of {offline['owed']:,} messages owed while away delivered")
+    if offline.get("earlier"):
+        text.append(f" (+{offline['earlier']:,} sent before leaving)")
+    for key, label, unit in (("drain_s", "drain", "s"), ("drain_rate_per_s", "drain rate", " msg/s")):
+        spread = offline.get(key)
+        if spread:
+            text.append(f"; {label} p50 {spread['p50']:.3g}{unit}, p99 {spread['p99']:.3g}{unit} over {spread['count']:,}")
+    for verdict in verdicts:
+        style = {"broken": "bold red", "kept": "green"}.get(verdict["verdict"], "yellow")
+        text.append("\n  " + verdict["promise"] + ": ", style="dim")
+        text.append(verdict["verdict"], style=style)
+        counts = f" (kept {verdict['kept']:,}"
+        if verdict.get("broken"):
+            counts += f", {verdict['name']} {verdict['broken']:,}"
+        if verdict.get("dropped_by_limit"):
+            counts += f", dropped by limit {verdict['limit']:,}: {verdict['dropped_by_limit']:,}"
+        if verdict.get("expired"):
+            counts += f", expired as asked {verdict['expired']:,}"
+        text.append(counts + ")")
+        text.append(f"\n    rule: {verdict['rule']}; broker: {verdict['allowed']}", style="dim")
     return text
 
 

@@ -467,7 +467,10 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     // Bytes that came in behind the CONNACK are handled before waiting for more.
     let mut pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
     let mut lost = false;
+    // Offline sessions: the next period away, as offsets from the load's start.
+    let mut away = crate::offline::first_period(&plan, index);
     loop {
+        let leave_at = away.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|(start, _)| ctx.ctl_now().start_ns + start);
         if let Some(msg) = pending.take() {
             let msg = format!("{client_id}: {msg}");
             ctx.stats.borrow_mut().error("protocol", &msg);
@@ -486,6 +489,16 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             biased;
             _ = phase_changed.notified() => {
                 if ctx.ctl_now().phase == Phase::Close { break; }
+            }
+            _ = until(leave_at) => {
+                let (start, end) = away.expect("a departure was due");
+                match offline_period(&ctx, conn, &client_id, index, &mut sub, end).await {
+                    Some(back) => conn = back,
+                    None => return keep_offline_periods(&ctx, &mut sub), // the run ended while it was away
+                }
+                away = crate::offline::next_period(&plan, start);
+                last_ping = now_ns();
+                pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
             }
             ev = conn.io() => {
                 let broken = match ev {
@@ -512,7 +525,79 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             }
         }
     }
+    keep_offline_periods(&ctx, &mut sub);
     finish_connection(&ctx, conn, &client_id, lost).await;
+}
+
+/// Resolves at `t` (CLOCK_MONOTONIC ns); never when there is none.
+async fn until(t: Option<u64>) {
+    match t {
+        Some(t) => tokio::time::sleep(Duration::from_nanos(t.saturating_sub(now_ns()))).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One period away of an offline-session subscriber (offline.rs): a polite DISCONNECT (the broker
+/// keeps its persistent session), away until `end` (from the load's start; at once when the load
+/// ends meanwhile, to drain what was queued), then back into the session: CONNACK's session
+/// present judged (a lost session is counted and subscribed again), the period kept for its
+/// figures. None when the run closed while it was away.
+async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index: u32, sub: &mut Subscriber, end: u64) -> Option<Conn> {
+    let shared = ctx.offline.as_deref().expect("an offline plan has its shared progress");
+    let mut window = crate::offline::Window::leaving(shared, index, now_ns());
+    count_traffic(&mut ctx.stats.borrow_mut().counters, &mut conn);
+    conn.close().await;
+    let back_at = ctx.ctl_now().start_ns + end;
+    while now_ns() < back_at && ctx.ctl_now().phase == Phase::Run {
+        tokio::time::sleep(Duration::from_nanos(back_at.saturating_sub(now_ns())).min(Duration::from_millis(50))).await;
+    }
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if ctx.ctl_now().phase == Phase::Close {
+            sub.receiver.offline.push(window);
+            return None;
+        }
+        let connect = connect_packet(&ctx.plan.mqtt, client_id.to_string());
+        match Box::pin(Conn::open_from(&ctx.target, connect, source_address(ctx, index, false))).await {
+            Ok((mut conn, connack, t)) => {
+                conn.submit_through(ctx.submitter.as_ref());
+                let now = now_ns();
+                window.back(shared, index, now, connack.session_present);
+                let mut st = ctx.stats.borrow_mut();
+                st.record(H::Connack, t.connack_us);
+                if connack.session_present {
+                    st.counters.sessions_resumed += 1;
+                } else {
+                    // The broker kept no session: its subscription and queue are gone with it. A
+                    // broken promise unless the session's expiry (MQTT 5) ran out while away.
+                    let mqtt = &ctx.plan.mqtt;
+                    let expired = mqtt.version == 5 && window.away_ns() > u64::from(mqtt.session_expiry_s) * 1_000_000_000;
+                    if !expired {
+                        let away = window.away_ns() as f64 / 1e9;
+                        st.violation("session_lost", &format!("{client_id}: no session present on return after {away:.1} s away (clean start 0)"));
+                    }
+                    drop(st);
+                    conn.send(&subscribe_packet(&ctx.plan.subscriber_filters(index), sub.requested));
+                    sub.awaiting_release.clear();
+                }
+                sub.receiver.offline.push(window);
+                return Some(conn);
+            }
+            Err(e) => {
+                ctx.stats.borrow_mut().error(&format!("offline_reconnect_{}", e.kind), &e.message);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// The subscriber's periods away, as the result keeps them.
+fn keep_offline_periods(ctx: &WorkerCtx, sub: &mut Subscriber) {
+    let start = ctx.ctl_now().start_ns;
+    let index = sub.receiver.index;
+    let cycles = sub.receiver.offline.iter().map(|w| w.cycle(index, start));
+    ctx.stats.borrow_mut().offline.extend(cycles);
 }
 
 fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {

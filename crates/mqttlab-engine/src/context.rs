@@ -42,6 +42,8 @@ pub struct WorkerCtx {
     pub sequence: Option<Arc<crate::sequence::SequenceTable>>,
     /// Closed loop completing on delivery: the receivers tell the publishers.
     pub tracker: Option<Arc<crate::closed::DeliveryTracker>>,
+    /// Offline sessions (`subscribers.offline`): the publishers' progress every worker reads.
+    pub offline: Option<Arc<crate::offline::OfflineShared>>,
     pub stats: RefCell<WorkerStats>,
     pub shared: Arc<WorkerShared>,
     pub(crate) ctl: watch::Receiver<Ctl>,
@@ -120,6 +122,7 @@ impl WorkerCtx {
     /// A worker's context for `plan` with no broker behind it, its run not yet started.
     pub(crate) fn for_test(plan: RunPlan) -> WorkerCtx {
         let units = UnitTable::build(&plan);
+        let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
         let target = Target {
             url: "mqtt://127.0.0.1:1883".into(),
             addrs: Vec::new(),
@@ -136,6 +139,7 @@ impl WorkerCtx {
             target: Arc::new(target),
             sequence: None,
             tracker: crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new),
+            offline,
             stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
             shared: Arc::new(WorkerShared::default()),
             ctl_now: Cell::new(initial),

@@ -2,8 +2,9 @@
 //! counters, its (publisher, receiver) pair, the latency histograms and the QoS guarantees.
 use crate::accounting::Arrival;
 use crate::context::WorkerCtx;
+use crate::offline::Window;
 use crate::payload::Header;
-use crate::stats::WorkerShared;
+use crate::stats::{WorkerShared, H};
 use rustc_hash::FxHashMap;
 
 /// One subscriber as the accounting sees it.
@@ -13,11 +14,22 @@ pub struct Receiver {
     pub effective_qos: u8,
     /// The receiving unit for messages on each publisher's own topic, looked up once.
     unit_by_publisher: FxHashMap<u32, Option<u32>>,
+    /// Offline sessions: the periods this subscriber spent away, oldest first.
+    pub offline: Vec<Window>,
 }
 
 impl Receiver {
     pub fn new(index: u32, effective_qos: u8) -> Receiver {
-        Receiver { index, effective_qos, unit_by_publisher: FxHashMap::default() }
+        Receiver { index, effective_qos, unit_by_publisher: FxHashMap::default(), offline: Vec::new() }
+    }
+
+    /// Whether the first delivery of `publisher`'s `seq` is one the broker held while this
+    /// subscriber was away (counted in its period).
+    fn held(&mut self, publisher: u32, seq: u32, now: u64) -> bool {
+        if self.offline.iter_mut().rev().any(|w| w.take_owed(publisher, seq, now)) {
+            return true;
+        }
+        self.offline.last_mut().is_some_and(|w| w.take_earlier(publisher, seq, now))
     }
 }
 
@@ -25,6 +37,8 @@ impl Receiver {
 /// the QoS guarantees it may break. Shared by the MQTT and MQTT-SN clients.
 pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8], retain: bool, now: u64) {
     let (index, effective_qos) = (rx.index, rx.effective_qos);
+    // Offline sessions only (an empty list otherwise): a held message's latency is kept apart.
+    let held = |rx: &mut Receiver, publisher: u32, seq: u32| !rx.offline.is_empty() && rx.held(publisher, seq, now);
     WorkerShared::inc(&ctx.shared.received);
     let mut st = ctx.stats.borrow_mut();
     st.counters.received += 1;
@@ -88,7 +102,11 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                         Some([a, b]) => (a..b).contains(&publisher),
                         None => true,
                     };
-                    if same_clock {
+                    if held(rx, publisher, seq) {
+                        if st.measured(intended_ns) {
+                            st.record(H::E2eQueued, now.saturating_sub(intended_ns) / 1000);
+                        }
+                    } else if same_clock {
                         st.record_delivery_latency(now, intended_ns, lag_ns);
                         if !late {
                             if let Some(row) = st.second(intended_ns) {

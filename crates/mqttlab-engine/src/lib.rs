@@ -17,6 +17,7 @@ pub mod context;
 pub mod delivery;
 pub mod histogram;
 pub mod limits;
+pub mod offline;
 pub mod pacer;
 pub mod pacing;
 pub mod packets;

@@ -249,6 +249,30 @@ pub struct Subscribers {
     /// to this topic (template), at the publishers' QoS.
     #[serde(default)]
     pub echo_topic: Option<String>,
+    /// Offline sessions: the subscribers chosen leave (DISCONNECT, their persistent session kept
+    /// by the broker) and come back into it on this schedule, while the publishers go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<Offline>,
+}
+
+/// When subscribers go offline (offline.rs), from the start of the load.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Offline {
+    /// The first DISCONNECT, from the start of the load.
+    pub at_ms: u64,
+    /// How long each stays away before it reconnects into its session.
+    pub duration_ms: u64,
+    /// The share of the subscribers that go offline (spread evenly over their indices).
+    #[serde(default = "all")]
+    pub fraction: f64,
+    /// 0: once; else again every this long (from one DISCONNECT to the next) while the load lasts.
+    #[serde(default)]
+    pub every_ms: u64,
+}
+
+fn all() -> f64 {
+    1.0
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]

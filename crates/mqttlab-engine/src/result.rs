@@ -201,11 +201,14 @@ pub struct RawResult {
     pub violations: BTreeMap<String, Issue>,
     pub errors: BTreeMap<String, Issue>,
     pub generator: Generator,
+    /// Offline sessions: each subscriber's periods away, in the order they ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline: Vec<crate::offline::OfflineCycle>,
 }
 
 /// In the order of `stats::H`.
-pub const HISTOGRAM_NAMES: [&str; 11] =
-    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket"];
+pub const HISTOGRAM_NAMES: [&str; 12] =
+    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket", "e2e_queued"];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {
@@ -247,6 +250,7 @@ impl RawResult {
             out.generator.cpu_sys_s += r.generator.cpu_sys_s;
             out.generator.threads += r.generator.threads;
             out.generator.max_thread_cpu_share = out.generator.max_thread_cpu_share.max(r.generator.max_thread_cpu_share);
+            out.offline.extend(r.offline.iter().cloned());
         }
         // Histograms and series add by name / second.
         for name in HISTOGRAM_NAMES {

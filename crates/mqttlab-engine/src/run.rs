@@ -417,6 +417,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
     let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
     let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
+    let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
     let workers = worker_count(&plan, &units, (n_pubs + n_subs) as u32);
@@ -445,6 +446,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
                 fanout.clone(),
                 sequence.clone(),
                 tracker.clone(),
+                offline.clone(),
                 a,
                 co.shared[i].clone(),
                 ctl_rx.clone(),
@@ -474,6 +476,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         deliveries: Vec::new(),
         violations: BTreeMap::new(),
         errors: BTreeMap::new(),
+        offline: Vec::new(),
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
@@ -522,6 +525,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
             add_issue(&mut result.violations, k, v.count, &v.example);
         }
         result.sent_per_publisher.extend(st.sent_per_publisher.iter().map(|(k, v)| (*k, *v)));
+        result.offline.append(&mut st.offline);
         for ((p, u), s) in st.pairs.drain() {
             let e = pairs.entry((p, u)).or_insert_with(|| PairDelivery {
                 publisher: p,

@@ -184,6 +184,9 @@ impl Sender {
         }
         let id = out.publish(ctx, payload, due, sent_at);
         self.seq = seq.wrapping_add(1);
+        if let Some(offline) = &ctx.offline {
+            offline.sent(self.index, self.seq);
+        }
         WorkerShared::inc(&ctx.shared.sent);
         WorkerShared::add(&ctx.shared.expected_deliveries, self.fanout);
         let mut st = ctx.stats.borrow_mut();

@@ -25,6 +25,9 @@ pub enum H {
     Rtt,
     /// The WebSocket upgrade (ws:// and wss://).
     WebSocket,
+    /// End to end for the messages a broker held for an offline session (offline.rs), from their
+    /// intended send time: apart from the live ones.
+    E2eQueued,
 }
 
 #[derive(Default)]
@@ -77,6 +80,8 @@ pub struct WorkerStats {
     pub violations: BTreeMap<String, Issue>,
     pub sent_per_publisher: BTreeMap<u32, u64>,
     pub pairs: FxHashMap<(u32, u32), PairState>,
+    /// Offline sessions: the periods this worker's subscribers spent away.
+    pub offline: Vec<crate::offline::OfflineCycle>,
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
@@ -98,6 +103,7 @@ impl WorkerStats {
             violations: BTreeMap::new(),
             sent_per_publisher: BTreeMap::new(),
             pairs: FxHashMap::default(),
+            offline: Vec::new(),
             measure_start_ns: 0,
             series: Vec::new(),
             series_packed: 0,

@@ -41,6 +41,9 @@ pub struct Summary {
     pub bytes: Bytes,
     /// Round-trip mode only.
     pub round_trip: Option<RoundTrip>,
+    /// Offline sessions only (`subscribers.offline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offline: Option<crate::offline::OfflineSummary>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -204,8 +207,12 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
 
     let mut violations: Vec<Violation> = r.violations.iter().map(|(k, v)| Violation { kind: k.clone(), count: v.count, detail: v.example.clone() }).collect();
     let effective_qos = plan.effective_qos();
-    // Late deliveries arrived: missing the deadline breaks no QoS guarantee.
-    let never = lost.saturating_sub(late);
+    // Late deliveries arrived: missing the deadline breaks no QoS guarantee. Messages owed to an
+    // offline session are judged by the session's own promise (mqttlab.promises), where a
+    // broker's configured queue limit can explain them.
+    let offline = crate::offline::summarize(plan, &r.offline);
+    let owed_offline = offline.as_ref().map_or(0, |o| o.not_delivered);
+    let never = lost.saturating_sub(late).saturating_sub(owed_offline);
     if effective_qos >= 1 && never > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {
         violations.push(Violation {
             kind: format!("qos{effective_qos}_loss"),
@@ -286,6 +293,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             lost: c.sent.saturating_sub(c.replies),
             duplicated: c.reply_duplicates,
         }),
+        offline,
     })
 }
 

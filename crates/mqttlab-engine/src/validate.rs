@@ -173,6 +173,7 @@ impl RunPlan {
             problems.push(problem("shard.subscribers", format!("[{a}, {b}) is not within [0, {})", s.count), &[]));
         }
         problems.extend(round_trip_problems(self));
+        problems.extend(offline_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -192,6 +193,74 @@ impl RunPlan {
         }
         problems
     }
+}
+
+/// Offline sessions need sessions that outlive the connection, a schedule inside the load, and
+/// every publisher in the shard (the messages owed while away are counted by sequence number).
+fn offline_problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(o) = &plan.subscribers.offline else { return Vec::new() };
+    let mut problems = Vec::new();
+    let f = |name: &str| format!("subscribers.offline.{name}");
+    if plan.mqtt.clean_start {
+        problems.push(problem(
+            "mqtt.clean_start",
+            "must be false with subscribers.offline: the broker keeps a subscriber's session only when it asked for a persistent one",
+            &["subscribers.offline"],
+        ));
+    }
+    if plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
+        problems.push(problem(
+            "mqtt.session_expiry",
+            "must be more than 0 with subscribers.offline over MQTT 5: a session expiry of 0 ends the session with the connection",
+            &["subscribers.offline", "mqtt.version"],
+        ));
+    }
+    if o.duration_ms == 0 {
+        problems.push(problem(&f("duration"), "must be more than 0: how long each subscriber stays away", &[]));
+    }
+    if !(o.fraction > 0.0 && o.fraction <= 1.0) {
+        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", o.fraction), &[]));
+    }
+    if o.every_ms > 0 && o.every_ms <= o.duration_ms {
+        problems.push(problem(
+            &f("every"),
+            format!(
+                "must be longer than subscribers.offline.duration ({}s <= {}s): a subscriber is back before it leaves again",
+                seconds(o.every_ms),
+                seconds(o.duration_ms)
+            ),
+            &["subscribers.offline.duration"],
+        ));
+    }
+    if plan.load.duration_ms == 0 {
+        problems.push(problem(&f("at"), "needs a load.duration: the schedule is placed on the load's timeline", &["load.duration"]));
+    } else if o.at_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            &f("at"),
+            format!("must fall inside the load (at {}s, load.duration {}s): nobody would go offline", seconds(o.at_ms), seconds(plan.load.duration_ms)),
+            &["load.duration"],
+        ));
+    }
+    if plan.subscribers.count == 0 {
+        problems.push(problem(&f("at"), "needs subscribers: subscribers.count is 0", &["subscribers.count"]));
+    }
+    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
+        problems.push(problem(
+            "subscribers.filters",
+            "shared subscriptions ($share/) go to the group's other members while one is away: not with subscribers.offline",
+            &["subscribers.offline"],
+        ));
+    }
+    if plan.subscribers.echo_topic.is_some() {
+        problems.push(problem(&f("at"), "not in round-trip mode (subscribers.echo_topic)", &["subscribers.echo_topic"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem(&f("at"), "MQTT only: MQTT-SN clients have no persistent session here", &["transport.kind"]));
+    }
+    if plan.shard.publishers != [0, plan.publishers.count] {
+        problems.push(problem(&f("at"), "needs every publisher in this engine process (what is owed while away is counted by sequence number)", &["shard"]));
+    }
+    problems
 }
 
 /// Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught the

@@ -449,7 +449,15 @@ class Launcher:
             "file": str(self.config.file) if self.config.file else None,
             "version_pin": self.config.version,
             "settings": [{"setting": setting, "why": why} for setting, why in applied],
+            "state_limits": self.state_limits(),
         }
+
+    def state_limits(self) -> dict[str, int | None]:
+        """The limits this configuration sets on the state the broker keeps, as its documentation
+        gives them: `queued_messages`, the messages one offline session holds (None: no limit).
+        A limit left out is not known here; a message dropped under a known one is "dropped by
+        limit", not lost (mqttlab.promises)."""
+        return {}
 
     def availability(self) -> Availability:
         try:

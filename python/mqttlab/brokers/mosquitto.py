@@ -41,6 +41,14 @@ class MosquittoLauncher(Launcher):
         ("log_type error, log_type warning", "a log line per connection would cost CPU under load"),
     )
 
+    def state_limits(self) -> dict[str, int | None]:
+        # mosquitto.conf(5): max_queued_messages, 1000 when not set, 0 for no limit.
+        if self.config.tuned:
+            return {"queued_messages": None}
+        found = re.findall(r"^\s*max_queued_messages\s+(\d+)", self.config.user_text(), re.M)
+        limit = int(found[-1]) if found else 1000
+        return {"queued_messages": limit or None}
+
     def executable(self) -> str | None:
         return shutil.which("mosquitto", path=SEARCH_PATH)
 

@@ -161,6 +161,16 @@ class Publishers(_Section):
     )
 
 
+class Offline(_Section):
+    """Offline sessions (docs/state.md): subscribers with persistent sessions leave on a schedule
+    while the publishers go on, then come back into their sessions and drain what the broker queued."""
+
+    at: Duration = Field(description="The first DISCONNECT, from the start of the load phase (warm-up included)")
+    duration: Duration = Field(gt=0, description="How long each stays away before it reconnects into its session")
+    fraction: float = Field(default=1.0, gt=0, le=1, description="The share of the subscribers that go offline, spread evenly over their indices")
+    every: Optional[Duration] = Field(default=None, gt=0, description="Again every this long (DISCONNECT to DISCONNECT) while the load lasts; absent = once")
+
+
 class Subscribers(_Section):
     count: int = Field(default=10, ge=0, le=1_000_000)
     client_id: ClientIdTemplate = Field(default="mqttlab-sub-%i", description="%i = subscriber index")
@@ -170,6 +180,9 @@ class Subscribers(_Section):
     qos: Optional[Literal[0, 1, 2]] = Field(default=None, description="absent = publishers.qos, so deliveries are not silently downgraded")
     echo_topic: Optional[TopicTemplate] = Field(
         default=None, description="Round-trip mode: each subscriber republishes what it receives to this topic (%i = subscriber index); needs publishers.reply_filter"
+    )
+    offline: Optional[Offline] = Field(
+        default=None, description="Offline sessions: when subscribers leave and come back into their persistent sessions (needs mqtt.clean_start: false)"
     )
 
 

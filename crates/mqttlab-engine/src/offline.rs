@@ -1,0 +1,245 @@
+//! Offline sessions: subscribers with persistent sessions leave on a schedule (`subscribers.offline`)
+//! while the publishers go on, then come back into their session and drain what the broker queued
+//! for them. This module keeps what that workload knows at run time: the schedule, how far each
+//! publisher had sent when a subscriber left and came back (so the messages owed while offline
+//! are known exactly, by sequence number), and what each offline period came to.
+//!
+//! A message is *owed while offline* to a subscriber when its sequence number falls between what
+//! its publisher had sent when the subscriber's DISCONNECT went out and when its CONNACK came
+//! back: the broker had to hold it in the session. A message sent before the DISCONNECT that
+//! first arrives after the return was held too (it was on its way when the subscriber left):
+//! counted apart (`earlier`). The latency of both is kept apart from the live messages'
+//! (`e2e_queued`), from their intended send time like every other.
+use crate::accounting::UnitTable;
+use crate::plan::RunPlan;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+/// What every worker of a run with offline subscribers shares: each publisher's next sequence
+/// number (written by its own worker after each send, read when a subscriber leaves or returns)
+/// and, per subscriber, the publishers whose messages it is owed.
+pub struct OfflineShared {
+    next_seq: Vec<AtomicU32>,
+    publishers_of: Vec<Vec<u32>>,
+}
+
+impl OfflineShared {
+    /// Built only for a plan whose subscribers go offline: other runs pay nothing.
+    pub fn for_plan(plan: &RunPlan, units: &UnitTable) -> Option<OfflineShared> {
+        plan.subscribers.offline.as_ref()?;
+        let mut publishers_of = vec![Vec::new(); plan.subscribers.count as usize];
+        for (publisher, owed) in units.expected_units().iter().enumerate() {
+            for unit in owed {
+                // A subscriber's own unit has its index; shared groups are refused with offline.
+                if let Some(list) = publishers_of.get_mut(*unit as usize) {
+                    list.push(publisher as u32);
+                }
+            }
+        }
+        Some(OfflineShared { next_seq: (0..plan.publishers.count).map(|_| AtomicU32::new(0)).collect(), publishers_of })
+    }
+
+    /// Publisher `publisher` has sent every sequence number below `next`.
+    pub fn sent(&self, publisher: u32, next: u32) {
+        self.next_seq[publisher as usize].store(next, Relaxed);
+    }
+
+    /// How far each publisher owed to `subscriber` has sent, now.
+    fn progress(&self, subscriber: u32) -> Vec<(u32, u32)> {
+        self.publishers_of[subscriber as usize].iter().map(|&p| (p, self.next_seq[p as usize].load(Relaxed))).collect()
+    }
+}
+
+/// When subscriber `index` is offline, as offsets from the load's start (ns): the first period,
+/// then one every `every_ms` while the load lasts. None for a subscriber that stays online.
+pub fn first_period(plan: &RunPlan, index: u32) -> Option<(u64, u64)> {
+    let o = plan.subscribers.offline.as_ref()?;
+    // Spread the chosen share evenly over the indices: subscriber i leaves when the count of the
+    // first i+1 at that share steps up.
+    let chosen = ((index + 1) as f64 * o.fraction).floor() > (index as f64 * o.fraction).floor();
+    chosen.then_some((o.at_ms * 1_000_000, (o.at_ms + o.duration_ms) * 1_000_000))
+}
+
+/// The period after the one that started at `start` (offsets in ns), when the plan repeats them.
+pub fn next_period(plan: &RunPlan, start: u64) -> Option<(u64, u64)> {
+    let o = plan.subscribers.offline.as_ref()?;
+    (o.every_ms > 0).then(|| {
+        let next = start + o.every_ms * 1_000_000;
+        (next, next + o.duration_ms * 1_000_000)
+    })
+}
+
+/// One offline period of one subscriber, from its DISCONNECT to the last queued message drained.
+pub struct Window {
+    /// Per owed publisher: the sequence numbers [from, to) it sent while the subscriber was away.
+    owed: Vec<(u32, u32, u32)>,
+    left_ns: u64,
+    back_ns: u64,
+    session_present: bool,
+    delivered: u64,
+    earlier: u64,
+    last_ns: u64,
+}
+
+impl Window {
+    /// The subscriber is leaving now: what each publisher owed to it has sent so far.
+    pub fn leaving(shared: &OfflineShared, subscriber: u32, now: u64) -> Window {
+        let owed = shared.progress(subscriber).into_iter().map(|(p, next)| (p, next, next)).collect();
+        Window { owed, left_ns: now, back_ns: 0, session_present: false, delivered: 0, earlier: 0, last_ns: 0 }
+    }
+
+    /// The subscriber is back (its CONNACK read): what was sent meanwhile is what it is owed.
+    pub fn back(&mut self, shared: &OfflineShared, subscriber: u32, now: u64, session_present: bool) {
+        for ((_, _, to), (_, next)) in self.owed.iter_mut().zip(shared.progress(subscriber)) {
+            *to = next;
+        }
+        self.back_ns = now;
+        self.session_present = session_present;
+    }
+
+    /// From the DISCONNECT to the CONNACK of the return (0 before it).
+    pub fn away_ns(&self) -> u64 {
+        self.back_ns.saturating_sub(self.left_ns)
+    }
+
+    /// Counts the first delivery of `publisher`'s message `seq`, received at `now`, when it was
+    /// sent while the subscriber was away; true when it was.
+    pub fn take_owed(&mut self, publisher: u32, seq: u32, now: u64) -> bool {
+        let owed = self.back_ns > 0 && self.owed.iter().any(|&(p, from, to)| p == publisher && from <= seq && seq < to);
+        if owed {
+            self.delivered += 1;
+            self.last_ns = self.last_ns.max(now);
+        }
+        owed
+    }
+
+    /// Counts the first delivery, after the return, of a message sent before the DISCONNECT
+    /// (the newest window only); true when it is one.
+    pub fn take_earlier(&mut self, publisher: u32, seq: u32, now: u64) -> bool {
+        let earlier = self.back_ns > 0 && now >= self.back_ns && self.owed.iter().any(|&(p, from, _)| p == publisher && seq < from);
+        if earlier {
+            self.earlier += 1;
+            self.last_ns = self.last_ns.max(now);
+        }
+        earlier
+    }
+
+    /// What the period came to; `load_start` places it on the run's timeline.
+    pub fn cycle(&self, subscriber: u32, load_start: u64) -> OfflineCycle {
+        let owed: u64 = self.owed.iter().map(|&(_, from, to)| u64::from(to.saturating_sub(from))).sum();
+        let held = self.delivered + self.earlier;
+        OfflineCycle {
+            subscriber,
+            left_s: self.left_ns.saturating_sub(load_start) as f64 / 1e9,
+            offline_s: self.back_ns.saturating_sub(self.left_ns) as f64 / 1e9,
+            returned: self.back_ns > 0,
+            session_present: self.session_present,
+            owed,
+            delivered: self.delivered,
+            earlier: self.earlier,
+            drain_s: (held > 0).then(|| self.last_ns.saturating_sub(self.back_ns) as f64 / 1e9),
+        }
+    }
+}
+
+/// One offline period as the result keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OfflineCycle {
+    pub subscriber: u32,
+    /// When the DISCONNECT went out, seconds from the load's start.
+    pub left_s: f64,
+    /// From the DISCONNECT to the CONNACK that resumed the session.
+    pub offline_s: f64,
+    /// Whether the subscriber got back in before the run ended.
+    pub returned: bool,
+    /// The CONNACK's session-present flag on return (a persistent session asked for: true).
+    pub session_present: bool,
+    /// Messages its publishers sent while it was away: what the broker had to queue for it.
+    pub owed: u64,
+    /// Of those, delivered (first copies) after it came back.
+    pub delivered: u64,
+    /// Messages sent before it left that first arrived after it came back (held by the broker).
+    pub earlier: u64,
+    /// From the CONNACK to the last held message (owed or earlier) delivered; None when none was.
+    pub drain_s: Option<f64>,
+}
+
+/// What the run's offline periods came to, for the summary: the sessions judged (a persistent
+/// session asked for must be there on return), the messages owed while away and how many came,
+/// and how fast each subscriber drained its queue (its percentiles over the periods).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct OfflineSummary {
+    /// Subscribers that went offline at least once.
+    pub subscribers: u64,
+    /// Periods away, and of those, ended by a return before the run closed.
+    pub periods: u64,
+    pub returned: u64,
+    /// Returns into the session the broker kept (CONNACK session present); returns that found
+    /// none though the session had not expired (a broken promise: `session_lost`); returns after
+    /// the session's MQTT 5 expiry had run out (none expected).
+    pub sessions_resumed: u64,
+    pub sessions_lost: u64,
+    pub sessions_expired: u64,
+    /// Messages sent while a subscriber was away (what the broker had to queue), summed over
+    /// the periods that returned; delivered of them after the return; the rest, not delivered.
+    pub owed: u64,
+    pub delivered: u64,
+    pub not_delivered: u64,
+    /// Messages sent before a DISCONNECT that first arrived after the return.
+    pub earlier: u64,
+    /// From CONNACK to the last held message, over the periods that drained something (s).
+    pub drain_s: Option<Spread>,
+    /// Held messages per second of draining, over the same periods.
+    pub drain_rate_per_s: Option<Spread>,
+}
+
+/// Percentiles of one figure over subscribers' periods.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Spread {
+    pub count: u64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        // Nearest rank, as the HDR histograms' percentiles are.
+        let rank = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        Some(Spread { count: values.len() as u64, p50: rank(0.5), p99: rank(0.99), max: values[values.len() - 1] })
+    }
+}
+
+/// The summary of a run's offline periods; None for a run without them.
+pub fn summarize(plan: &RunPlan, cycles: &[OfflineCycle]) -> Option<OfflineSummary> {
+    plan.subscribers.offline.as_ref()?;
+    let returned: Vec<&OfflineCycle> = cycles.iter().filter(|c| c.returned).collect();
+    let mqtt = &plan.mqtt;
+    let expired = |c: &OfflineCycle| mqtt.version == 5 && c.offline_s > mqtt.session_expiry_s as f64;
+    let mut subscribers: Vec<u32> = cycles.iter().map(|c| c.subscriber).collect();
+    subscribers.sort_unstable();
+    subscribers.dedup();
+    let owed: u64 = returned.iter().map(|c| c.owed).sum();
+    let delivered: u64 = returned.iter().map(|c| c.delivered).sum();
+    let drained: Vec<(f64, u64)> = returned.iter().filter_map(|c| c.drain_s.map(|d| (d, c.delivered + c.earlier))).collect();
+    Some(OfflineSummary {
+        subscribers: subscribers.len() as u64,
+        periods: cycles.len() as u64,
+        returned: returned.len() as u64,
+        sessions_resumed: returned.iter().filter(|c| c.session_present).count() as u64,
+        sessions_lost: returned.iter().filter(|c| !c.session_present && !expired(c)).count() as u64,
+        sessions_expired: returned.iter().filter(|c| !c.session_present && expired(c)).count() as u64,
+        owed,
+        delivered,
+        not_delivered: owed.saturating_sub(delivered),
+        earlier: returned.iter().map(|c| c.earlier).sum(),
+        drain_s: Spread::of(drained.iter().map(|(d, _)| *d).collect()),
+        // A queue drained within a microsecond counts as drained at that rate, not infinitely fast.
+        drain_rate_per_s: Spread::of(drained.iter().map(|(d, n)| *n as f64 / d.max(1e-6)).collect()),
+    })
+}

@@ -1,0 +1,239 @@
+"""Offline sessions (subscribers.offline): subscribers with persistent sessions leave while the
+publishers go on, come back into their sessions and drain what the broker queued, each promise
+judged by its printed rule: on real Mosquitto (kept, a configured queue limit counted as dropped
+by limit, an MQTT 5 session that expired as asked), and against a scripted broker that breaks
+the promises (a queued QoS 1 message lost, a session forgotten), each named with its count."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+import mqttlab
+from mqttlab.brokers import get_launcher
+from mqttlab.exits import Exit
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import ScenarioError
+
+pytestmark = pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+
+# Two publishers at 100 msg/s each, QoS 1; the first 1 s online, then away 1.5 s.
+OFFLINE = {
+    "publishers.count": 2, "subscribers.count": 2, "publishers.rate": 100, "publishers.topic": "off/%i",
+    "subscribers.filters": ["off/%i"], "load.duration": "4s", "load.warmup": "0s", "mqtt.clean_start": False,
+    "subscribers.offline": {"at": "1s", "duration": "1.5s"},
+}  # fmt: skip
+
+
+def verdict(summary: dict, promise: str) -> dict:
+    return next(v for v in summary["promises"] if v["promise"] == promise)
+
+
+def test_mosquitto_keeps_the_sessions_and_delivers_every_queued_message(tmp_path: Path) -> None:
+    result = mqttlab.run(None, broker="mosquitto", set={**OFFLINE, "subscribers.offline": {"at": "1s", "duration": "1.5s", "fraction": 0.5}},
+                         out=tmp_path / "run")
+    offline = result.summary["offline"]
+    # Half the subscribers (one of two) went away once and came back into its session.
+    assert (offline["subscribers"], offline["periods"], offline["returned"], offline["sessions_resumed"]) == (1, 1, 1, 1)
+    # 100 msg/s for 1.5 s from the one publisher it is owed: about 150, every one delivered.
+    assert 120 <= offline["owed"] <= 180 and offline["delivered"] == offline["owed"] and offline["not_delivered"] == 0
+    assert result.summary["messages"]["lost"] == 0 and result.summary["violations"] == []
+    # The held messages' latency is kept apart: from their intended send, so up to the time away.
+    held = result.summary["latency"]["e2e_queued"]
+    assert held["count"] == offline["delivered"] + offline["earlier"]
+    assert held["max_us"] > 1_000_000 > result.summary["latency"]["e2e"]["max_us"]
+    assert verdict(result.summary, "persistent session kept")["verdict"] == "kept"
+    queue = verdict(result.summary, "queued messages delivered")
+    assert (queue["verdict"], queue["kept"], queue["broken"], queue["dropped_by_limit"]) == ("kept", offline["owed"], 0, 0)
+    assert queue["allowed"] == "no queue limit configured"  # the tuned Mosquitto: max_queued_messages 0
+    assert result.exit_code == Exit.OK
+
+
+def test_a_configured_queue_limit_drops_by_limit_not_as_loss(tmp_path: Path) -> None:
+    config = tmp_path / "mosquitto.conf"
+    config.write_text("max_queued_messages 20\n")
+    result = mqttlab.run(None, broker="mosquitto", set={**OFFLINE, "launch.config": str(config)}, out=tmp_path / "run")
+    offline, queue = result.summary["offline"], verdict(result.summary, "queued messages delivered")
+    # Each of the two sessions held its 20, the rest of its ~150 dropped under the limit.
+    assert offline["sessions_resumed"] == 2 and offline["delivered"] == 40
+    assert queue["limit"] == 20 and queue["dropped_by_limit"] == offline["owed"] - 40
+    assert (queue["verdict"], queue["broken"]) == ("kept", 0)
+    assert not [v for v in result.summary["violations"] if v["kind"].endswith("_loss")]  # judged by the promise, not as QoS loss
+
+
+def test_an_mqtt5_session_that_expired_while_away_is_not_a_lost_one(tmp_path: Path) -> None:
+    # Mosquitto looks for expired sessions now and then, not at the instant: away 3 s on a 1 s expiry.
+    away = {"subscribers.offline": {"at": "1s", "duration": "3s"}, "load.duration": "5s"}
+    result = mqttlab.run(None, broker="mosquitto", set={**OFFLINE, **away, "mqtt.version": 5, "mqtt.session_expiry": "1s"}, out=tmp_path / "run")
+    offline = result.summary["offline"]
+    assert (offline["sessions_expired"], offline["sessions_lost"], offline["sessions_resumed"]) == (2, 0, 0)
+    assert verdict(result.summary, "persistent session kept")["verdict"] == "kept"
+    assert not [v for v in result.summary["violations"] if v["kind"] == "session_lost"]
+
+
+def test_a_workload_that_cannot_work_is_refused_with_every_problem_named() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        validate_scenario({"mqtt": {"clean_start": True, "version": 5}, "load": {"duration": "5s"},
+                           "subscribers": {"filters": ["$share/g/bench/%i"], "offline": {"at": "6s", "duration": "2s", "every": "1s"}}})
+    fields = {problem.path for problem in refused.value.problems}
+    assert {"mqtt.clean_start", "mqtt.session_expiry", "subscribers.offline.at", "subscribers.offline.every", "subscribers.filters"} <= fields
+
+
+# --- a broker that breaks the promises, on purpose ----------------------------------------------
+
+
+class ScriptedBroker:
+    """A small MQTT 3.1.1 broker on loopback (exact topic filters, QoS 1, persistent sessions) that
+    can break what the protocol promises an offline session: `drop_every` drops every n-th message
+    it would queue for an offline session, `forget_sessions` answers every return with no session."""
+
+    def __init__(self, drop_every: int = 0, forget_sessions: bool = False) -> None:
+        self.drop_every, self.forget_sessions = drop_every, forget_sessions
+        self.dropped = 0
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.queued = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read(conn: socket.socket) -> Optional[tuple[int, bytes]]:
+        head = conn.recv(1)
+        if not head:
+            return None
+        length, shift = 0, 0
+        while True:
+            byte = conn.recv(1)[0]
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        body = b""
+        while len(body) < length:
+            chunk = conn.recv(length - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return head[0], body
+
+    @staticmethod
+    def _packet(first: int, body: bytes) -> bytes:
+        length, encoded = len(body), b""
+        while True:
+            byte, length = length & 0x7F, length >> 7
+            encoded += bytes([byte | (0x80 if length else 0)])
+            if not length:
+                return bytes([first]) + encoded + body
+
+    def _deliver(self, session: dict[str, Any], topic: bytes, payload: bytes) -> None:
+        session["pkid"] = session["pkid"] % 65535 + 1
+        packet = self._packet(0x32, struct.pack("!H", len(topic)) + topic + struct.pack("!H", session["pkid"]) + payload)
+        try:
+            session["conn"].sendall(packet)
+        except OSError:
+            pass
+
+    def _serve(self, conn: socket.socket) -> None:
+        session: Optional[dict[str, Any]] = None
+        while True:
+            try:
+                packet = self._read(conn)
+            except OSError:
+                packet = None
+            if packet is None:
+                break
+            first, body = packet
+            kind = first >> 4
+            if kind == 1:  # CONNECT: protocol name, level, flags, keep alive, client id
+                name_len = struct.unpack("!H", body[:2])[0]
+                flags = body[2 + name_len + 1]
+                id_len = struct.unpack("!H", body[2 + name_len + 4:2 + name_len + 6])[0]
+                client_id = body[2 + name_len + 6:2 + name_len + 6 + id_len].decode()
+                with self.lock:
+                    old = self.sessions.get(client_id)
+                    present = bool(old) and not flags & 0x02 and not self.forget_sessions
+                    session = old if present else {"filters": set(), "queue": [], "pkid": 0}
+                    session["conn"] = conn
+                    self.sessions[client_id] = session
+                    conn.sendall(self._packet(0x20, bytes([int(present), 0])))
+                    for topic, payload in session["queue"]:
+                        self._deliver(session, topic, payload)
+                    session["queue"] = []
+            elif kind == 8 and session is not None:  # SUBSCRIBE: packet id, then filters with their QoS
+                pkid, at, granted = body[:2], 2, b""
+                while at < len(body):
+                    size = struct.unpack("!H", body[at:at + 2])[0]
+                    session["filters"].add(body[at + 2:at + 2 + size])
+                    at += 2 + size + 1
+                    granted += b"\x01"
+                conn.sendall(self._packet(0x90, pkid + granted))
+            elif kind == 3:  # PUBLISH at QoS 1: acknowledge, then forward or queue
+                size = struct.unpack("!H", body[:2])[0]
+                topic, pkid, payload = body[2:2 + size], body[2 + size:4 + size], body[4 + size:]
+                conn.sendall(self._packet(0x40, pkid))
+                with self.lock:
+                    for other in self.sessions.values():
+                        if topic not in other["filters"]:
+                            continue
+                        if other["conn"] is not None:
+                            self._deliver(other, topic, payload)
+                            continue
+                        self.queued += 1
+                        if self.drop_every and self.queued % self.drop_every == 0:
+                            self.dropped += 1  # the broken promise
+                        else:
+                            other["queue"].append((topic, payload))
+            elif kind == 12:  # PINGREQ
+                conn.sendall(self._packet(0xD0, b""))
+            elif kind == 14:  # DISCONNECT: the session stays, offline
+                break
+        with self.lock:
+            if session is not None and session.get("conn") is conn:
+                session["conn"] = None
+        conn.close()
+
+
+SCRIPTED = {**OFFLINE, "publishers.count": 1, "subscribers.count": 1, "load.duration": "3s", "subscribers.offline": {"at": "0.5s", "duration": "1s"}}
+
+
+def test_a_broker_that_loses_queued_messages_is_named_with_the_count(tmp_path: Path) -> None:
+    broker = ScriptedBroker(drop_every=10)
+    try:
+        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=SCRIPTED, out=tmp_path / "run")
+    finally:
+        broker.close()
+    queue = verdict(result.summary, "queued messages delivered")
+    assert broker.dropped >= 5
+    assert (queue["verdict"], queue["name"], queue["broken"]) == ("broken", "queued_lost", broker.dropped)
+    assert queue["allowed"] == "the broker's queue limit is not known here" and queue["dropped_by_limit"] == 0
+    assert result.summary["messages"]["lost"] == broker.dropped
+    assert result.exit_code == Exit.FINDINGS
+
+
+def test_a_broker_that_forgets_a_persistent_session_is_named_with_the_count(tmp_path: Path) -> None:
+    broker = ScriptedBroker(forget_sessions=True)
+    try:
+        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=SCRIPTED, out=tmp_path / "run")
+    finally:
+        broker.close()
+    session = verdict(result.summary, "persistent session kept")
+    assert (session["verdict"], session["name"], session["broken"], session["kept"]) == ("broken", "session_lost", 1, 0)
+    assert [v["count"] for v in result.summary["violations"] if v["kind"] == "session_lost"] == [1]
+    assert result.exit_code == Exit.FINDINGS
