@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from mqttlab.brokers import sources
-from mqttlab.brokers.base import BrokerError, Ports, run_quietly
+from mqttlab.brokers.base import BrokerError, Ports, quoted, run_quietly
 from mqttlab.brokers.sources import SourceBuiltLauncher, install_build_tools, keep_built
 from mqttlab.tls import TlsMaterial
 
@@ -34,10 +34,6 @@ AS_SHIPPED_MQUEUE = 2048
 TUNED_MQUEUE = 65536
 #: the WebSocket listener's path, as NanoMQ ships it
 WS_PATH = "/mqtt"
-
-
-def _hocon_string(value: object) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class NanomqLauncher(SourceBuiltLauncher):
@@ -122,8 +118,8 @@ class NanomqLauncher(SourceBuiltLauncher):
         lines = [
             "# written by mqttlab for one run",
             "system {",
-            f"  cmd_ipc_url = {_hocon_string(f'ipc://{workdir}/cmd.ipc')}",
-            f"  hook_ipc_url = {_hocon_string(f'ipc://{workdir}/hook.ipc')}",
+            f"  cmd_ipc_url = {quoted(f'ipc://{workdir}/cmd.ipc')}",
+            f"  hook_ipc_url = {quoted(f'ipc://{workdir}/hook.ipc')}",
             "}",
             "mqtt {",
             *(f"  {key} = {value}" for key, value in mqtt.items()),
@@ -135,19 +131,19 @@ class NanomqLauncher(SourceBuiltLauncher):
             # HOCON: a later key overrides an earlier one, so the user's settings win over the
             # defaults above and mqttlab's listeners (after them) win over the user's.
             lines += [f"# --- from {self.config.file}", self.config.user_text(), "# --- mqttlab's listeners"]
-        lines += [f"listeners.tcp {{ bind = {_hocon_string(f'{host}:{ports.plain}')} }}",
-                  f"listeners.ws {{ bind = {_hocon_string(f'{host}:{self.ws_port(ports)}{WS_PATH}')} }}"]
+        lines += [f"listeners.tcp {{ bind = {quoted(f'{host}:{ports.plain}')} }}",
+                  f"listeners.ws {{ bind = {quoted(f'{host}:{self.ws_port(ports)}{WS_PATH}')} }}"]
         if tls is not None and ports.tls is not None:
             lines += [
                 "listeners.ssl {",
-                f"  bind = {_hocon_string(f'{host}:{ports.tls}')}",
-                f"  keyfile = {_hocon_string(tls.key_file)}",
-                f"  certfile = {_hocon_string(tls.cert_file)}",
-                f"  cacertfile = {_hocon_string(tls.ca_file)}",
+                f"  bind = {quoted(f'{host}:{ports.tls}')}",
+                f"  keyfile = {quoted(tls.key_file)}",
+                f"  certfile = {quoted(tls.cert_file)}",
+                f"  cacertfile = {quoted(tls.ca_file)}",
                 "  verify_peer = false",
                 "  fail_if_no_peer_cert = false",
                 "}",
-                f"listeners.wss {{ bind = {_hocon_string(f'{host}:{self.wss_port(ports)}{WS_PATH}')} }}",
+                f"listeners.wss {{ bind = {quoted(f'{host}:{self.wss_port(ports)}{WS_PATH}')} }}",
             ]
         return "\n".join(lines) + "\n"
 
