@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
 from mqttlab.cli.run import Exit, exit_code_for, flag_overrides
-from test_results import write_example  # tests/ is on sys.path (no package)
+from cli_runs import said  # tests/ is on sys.path (no package)
+from test_results import write_example
 
 cli_app._register()
 runner = CliRunner()
@@ -175,3 +176,23 @@ def test_python_dash_m_runs_the_cli():
         env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"},
     )
     assert completed.returncode == 0 and completed.stdout.startswith("mqttlab ")
+
+
+@pytest.mark.parametrize("brokers", [["--broker", "mosquitto", "--broker", "aedes"], ["--broker", "mosquitto,aedes"]])
+def test_several_brokers_in_run_point_to_suite_and_compare(brokers: list[str]):
+    result = invoke("run", *brokers)
+    assert result.exit_code == 2
+    assert "`run` measures one broker (got mosquitto, aedes)" in said(result)
+    assert "suite run SUITE --brokers mosquitto,aedes" in said(result) and "mqttlab compare" in said(result)
+
+
+def test_a_set_without_equals_is_refused_not_taken_for_the_scenario_file():
+    result = invoke("run", "--set", "publishers.qos", "2")
+    assert result.exit_code == 2
+    assert "error: --set publishers.qos: expected KEY=VALUE without spaces, e.g. --set publishers.qos=2" in said(result)
+    assert "file not found" not in result.output
+
+
+def test_qos_3_is_reported_once():
+    result = invoke("run", "--qos", "3")
+    assert result.exit_code == 2 and result.output.count("must be 0, 1 or 2") == 1 and "(--qos)" in said(result)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 
 from rich.console import Console
 
 from mqttlab.live.view import LiveProgress, snapshot_line, snapshot_table
-from mqttlab.summary_view import ms, print_summary
+from mqttlab.planning import plan_of, validate_scenario
+from mqttlab.summary_view import ms, plan_line, print_summary
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 
 SNAPSHOT = {
@@ -154,3 +157,22 @@ def test_the_generator_line_names_a_batched_submission_and_a_refused_one():
     assert "write (io_uring refused)" in rendered(summary)
     summary["generator"]["submission"] = "write"
     assert "submission" not in rendered(summary) and "io_uring" not in rendered(summary)
+
+
+def test_the_plan_line_spells_out_the_total_rate():
+    line = plan_line(plan_of(validate_scenario({"publishers": {"rate": 100}})))
+    assert "10 publishers × 100 msg/s = 1,000 msg/s for 10 s (2 s warm-up)" in line
+
+
+def test_a_slow_start_is_announced_while_it_lasts():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from mqttlab.live.view import broker_starting
+
+    out = StringIO()
+    with broker_starting(Console(file=out, width=100), "rabbitmq", quiet_for=0.05):
+        time.sleep(0.3)
+        assert "starting rabbitmq …" in out.getvalue()  # said before the start is over
+    assert re.search(r"rabbitmq started in 0\.[3-9] s", out.getvalue())

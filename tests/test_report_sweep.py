@@ -34,3 +34,15 @@ def test_the_png_is_written(tmp_path):
     rows = [_row("1 B", 10, 0.35), _row("1 MB", 10, 4.1), _row("1 B", 100, 0.3), _row("1 MB", 100, 3.7)]
     path = draw_sweep_png(rows, tmp_path / "sweep.png", dpi=50)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_rate_sweeps_log_axis_is_ticked_1_2_5_in_full():
+    from mqttlab.reports.figures import log_ticks
+
+    ticks = log_ticks([1, 10, 100, 1000])
+    assert ticks["ticktext"][:4] == ["1", "2", "5", "10"] and "1000" in ticks["ticktext"]
+    import inspect
+
+    from mqttlab.reports import sweep
+
+    assert "log_ticks(" in inspect.getsource(sweep.sweep_figures)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from cli_runs import invoke, said  # tests/ is on sys.path (no package)
 from mqttlab.cli import app as cli_app
 from mqttlab.suite import (
     PlannedRun, SuiteConflict, SuiteError, SuiteInterrupted, builtin_suites, expand_suite, load_suite, prepare_directory, run_suite,
@@ -237,3 +239,14 @@ def test_a_tls_variant_over_network_conditions_is_planned_for_the_brokers_tls_li
     runs = expand_suite(validate_suite(data))
     assert {run.transport for run in runs if run.case == "p2p"} == {"plain", "tls"}
     assert all(run.scenario["network"] == {"delay": "5ms"} for run in runs if run.case == "p2p")
+
+
+def test_suite_show_marks_skipped_brokers_estimates_time_and_writes_sizes_once():
+    result = invoke("suite", "show", "seed003", "--quick")
+    assert result.exit_code == 0, result.output
+    text = said(result)
+    assert "1KB B" not in text and "64 B" in text
+    assert re.search(r"time: about \S+ of load for the \d+ runs made here", text)
+    skipped = re.findall(r"skipped: (\w+), not available here", text)
+    assert "emqx" in skipped and "emqx (skipped)" in result.output
+    assert "…" not in result.output

@@ -1,6 +1,7 @@
 """The throwaway TLS material: a valid loopback certificate that clients accept, and two bad
 ones that clients reject for exactly the named reason. Checked with real TLS handshakes over
-127.0.0.1 (Python's ssl module on both ends)."""
+127.0.0.1 (Python's ssl module on both ends). And TLS from the command line: one flag for a
+launched broker, mqtts:// for one given by URL."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import pkcs12
 
+from cli_runs import ROOT, SMALL, invoke, said, summary_of  # tests/ is on sys.path (no package)
 from mqttlab.tls import TlsMaterial, make_tls_material, write_pkcs12
 
 
@@ -110,3 +112,33 @@ def test_pkcs12_keystore_holds_the_server_identity(material: TlsMaterial, tmp_pa
     assert extra == [_load(material.ca_file)]
     with pytest.raises(ValueError):
         pkcs12.load_key_and_certificates(path.read_bytes(), b"wrong password")
+
+
+# --- TLS from the command line ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["--tls"], ["--insecure"], [str(ROOT / "scenarios" / "tls.yaml")]])
+def test_tls_with_a_launched_broker_is_one_flag(tmp_path: Path, args: list[str]):
+    from mqttlab.brokers import get_launcher
+
+    if not get_launcher("mosquitto").find():
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh)")
+    out = tmp_path / "run"
+    # The file's own warm-up (2s) is the user's: a shorter run says so (--warmup).
+    result = invoke("run", *args, "--broker", "mosquitto", "--duration", "1s", "--warmup", "200ms", *SMALL, "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    assert "at mqtts://127.0.0.1:" in said(result)
+    assert summary_of(out)["latency"]["tls"]["count"] == 2
+
+
+def test_tls_with_a_broker_url_points_to_mqtts():
+    result = invoke("run", "--broker", "mqtt://127.0.0.1:1883", "--tls")
+    assert result.exit_code == 2 and "for a broker given by URL, write mqtts://HOST:PORT (with --ca FILE, or --insecure)" in said(result)
+
+
+def test_a_ca_file_with_a_launched_broker_points_to_tls(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read: refused before")
+    result = invoke("run", "--broker", "mosquitto", "--ca", str(ca), "--out", str(tmp_path / "run"))
+    assert result.exit_code == 2 and "use --tls (launch.tls: true)" in said(result)
+    assert not (tmp_path / "run").exists()

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from cli_runs import invoke  # tests/ is on sys.path (no package)
 from smc_synthetic import LOG_COEF, write_cases
 from typer.testing import CliRunner
 
@@ -110,3 +111,11 @@ def test_client_and_threshold_syntax():
     assert parse_clients("10..30:10,5") == [5, 10, 20, 30]
     assert parse_thresholds("30ms,0.05s,800us,70") == [0.8, 30.0, 50.0, 70.0]
     assert np.isclose(parse_thresholds("1.5ms")[0], 1.5)
+
+
+def test_smc_tables_fold_at_80_columns_instead_of_cutting_headers(tmp_path):
+    (tmp_path / "logs").mkdir()
+    write_cases(tmp_path / "logs", seed=5, latency="lognormal", coef=LOG_COEF, spread=0.7, cases=5, rows=1500)
+    result = invoke("smc", "learn", str(tmp_path / "logs"), "--out", str(tmp_path / "model"))
+    assert result.exit_code == 0, result.output
+    assert "R² =" in result.output and "…" not in result.output

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install
+from mqttlab.brokers.java import KEYSTORE_PASSWORD, java
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
@@ -19,7 +20,6 @@ RUN_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
 # codec comes with libmqtt-client-java and is put on the broker's classpath by us.
 MQTT_CODEC_JAR = Path("/usr/share/java/mqtt-client.jar")
 PACKAGES = ("activemq", "libmqtt-client-java")
-KEYSTORE_PASSWORD = "mqttlab-throwaway"
 
 BEANS_NS = "http://www.springframework.org/schema/beans"
 CORE_NS = "http://activemq.apache.org/schema/core"
@@ -169,11 +169,8 @@ class ActivemqLauncher(Launcher):
         config = conf / "activemq.xml"
         config.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n")
         (conf / "log4j.properties").write_text(LOG4J.format(level="WARN" if self.config.tuned else "INFO"))
-        java = shutil.which("java")
-        if java is None:
-            raise BrokerError("java is not installed (apt-get install default-jre-headless)")
         return [
-            java,
+            java(),
             *(TUNED_JVM if self.config.tuned else SHIPPED_JVM),
             # The console main puts activemq.classpath on the broker's class loader.
             f"-Dactivemq.classpath={conf}:{MQTT_CODEC_JAR}",

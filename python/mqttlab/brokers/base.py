@@ -7,6 +7,7 @@ command line, and how to read its version."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -138,6 +139,23 @@ def run_quietly(command: Sequence[str], timeout: float = 30.0, cwd: Path | None 
         tail = "\n".join(output.splitlines()[-15:])
         raise BrokerError(f"`{' '.join(command)}` exited with {done.returncode}:\n{tail}")
     return output
+
+
+def printed_version(name: str, command: Sequence[str], pattern: str) -> str | None:
+    """`"<name> <version>"` with the version `pattern` (its first group) finds in what `command`
+    prints, whatever it exits with; None when it cannot run or names no version."""
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(pattern, done.stdout + done.stderr)
+    return f"{name} {match.group(1)}" if match else None
+
+
+def quoted(value: object) -> str:
+    """`value` as a double-quoted string of a config file, as HOCON (NanoMQ) and TOML (RMQTT)
+    both read one: a path with a quote or a backslash in it stays one string."""
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")

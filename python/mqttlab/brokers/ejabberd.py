@@ -13,7 +13,6 @@ user name with any password is accepted, so clients must send the `credentials` 
 from __future__ import annotations
 
 import glob
-import os
 import re
 import shutil
 from pathlib import Path
@@ -21,9 +20,9 @@ from pathlib import Path
 import yaml
 
 from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install
+from mqttlab.brokers.erlang import SEARCH_PATH, clean_environment
 from mqttlab.tls import TlsMaterial
 
-SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/lib/erlang/bin"])
 # The Debian package puts the application under the multiarch library folder.
 APP_FILES = "/usr/lib/*/ejabberd-*/ebin/ejabberd.app"
 # The XMPP host whose users MQTT clients become (user@HOST/client-id).
@@ -163,9 +162,7 @@ class EjabberdLauncher(Launcher):
         logs = workdir / "logs"
         spool.mkdir(exist_ok=True)
         logs.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        for key in [k for k in env if k.startswith(("EJABBERD_", "ERL_"))]:
-            del env[key]
+        env = clean_environment("EJABBERD_")
         env.update({
             "HOME": str(workdir),
             "EJABBERD_CONFIG_PATH": str(config),

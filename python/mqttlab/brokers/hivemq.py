@@ -11,12 +11,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from mqttlab.brokers.base import WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
+from mqttlab.brokers.java import KEYSTORE_PASSWORD, fetch_from_maven, java
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
 ARTIFACT = "hivemq-community-edition-embedded"
 MAIN_SOURCE = Path(__file__).with_name("hivemq_main") / "HivemqMain.java"
 MAIN_CLASS = "HivemqMain"
-KEYSTORE_PASSWORD = "mqttlab-throwaway"
 # Several JVM brokers may run side by side on one machine; without -Xmx each would be allowed a
 # quarter of the RAM. 1 GiB holds the in-memory queues of a benchmark with hundreds of clients.
 HEAP = "1g"
@@ -45,24 +45,6 @@ LOGBACK_WARN = """<configuration scan="false">
   <logger name="jetbrains.exodus" level="ERROR"/>
   <logger name="oshi" level="ERROR"/>
 </configuration>
-"""
-
-
-def _pom(version: str) -> str:
-    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>mqttlab</groupId>
-  <artifactId>hivemq-runtime</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>com.hivemq</groupId>
-      <artifactId>{ARTIFACT}</artifactId>
-      <version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
 """
 
 
@@ -153,12 +135,7 @@ class HivemqLauncher(Launcher):
             apt_install("default-jdk-headless", "maven")
         self.home.mkdir(parents=True, exist_ok=True)
         if not self._jar().is_file():
-            (self.home / "pom.xml").write_text(_pom(str(self.pinned_version)))
-            run_quietly(
-                ["mvn", "-q", "-B", "dependency:copy-dependencies",
-                 f"-DoutputDirectory={self.home / 'lib'}", "-DincludeScope=runtime"],
-                cwd=self.home, timeout=900,
-            )
+            fetch_from_maven("hivemq", self.home, "com.hivemq", ARTIFACT, str(self.pinned_version))
         source = self.home / MAIN_SOURCE.name
         shutil.copyfile(MAIN_SOURCE, source)
         # --release 11: the same class runs on every JVM HiveMQ CE supports.
@@ -227,11 +204,8 @@ class HivemqLauncher(Launcher):
             logback.write_text(LOGBACK_WARN)
         else:
             logback.unlink(missing_ok=True)  # HiveMQ's own logging as shipped (INFO)
-        java = shutil.which("java")
-        if java is None:
-            raise BrokerError("java is not installed (apt-get install default-jre-headless)")
         command = [
-            java, f"-Xmx{HEAP}", *JDK_OPENS,
+            java(), f"-Xmx{HEAP}", *JDK_OPENS,
             f"-Dhivemq.home={base}",
             f"-Dhivemq.log.folder={folders['log']}",
             # RocksDB and Netty unpack native libraries here: per run, gone with the workdir.

@@ -12,13 +12,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, data_dir, printed_version, run_quietly
 from mqttlab.tls import TlsMaterial
 
 MODULE = "github.com/mochi-mqtt/server/v2"
@@ -125,15 +124,7 @@ class MochiLauncher(Launcher):
 
     def version(self) -> str | None:
         runner = self._runner()
-        if not runner.is_file():
-            return None
-        try:
-            done = subprocess.run([str(runner), "--version"], capture_output=True, text=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        match = re.match(r"mochi (\d+\.\d+\.\d+)", done.stdout.strip())
-        return f"mochi {match.group(1)}" if match else None
+        return printed_version("mochi", [str(runner), "--version"], r"mochi (\d+\.\d+\.\d+)") if runner.is_file() else None
 
     def install(self) -> None:
         if self.find():

@@ -6,28 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
+from mqttlab.brokers.base import Launcher, Ports, apt_install, data_dir
+from mqttlab.brokers.java import KEYSTORE_PASSWORD, fetch_from_maven, java
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
 MOQUETTE_VERSIONS = ("0.17", "0.16")
 MAIN_CLASS = "io.moquette.broker.Server"
-KEYSTORE_PASSWORD = "mqttlab-throwaway"
-
-POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>mqttlab</groupId>
-  <artifactId>moquette-runtime</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>io.moquette</groupId>
-      <artifactId>moquette-broker</artifactId>
-      <version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
 
 # Warnings only: Moquette's INFO logging on every connection would cost CPU under load.
 LOG4J_PROPERTIES = """log4j.rootLogger=WARN, stdout
@@ -79,12 +63,7 @@ class MoquetteLauncher(Launcher):
         if shutil.which("mvn") is None or shutil.which("java") is None:
             apt_install("default-jdk-headless", "maven")
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "pom.xml").write_text(POM.format(version=self.pinned_version))
-        run_quietly(
-            ["mvn", "-q", "-B", "dependency:copy-dependencies",
-             f"-DoutputDirectory={self.home / 'lib'}", "-DincludeScope=runtime"],
-            cwd=self.home, timeout=900,
-        )
+        fetch_from_maven("moquette", self.home, "io.moquette", "moquette-broker", str(self.pinned_version))
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         # Moquette reads $moquette.path/config/moquette.conf.
@@ -113,11 +92,8 @@ class MoquetteLauncher(Launcher):
         (config_dir / "moquette.conf").write_text("\n".join(lines) + "\n")
         log_config = workdir / "log4j.properties"
         log_config.write_text(LOG4J_PROPERTIES)
-        java = shutil.which("java")
-        if java is None:
-            raise BrokerError("java is not installed (apt-get install default-jre-headless)")
         return [
-            java,
+            java(),
             f"-Dmoquette.path={workdir}",
             f"-Dlog4j.configuration={log_config.as_uri()}",
             "-cp", f"{self.home / 'lib'}/*",

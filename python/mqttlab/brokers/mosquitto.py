@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, printed_version
 from mqttlab.tls import TlsMaterial
 
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
@@ -57,16 +55,8 @@ class MosquittoLauncher(Launcher):
 
     def version(self) -> str | None:
         exe = self.executable()
-        if exe is None:
-            return None
         # `mosquitto -h` prints its version in the first line and exits non-zero.
-        try:
-            done = subprocess.run([exe, "-h"], capture_output=True, text=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        match = re.search(r"mosquitto version (\S+)", done.stdout + done.stderr)
-        return f"mosquitto {match.group(1)}" if match else None
+        return printed_version("mosquitto", [exe, "-h"], r"mosquitto version (\S+)") if exe else None
 
     def install(self) -> None:
         if self.find():

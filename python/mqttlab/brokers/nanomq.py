@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from mqttlab.brokers import sources
-from mqttlab.brokers.base import BrokerError, Ports, run_quietly
+from mqttlab.brokers.base import BrokerError, Ports, quoted, run_quietly
 from mqttlab.brokers.sources import SourceBuiltLauncher, install_build_tools, keep_built
 from mqttlab.tls import TlsMaterial
 
@@ -36,16 +36,11 @@ TUNED_MQUEUE = 65536
 WS_PATH = "/mqtt"
 
 
-def _hocon_string(value: object) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 class NanomqLauncher(SourceBuiltLauncher):
     name = "nanomq"
     source_version = VERSION
     binary = "nanomq"
-    how_to_get = (f"`mqttlab brokers install nanomq` (cmake build of NanoMQ {VERSION} from "
-                  f"{sources.NANOMQ.tarball} in ${sources.SOURCES_ENV} or ../shared/sources, else from GitHub)")
+    how_to_get = f"`mqttlab brokers install nanomq` (cmake build of NanoMQ {VERSION} from {sources.fetched_from(sources.NANOMQ)})"
     source = f"upstream source {sources.NANOMQ.tarball} (sha256 pinned), built with cmake, TLS by Debian's mbedTLS"
     install_time = "22-42 s here from nothing (apt libmbedtls-dev, cmake, make -j2; 42 s with other builds on the 2 cores)"
     mqtt_versions = ("3.1.1", "5")
@@ -122,8 +117,8 @@ class NanomqLauncher(SourceBuiltLauncher):
         lines = [
             "# written by mqttlab for one run",
             "system {",
-            f"  cmd_ipc_url = {_hocon_string(f'ipc://{workdir}/cmd.ipc')}",
-            f"  hook_ipc_url = {_hocon_string(f'ipc://{workdir}/hook.ipc')}",
+            f"  cmd_ipc_url = {quoted(f'ipc://{workdir}/cmd.ipc')}",
+            f"  hook_ipc_url = {quoted(f'ipc://{workdir}/hook.ipc')}",
             "}",
             "mqtt {",
             *(f"  {key} = {value}" for key, value in mqtt.items()),
@@ -135,19 +130,19 @@ class NanomqLauncher(SourceBuiltLauncher):
             # HOCON: a later key overrides an earlier one, so the user's settings win over the
             # defaults above and mqttlab's listeners (after them) win over the user's.
             lines += [f"# --- from {self.config.file}", self.config.user_text(), "# --- mqttlab's listeners"]
-        lines += [f"listeners.tcp {{ bind = {_hocon_string(f'{host}:{ports.plain}')} }}",
-                  f"listeners.ws {{ bind = {_hocon_string(f'{host}:{self.ws_port(ports)}{WS_PATH}')} }}"]
+        lines += [f"listeners.tcp {{ bind = {quoted(f'{host}:{ports.plain}')} }}",
+                  f"listeners.ws {{ bind = {quoted(f'{host}:{self.ws_port(ports)}{WS_PATH}')} }}"]
         if tls is not None and ports.tls is not None:
             lines += [
                 "listeners.ssl {",
-                f"  bind = {_hocon_string(f'{host}:{ports.tls}')}",
-                f"  keyfile = {_hocon_string(tls.key_file)}",
-                f"  certfile = {_hocon_string(tls.cert_file)}",
-                f"  cacertfile = {_hocon_string(tls.ca_file)}",
+                f"  bind = {quoted(f'{host}:{ports.tls}')}",
+                f"  keyfile = {quoted(tls.key_file)}",
+                f"  certfile = {quoted(tls.cert_file)}",
+                f"  cacertfile = {quoted(tls.ca_file)}",
                 "  verify_peer = false",
                 "  fail_if_no_peer_cert = false",
                 "}",
-                f"listeners.wss {{ bind = {_hocon_string(f'{host}:{self.wss_port(ports)}{WS_PATH}')} }}",
+                f"listeners.wss {{ bind = {quoted(f'{host}:{self.wss_port(ports)}{WS_PATH}')} }}",
             ]
         return "\n".join(lines) + "\n"
 

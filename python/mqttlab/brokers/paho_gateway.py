@@ -27,7 +27,7 @@ VERSION = "07a9512"
 BINARY = "MQTT-SNGateway"
 LIBRARY = "libMQTTSNPacket.so"
 HOW_TO_GET = (f"`mqttlab brokers install paho-mqtt-sn-gateway` or scripts/install-brokers.sh (builds the Paho MQTT-SN gateway "
-              f"from {sources.PAHO_GATEWAY.tarball} in ${sources.SOURCES_ENV} or ../shared/sources, else from GitHub)")
+              f"from {sources.fetched_from(sources.PAHO_GATEWAY)})")
 INSTALL_TIME = "27-31 s here from nothing, other builds sharing the 2 cores (build.sh udp: cmake, make, C++)"
 #: the gateway refuses clients past this many; a benchmark's clients must all fit
 MAX_CLIENTS = 10000

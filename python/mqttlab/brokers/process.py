@@ -1,16 +1,14 @@
 """Broker child processes that never outlive mqttlab.
 
-Three layers, because each covers a way of dying the others miss:
+Two layers, because each covers a way of dying the other misses:
 - PR_SET_PDEATHSIG: the kernel signals the child when mqttlab is killed outright (SIGKILL, crash).
-- atexit: a normal exit, an uncaught exception or Ctrl-C (KeyboardInterrupt) stops live children.
-- a SIGTERM handler that turns SIGTERM into SystemExit, so that atexit runs for it too.
+- mqttlab.exit_cleanup: a normal exit, an uncaught exception, Ctrl-C or SIGTERM stops live children.
 
 Children run in their own session so that a Ctrl-C in the terminal reaches mqttlab only; mqttlab
 then stops them in order (a run must end its load before its broker goes away)."""
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import os
 import signal
@@ -19,6 +17,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from collections.abc import Mapping, Sequence
+
+from mqttlab.exit_cleanup import on_exit
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, subprocess.Popen] = {}
@@ -58,20 +58,12 @@ def _stop_all_live() -> None:
         terminate(child)
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _install_handlers() -> None:
     global _handlers_installed
     if _handlers_installed:
         return
     _handlers_installed = True
-    atexit.register(_stop_all_live)
-    # Only the main thread may set handlers, and a handler someone else installed stays theirs.
-    if threading.current_thread() is threading.main_thread():
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    on_exit(_stop_all_live)
 
 
 def spawn(

@@ -12,17 +12,16 @@ broker beside it, so both are descendants of the launched process and die with i
 from __future__ import annotations
 
 import glob
-import os
 import re
 import shutil
 from pathlib import Path
 
 from mqttlab.brokers.base import WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install
+from mqttlab.brokers.erlang import SEARCH_PATH, clean_environment
 from mqttlab.tls import TlsMaterial
 
 RABBITMQ_HOME = Path("/usr/lib/rabbitmq")
 SERVER_SCRIPT = RABBITMQ_HOME / "bin" / "rabbitmq-server"
-SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/lib/erlang/bin"])
 
 # Starts epmd (argument 1) in the foreground on the port in ERL_EPMD_PORT, waits until it answers,
 # then becomes the broker (the remaining arguments) by exec, so that the launched PID is the Erlang
@@ -206,10 +205,7 @@ class RabbitmqLauncher(Launcher):
     def _environment(self, workdir: Path, plain_port: int, epmd_port: int, dist_port: int) -> dict[str, str]:
         home = workdir / "home"  # erl writes the run's Erlang cookie here
         home.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        # Settings a user's shell may carry for another RabbitMQ must not leak into this one.
-        for key in [k for k in env if k.startswith(("RABBITMQ_", "ERL_"))]:
-            del env[key]
+        env = clean_environment("RABBITMQ_")
         env.update({
             "HOME": str(home),
             "PATH": SEARCH_PATH,

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir
+from mqttlab.brokers.base import BrokerError, Launcher, Ports, data_dir, printed_version, quoted
 from mqttlab.tls import TlsMaterial
 
 RMQTT_VERSION = "0.24.0"  # the `rmqtt` crate, pinned in rmqtt_main/Cargo.toml and its lock file
@@ -47,10 +46,6 @@ backlog = 4096
 # host's CPU is above 90% or its 1-minute load average above 80, measured every 2 s; on a machine
 # that also runs the load generator that is the generator's load as much as the broker's.
 NODE_TUNED = "[node.busy]\ncheck_enable = false\n"
-
-
-def _quote(path: Path) -> str:
-    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class RmqttLauncher(Launcher):
@@ -95,15 +90,7 @@ class RmqttLauncher(Launcher):
 
     def version(self) -> str | None:
         exe = self.executable()
-        if exe is None:
-            return None
-        try:
-            done = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        match = re.search(r"rmqtt/(\d+\.\d+\.\d+)", done.stdout)
-        return f"rmqtt {match.group(1)}" if match else None
+        return printed_version("rmqtt", [str(exe), "--version"], r"rmqtt/(\d+\.\d+\.\d+)") if exe else None
 
     def install(self) -> None:
         if self.find():
@@ -154,11 +141,11 @@ class RmqttLauncher(Launcher):
             "[node]\nid = 1\n",
             *([NODE_TUNED] if self.config.tuned else []),
             '[log]\nto = "console"\nlevel = "warn"\n',
-            f'[plugins]\ndir = {_quote(plugins_dir)}\ndefault_startups = {json.dumps(list(PLUGIN_CONFIGS))}\n',
+            f'[plugins]\ndir = {quoted(plugins_dir)}\ndefault_startups = {json.dumps(list(PLUGIN_CONFIGS))}\n',
             f'[listener.tcp.external]\naddr = "{host}:{ports.plain}"\n{listener_settings}',
         ]
         tls_files = "" if tls is None else (
-            f"cross_certificate = false\ncert = {_quote(tls.cert_file)}\nkey = {_quote(tls.key_file)}\n"
+            f"cross_certificate = false\ncert = {quoted(tls.cert_file)}\nkey = {quoted(tls.key_file)}\n"
         )
         if tls is not None and ports.tls is not None:
             sections.append(f'[listener.tls.external]\naddr = "{host}:{ports.tls}"\n{listener_settings}{tls_files}')

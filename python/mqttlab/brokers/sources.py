@@ -24,6 +24,11 @@ MBEDTLS_HEADER = Path("/usr/include/mbedtls/ssl.h")
 CLONE_TIMEOUT_S = 120.0
 
 
+def fetched_from(source: UpstreamSource) -> str:
+    """Where installing takes `source` from, as a launcher's `how_to_get` says it."""
+    return f"{source.tarball} in ${SOURCES_ENV} or ../shared/sources, else from GitHub"
+
+
 class SourceUnavailable(BrokerUnavailable):
     """Neither the local tarball nor the upstream repository can be had here."""
 

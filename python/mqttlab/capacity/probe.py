@@ -114,7 +114,7 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
-    from mqttlab import engine, session
+    from mqttlab import engine, results, session
 
     scenario = spec.scenario(rate)
     try:
@@ -128,8 +128,8 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     session.prepare(directory)
     before = _cpu_times()
     try:
-        session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
-                        command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
+        run = session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
+                              command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
     except LoadRefused as error:
         # The broker refused or reset the load's connections: kept as a probe that broke the
         # objectives; whether that ends the search (a broker given by URL that is not there) is
@@ -140,10 +140,12 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
     host = _host_load(before, _cpu_times())
     (directory / HOST_LOAD).write_text(json.dumps(host, indent=2) + "\n", encoding="utf-8")
-    kept = _read(directory)
-    if kept is None:
+    if run.outcome.status not in KEPT:  # the manifest's status
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
-    return _probe(rate, attempt, directory, kept, reused=False).judge(objectives)
+    # The run returns its summary and result; its manifest (the broker's limits, the host's
+    # cores, which the knee reads) it only writes.
+    manifest = json.loads((directory / results.MANIFEST).read_text(encoding="utf-8"))
+    return Probe(rate, attempt, directory, dict(run.summary), run.result, manifest, host=host).judge(objectives)
 
 
 def refusal_summary(error: str, generator_limited: bool = False) -> dict[str, Any]:

@@ -267,6 +267,9 @@ def predict(
 
 _BROKER_HELP = "A launcher name (a fresh broker per replication unless --reuse-broker) or mqtt://HOST:PORT."
 _CONFIG_HELP = "How a launched broker is configured: tuned, as-shipped (the package's defaults), or a config file."
+# The options explore, verify and validate declare alike.
+_Timeout = Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")]
+_BrokerConfig = Annotated[str, typer.Option(help=_CONFIG_HELP)]
 
 
 def _timeout_ms(text: str) -> int:
@@ -309,9 +312,9 @@ def explore(
     think: Annotated[str, typer.Option(help="Wait before each message, MIN..MAX ms (0..0: none, as the paper).")] = "0..0",
     weights: Annotated[str, typer.Option(help="Message weights over uniform 1, e.g. publish=5,subscribe=3.")] = "",
     topics: Annotated[int, typer.Option(help="Distinct topics the clients use.", min=1, max=64)] = 10,
-    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    timeout: _Timeout = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all cases instead of a fresh one each.")] = False,
-    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
+    broker_config: _BrokerConfig = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of client counts and walks.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for case-NNN.csv and their sidecars.")] = Path("results/smc/explore"),
 ) -> None:
@@ -357,9 +360,9 @@ def verify(
     alpha: Annotated[float, typer.Option(help="Type I error.")] = 0.01,
     beta: Annotated[float, typer.Option(help="Type II error.")] = 0.01,
     length: Annotated[int, typer.Option(help="Messages per sequence (one sample).", min=1)] = 10,
-    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    timeout: _Timeout = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="Keep one broker for all client counts.")] = False,
-    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
+    broker_config: _BrokerConfig = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of the clients' walks.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for verify.csv and verify.json.")] = Path("results/smc/verify"),
 ) -> None:
@@ -451,9 +454,9 @@ def validate(
     confidence: Annotated[float, typer.Option(help="Level of the measured intervals.")] = 0.95,
     samples: Annotated[int, typer.Option(help="Simulated replications per predicted point.", min=1)] = 1060,
     many_clients: Annotated[int, typer.Option(help="Client counts from here on are flagged (the paper: 130).", min=1)] = 130,
-    timeout: Annotated[str, typer.Option(help="An exchange not done by then is a functional failure.")] = "5s",
+    timeout: _Timeout = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="One broker for all replications (not independent in state).")] = False,
-    broker_config: Annotated[str, typer.Option(help=_CONFIG_HELP)] = "tuned",
+    broker_config: _BrokerConfig = "tuned",
     seed: Annotated[int, typer.Option(help="Seed of walks and simulation.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for validate.csv and validate.json.")] = Path("results/smc/validate"),
 ) -> None:

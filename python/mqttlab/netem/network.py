@@ -18,12 +18,10 @@ control path (the broker's readiness probe)."""
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import ipaddress
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.brokers.base import Placement
+from mqttlab.exit_cleanup import on_exit
 from mqttlab.netem import capability, commands, names, shaping
 from mqttlab.netem.commands import NetemError
 from mqttlab.scenario.network import NetworkConditions
@@ -51,20 +50,13 @@ def _close_all() -> None:
         net.close()
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _install_exit_handlers() -> None:
-    # atexit covers normal exit, exceptions and Ctrl-C; SIGTERM becomes SystemExit so atexit runs
-    # for it too. A crash or SIGKILL leaves names that names.clean_leftovers removes next time.
+    # A crash or SIGKILL leaves names that names.clean_leftovers removes next time.
     global _handlers_installed
     if _handlers_installed:
         return
     _handlers_installed = True
-    atexit.register(_close_all)
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    on_exit(_close_all)
 
 
 def _free_subnet_index(seed: str) -> int:

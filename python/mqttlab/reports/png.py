@@ -72,8 +72,14 @@ def _mean_sd(comparison: Comparison, path: Path, dpi: int) -> Path | None:
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
     axes.set_ylabel("latency (ms)")
     axes.set_title("Mean ± SD, as seeds 001 and 004 drew it (one-message runs: SD of run means; others: SD of samples)", fontsize=9)
+    return _finish(figure, axes, path, dpi, grid="y")
+
+
+def _finish(figure: Any, axes: Any, path: Path, dpi: int, grid: str) -> Path:
+    """Every chart's legend and light grid (`grid`: "y" for bars, "both" for curves), then the
+    file written and the figure closed (pyplot keeps every open figure in memory)."""
     axes.legend(fontsize=8)
-    axes.grid(axis="y", alpha=0.3)
+    axes.grid(axis=grid, alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=dpi)
     plt.close(figure)
@@ -134,12 +140,7 @@ def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None
     axes.set_xticks(range(len(scenarios)), scenarios, rotation=30, ha="right", fontsize=8)
     axes.set_ylabel(f"{metric.title} ({metric.unit})")
     axes.set_title(f"{metric.title}: mean, {comparison.confidence:.0%} CI", fontsize=10)
-    axes.legend(fontsize=8)
-    axes.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=dpi)
-    plt.close(figure)
-    return path
+    return _finish(figure, axes, path, dpi, grid="y")
 
 
 def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path | None:
@@ -160,12 +161,7 @@ def _percentiles(comparison: Comparison, scenario, path: Path, dpi: int) -> Path
     axes.set_xlabel("percentile")
     axes.set_ylabel("latency (ms)")
     axes.set_title(f"{scenario.scenario}: latency by percentile (repetitions pooled)", fontsize=10)
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=dpi)
-    plt.close(figure)
-    return path
+    return _finish(figure, axes, path, dpi, grid="both")
 
 
 def _sweep(comparison: Comparison, rows: list[dict], path: Path, dpi: int) -> Path:

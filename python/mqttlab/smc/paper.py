@@ -28,7 +28,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from mqttlab.smc.predict import PredictionSettings, predict
 from mqttlab.smc.profiles import BUILT_IN, UsageProfile
 from mqttlab.smc.stats import chernoff_sample_size
 from mqttlab.smc.validate import ValidateSettings, validate
-from mqttlab.smc.verify import Hypothesis, VerifySettings, verify
+from mqttlab.smc.verify import Hypothesis, ProfileRuns, VerifySettings, verify
 
 PAPER_MODEL = "paper"
 
@@ -84,6 +84,10 @@ class PaperSettings:
     @property
     def samples(self) -> int:
         return chernoff_sample_size(self.epsilon, self.delta)
+
+    def profile_runs(self) -> dict[str, Any]:
+        """The pipeline's settings that verify and validate run profile clients with."""
+        return {setting.name: getattr(self, setting.name) for setting in fields(ProfileRuns)}
 
     def profile(self, name: str) -> UsageProfile:
         base = BUILT_IN[name]
@@ -348,9 +352,8 @@ def _verify(broker: str, folder: Path, profile_name: str, profile: UsageProfile,
             p1 = float(paper.loc[(count, t), "p"])
             (hypotheses if _testable(p1, settings.indifference) else untestable).append(
                 Hypothesis(clients=count, threshold_ms=t, p1=p1, indifference=settings.indifference))
-    verify_settings = VerifySettings(length=settings.length, indifference=settings.indifference, alpha=settings.alpha,
-                                     beta=settings.beta, seed=settings.seed, timeout_ms=settings.timeout_ms,
-                                     fresh_broker=settings.fresh_broker, broker_config=settings.broker_config)
+    verify_settings = VerifySettings(**settings.profile_runs(), indifference=settings.indifference, alpha=settings.alpha,
+                                     beta=settings.beta)
     loads: list[HostLoad] = []
     started = time.perf_counter()
     target = folder / "verify" / profile_name
@@ -395,10 +398,8 @@ def _verify(broker: str, folder: Path, profile_name: str, profile: UsageProfile,
 def _validate(broker: str, folder: Path, profile_name: str, profile: UsageProfile, models: dict[str, LatencyModel],
               chosen: str, settings: PaperSettings, result: PaperResult, say: Callable[[str], None]) -> pd.DataFrame:
     compared = {PAPER_MODEL: models[PAPER_MODEL], "ours": models[chosen]}
-    validate_settings = ValidateSettings(length=settings.length, replications=settings.replications,
-                                         prediction_samples=settings.samples, seed=settings.seed,
-                                         timeout_ms=settings.timeout_ms, fresh_broker=settings.fresh_broker,
-                                         broker_config=settings.broker_config)
+    validate_settings = ValidateSettings(**settings.profile_runs(), replications=settings.replications,
+                                         prediction_samples=settings.samples)
     started = time.perf_counter()
     target = folder / "validate" / profile_name
     with HostLoadSampler() as sampler:

@@ -37,22 +37,17 @@ from mqttlab.smc.models import LatencyModel, NormalModel, load_model
 from mqttlab.smc.predict import PredictionSettings, predict
 from mqttlab.smc.profiles import UsageProfile
 from mqttlab.smc.stats import clopper_pearson
-from mqttlab.smc.verify import ProfileRun, run_profile, sequence_ok
+from mqttlab.smc.verify import ProfileRun, ProfileRuns, run_profile, sequence_ok
 
 TAGGED_CLIENT = 0
 
 
 @dataclass(frozen=True)
-class ValidateSettings:
-    length: int = 10
+class ValidateSettings(ProfileRuns):
     replications: int = 30
     confidence: float = 0.95
     prediction_samples: int = 1060
-    seed: int = 0
-    timeout_ms: int = 5000
-    fresh_broker: bool = True
     many_clients: int = 130
-    broker_config: str | None = None  # tuned, as-shipped or a file; None: the launcher's default (tuned)
 
 
 def outcome_matrix(runs: list[ProfileRun], clients: int, thresholds_ms: list[float]) -> np.ndarray:

@@ -237,15 +237,21 @@ def decide(run: ProfileRun, hypothesis: Hypothesis, test: SPRT, broker: str, cap
 
 
 @dataclass(frozen=True)
-class VerifySettings:
-    length: int = 10
+class ProfileRuns:
+    """How profile clients run on the real broker, in `verify` and `validate` alike."""
+
+    length: int = 10  # messages per sequence (one sample)
+    seed: int = 0
+    timeout_ms: int = 5000  # an exchange not done by then is a functional failure
+    fresh_broker: bool = True  # a fresh broker per run, else one for all
+    broker_config: str | None = None  # tuned, as-shipped or a file; None: the launcher's default (tuned)
+
+
+@dataclass(frozen=True)
+class VerifySettings(ProfileRuns):
     indifference: float = 0.1
     alpha: float = 0.01
     beta: float = 0.01
-    seed: int = 0
-    timeout_ms: int = 5000
-    fresh_broker: bool = True
-    broker_config: str | None = None  # tuned, as-shipped or a file; None: the launcher's default (tuned)
 
 
 def hypotheses_for(
