@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 from pathlib import Path
 

@@ -134,7 +134,7 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         # The broker refused or reset the load's connections: kept as a probe that broke the
         # objectives; whether that ends the search (a broker given by URL that is not there) is
         # the caller's call. A broker that could not even start is an error, raised as it is.
-        summary = refusal_summary(str(error))
+        summary = refusal_summary(str(error), kind=error.kind)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
@@ -148,11 +148,12 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     return Probe(rate, attempt, directory, dict(run.summary), run.result, manifest, host=host).judge(objectives)
 
 
-def refusal_summary(error: str, generator_limited: bool = False) -> dict[str, Any]:
+def refusal_summary(error: str, generator_limited: bool = False, kind: Optional[str] = None) -> dict[str, Any]:
     """What a probe that could not run counts as: a failed run that delivered nothing, refused by
-    the broker, or (`generator_limited`) beyond what this host can open."""
+    the broker (`kind`: the engine's name for how, e.g. refused, closed, connack), or
+    (`generator_limited`) beyond what this host can open."""
     zero = {"ok": 0, "failed": 0}
-    return {"status": "failed", "error": error, "refused": not generator_limited, "generator_limited": generator_limited,
+    return {"status": "failed", "error": error, "error_kind": kind, "refused": not generator_limited, "generator_limited": generator_limited,
             "generator_limited_reasons": [error] if generator_limited else [],
             "rates": {"sent_per_s": 0.0, "acked_per_s": 0.0, "received_per_s": 0.0}, "latency": {},
             "messages": {"sent": 0, "dropped": 0, "expected": 0, "delivered": 0, "lost": 0},
