@@ -237,3 +237,21 @@ def test_a_broker_that_forgets_a_persistent_session_is_named_with_the_count(tmp_
     assert (session["verdict"], session["name"], session["broken"], session["kept"]) == ("broken", "session_lost", 1, 0)
     assert [v["count"] for v in result.summary["violations"] if v["kind"] == "session_lost"] == [1]
     assert result.exit_code == Exit.FINDINGS
+
+
+def test_the_flags_make_the_common_form(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from mqttlab.cli import app as cli_app
+
+    cli_app._register()
+    result = CliRunner().invoke(cli_app.app, ["run", "--broker", "mosquitto", "--pubs", "2", "--subs", "2", "--rate", "50", "--duration", "3s",
+                                              "--warmup", "0s", "--offline-at", "1s", "--offline-for", "1s", "--offline-fraction", "0.5",
+                                              "--out", str(tmp_path / "run"), "--json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    # --offline-at alone makes the sessions persistent (mqtt.clean_start: false).
+    assert (summary["offline"]["subscribers"], summary["offline"]["sessions_resumed"]) == (1, 1)
+    assert summary["offline"]["delivered"] == summary["offline"]["owed"] > 0

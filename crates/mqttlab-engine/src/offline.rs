@@ -243,3 +243,60 @@ pub fn summarize(plan: &RunPlan, cycles: &[OfflineCycle]) -> Option<OfflineSumma
         drain_rate_per_s: Spread::of(drained.iter().map(|(d, n)| *n as f64 / d.max(1e-6)).collect()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(offline: serde_json::Value) -> RunPlan {
+        serde_json::from_value(serde_json::json!({
+            "broker": {"host": "127.0.0.1", "port": 1883},
+            "mqtt": {"version": 4, "username": null, "password": null, "keepalive_s": 30, "clean_start": false,
+                     "session_expiry_s": 0, "connect_timeout_ms": 1000},
+            "publishers": {"count": 2, "client_id": "p%i", "topic": "t/%i", "qos": 1, "retain": false, "rate": 10.0,
+                           "arrival": "constant", "messages": null, "payload": {"dist": "fixed", "size": 64}, "inflight": 10},
+            "subscribers": {"count": 4, "client_id": "s%i", "filters": ["t/+"], "qos": 1, "offline": offline},
+            "load": {"duration_ms": 5000, "grace_ms": 1000, "seed": 1},
+            "shard": {"publishers": [0, 2], "subscribers": [0, 4]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_fraction_chooses_that_share_spread_over_the_indices() {
+        let p = plan(serde_json::json!({"at_ms": 1000, "duration_ms": 500, "fraction": 0.5}));
+        let chosen: Vec<u32> = (0..4).filter(|i| first_period(&p, *i).is_some()).collect();
+        assert_eq!(chosen, vec![1, 3]);
+        assert_eq!(first_period(&p, 1), Some((1_000_000_000, 1_500_000_000)));
+        assert_eq!(next_period(&p, 1_000_000_000), None); // once
+        let every = plan(serde_json::json!({"at_ms": 1000, "duration_ms": 500, "every_ms": 2000}));
+        assert_eq!((0..4).filter(|i| first_period(&every, *i).is_some()).count(), 4);
+        assert_eq!(next_period(&every, 1_000_000_000), Some((3_000_000_000, 3_500_000_000)));
+    }
+
+    #[test]
+    fn a_window_counts_what_was_sent_while_away_and_what_was_held_from_before() {
+        let p = plan(serde_json::json!({"at_ms": 1000, "duration_ms": 500}));
+        let shared = OfflineShared::for_plan(&p, &UnitTable::build(&p)).unwrap();
+        shared.sent(0, 10);
+        shared.sent(1, 4);
+        let mut w = Window::leaving(&shared, 0, 100);
+        shared.sent(0, 15);
+        shared.sent(1, 6);
+        assert!(!w.take_owed(0, 12, 150), "nothing is held before the return");
+        w.back(&shared, 0, 200, true);
+        assert!(w.take_owed(0, 12, 210) && w.take_owed(1, 5, 220));
+        assert!(!w.take_owed(0, 15, 230), "sent after the return: live");
+        assert!(w.take_earlier(0, 9, 240), "sent before the DISCONNECT, first arrived after the return");
+        let cycle = w.cycle(0, 0);
+        assert_eq!((cycle.owed, cycle.delivered, cycle.earlier, cycle.session_present), (7, 2, 1, true));
+        assert_eq!(cycle.drain_s, Some(40e-9));
+    }
+
+    #[test]
+    fn the_spread_is_nearest_rank() {
+        let s = Spread::of(vec![3.0, 1.0, 2.0, 4.0]).unwrap();
+        assert_eq!((s.count, s.p50, s.p99, s.max), (4, 2.0, 4.0, 4.0));
+        assert!(Spread::of(Vec::new()).is_none());
+    }
+}

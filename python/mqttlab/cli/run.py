@@ -77,6 +77,9 @@ FLAG_PATHS = {
     "key": ("tls.key",),
     "connect_rate": ("load.connect_rate",),
     "seed": ("load.seed",),
+    "offline_at": ("subscribers.offline.at",),
+    "offline_for": ("subscribers.offline.duration",),
+    "offline_fraction": ("subscribers.offline.fraction",),
 }
 
 
@@ -151,6 +154,9 @@ def run_command(
     websocket: Annotated[bool, typer.Option("--websocket", help="Launched broker: clients connect over its WebSocket listener (MQTT over ws://; with --tls, wss://). For a URL: ws:// or wss://.")] = False,
     connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
+    offline_at: Annotated[Text, typer.Option("--offline-at", help="Offline sessions: subscribers leave their persistent sessions this long into the load (with --offline-for; docs/state.md).")] = None,
+    offline_for: Annotated[Text, typer.Option("--offline-for", help="Offline sessions: how long each stays away before it comes back to drain its queue.")] = None,
+    offline_fraction: Annotated[Optional[float], typer.Option("--offline-fraction", help="Offline sessions: the share of the subscribers that go (default: all).")] = None,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
     dask: Annotated[Text, typer.Option("--dask", help="Run across a Dask cluster: tcp://SCHEDULER:8786, or local:N for N worker processes here.")] = None,
     allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
@@ -173,9 +179,11 @@ def run_command(
         broker=one_broker, pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, rate=rate,
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
         mqtt_version=mqtt_version, username=username, password=password, ca=ca, cert=cert, key=key,
-        connect_rate=connect_rate, seed=seed,
+        connect_rate=connect_rate, seed=seed, offline_at=offline_at, offline_for=offline_for, offline_fraction=offline_fraction,
     )  # fmt: skip
     overrides = flag_overrides(**flags)
+    if offline_at is not None and not any(text.partition("=")[0].strip() == "mqtt.clean_start" for text in assignments or []):
+        overrides.setdefault("mqtt.clean_start", False)  # what offline sessions are: persistent ones
     if insecure:
         overrides["tls.insecure"] = True
     if tls:
