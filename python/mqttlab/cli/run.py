@@ -126,7 +126,7 @@ def run_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
     broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, a broker to launch (rumqttd, mosquitto, ...), or a container image (image:emqx/emqx:5.8). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set publishers.qos=2 (repeatable).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<scenario name>/.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<name>/, a file its scenario name, flags the shape (fan-in-20-1-qos1-100ps).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
     pubs: Annotated[Optional[int], typer.Option("--pubs", "-P", help="Number of publishers.")] = None,
     subs: Annotated[Optional[int], typer.Option("--subs", "-S", help="Number of subscribers.")] = None,
@@ -200,6 +200,7 @@ def run_command(
         Console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
                                    "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
+    _name_by_shape(scenario, routing, scenario_file, assignments or [])
 
     addresses: dict[str, list[str]] = {}
     if source_addresses and dask is None:
@@ -233,6 +234,22 @@ def run_command(
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
+
+
+def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str]) -> None:
+    """A run from flags is named by its shape (fan-in-20-1-qos1-100ps, mqttlab.shape), so that
+    its results directory, `report` and `compare` say what ran; a scenario file, a `--set name=`
+    and a run of the default scenario's shape keep their name."""
+    if scenario_file is not None or any(text.partition("=")[0].strip() == "name" for text in assignments):
+        return
+    from mqttlab import session
+    from mqttlab.scenario import default_scenario
+    from mqttlab.shape import shape_name
+
+    default = default_scenario()
+    name = shape_name(scenario, routing)
+    if name != shape_name(default, session.routing_of(default)):
+        scenario.name = name
 
 
 def _load_checked(path: Optional[Path], **changes: Any) -> Scenario:
