@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
-from mqttlab.analysis.runs import METRIC_BY_KEY
+from mqttlab.analysis.runs import METRIC_BY_KEY, merit
 from mqttlab.reports.paper import paper_sd
 
 BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss_peak",
@@ -77,7 +77,9 @@ def metric_bars(comparison: Comparison, key: str) -> go.Figure:
             marker={"symbol": "diamond", "color": "black", "size": 7},
             hovertemplate=f"{broker}<br>%{{x}}<br>best %{{y:.4g}} {metric.unit}<extra></extra>",
         )
-    direction = "higher is better" if metric.higher_is_better else "lower is better"
+    directions = {merit(metric, scenario.first_run.saturating) for scenario in comparison.scenarios}
+    direction = ("higher is better" if directions == {True} else "lower is better" if directions == {False}
+                 else "what the schedule offered less what went missing; higher is better only where the generator saturated")
     figure.update_layout(
         title=f"{metric.title} ({metric.unit}, {direction}); bars: mean, whiskers: {comparison.confidence:.0%} CI, ◆ best-of-N",
         barmode="group", scattermode="group", yaxis_title=metric.unit, height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
