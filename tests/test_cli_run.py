@@ -141,12 +141,13 @@ def test_report_makes_a_generator_limited_run_loud(tmp_path: Path):
     assert "GENERATOR-LIMITED" in result.output and "schedule lag p99 12 ms" in result.output
 
 
-def test_report_json_prints_summary_json(tmp_path: Path):
+def test_report_json_prints_summary_json_with_whose_figures_they_are(tmp_path: Path):
     directory = write_example(tmp_path / "run")
     (directory / "summary.json").write_text(json.dumps(realistic_summary()))
     result = invoke("report", str(directory), "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == realistic_summary()
+    broker = {"name": "rumqttd", "version": "0.19.0", "url": "mqtt://127.0.0.1:1883"}
+    assert json.loads(result.stdout) == {**realistic_summary(), "scenario": "default", "broker": broker}
 
 
 def test_report_of_a_missing_directory_exits_2(tmp_path: Path):
