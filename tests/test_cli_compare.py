@@ -135,3 +135,20 @@ def test_eighty_columns_stack_the_tables_and_never_split_a_number(runs: Path):
     for row in data["rows"]:  # every mean is printed whole on one line
         if row["mean"] is not None and row["metric"] in ("throughput", "latency_p50", "latency_p99", "broker_rss_peak"):
             assert re.search(rf"│\s*{re.escape(figure_text(row['mean']))} ±", narrow.output), (row, narrow.output)
+
+
+def test_the_over_time_plot_draws_no_cliff_where_the_run_ended(runs: Path, tmp_path: Path):
+    # Each run's measured window ends a fifth of a second into its last second (1.5 s with 0.3 s
+    # of warm-up): that second's handful of messages is no drop of the rate.
+    for path in runs.iterdir():
+        series = (path / "series.csv").read_text().splitlines()
+        assert len(series) >= 3 and int(series[-1].split(",")[0]) == 1
+    result = invoke("compare", str(runs), "--out", str(tmp_path / "report"), "--no-png")
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "report" / "report.html").read_text()
+    start = page.index('"time-0",')  # the over-time figure's Plotly.newPlot(id, traces, ...)
+    traces, _ = json.JSONDecoder().raw_decode(page[page.index("[", start):])
+    rates = [trace["y"] for trace in traces if trace.get("xaxis", "x") == "x"]
+    assert len(rates) == 4
+    for y in rates:  # 2 publishers × 50 msg/s: about 100 deliveries a second throughout, no tail towards 0
+        assert y and min(y) > 50, y
