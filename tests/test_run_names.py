@@ -63,5 +63,5 @@ def test_report_and_compare_name_the_shape(runs: Path, tmp_path: Path):
     assert report.exit_code == 0 and said(report).startswith("fan-in-4-1-qos1-20ps against mosquitto")
     compared = invoke("compare", str(fan_in), str(_named(runs, "default")), "--out", str(tmp_path / "report"), "--no-png")
     assert compared.exit_code == 0, compared.output
-    assert "fan-in-4-1-qos1-20ps: mean" in said(compared) and "default: mean" in said(compared)
+    assert "fan-in-4-1-qos1-20ps: offered 80 msg/s; mean" in said(compared) and "default: offered 1,000 msg/s; mean" in said(compared)
     assert ">fan-in-4-1-qos1-20ps<" in (tmp_path / "report" / "report.html").read_text()

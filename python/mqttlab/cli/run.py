@@ -243,7 +243,7 @@ def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Opt
     if scenario_file is not None or any(text.partition("=")[0].strip() == "name" for text in assignments):
         return
     from mqttlab import session
-    from mqttlab.scenario import default_scenario
+    from mqttlab.planning import default_scenario
     from mqttlab.shape import shape_name
 
     default = default_scenario()
