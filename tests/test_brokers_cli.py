@@ -16,10 +16,13 @@ from typer.testing import CliRunner
 
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.probe import round_trip
+from mqttlab.cli import app as cli_app
 from mqttlab.cli import brokers as brokers_cmd
 
 PYTHONPATH = str(Path(__file__).resolve().parents[1] / "python")
 runner = CliRunner()
+cli_app._register()
+app = cli_app.app
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +41,8 @@ def mosquitto_available() -> None:
 def test_list_names_every_broker_with_availability() -> None:
     result = runner.invoke(brokers_cmd.app, ["list", "--json"])
     assert result.exit_code == 0, result.output
-    rows = {row["name"]: row for row in json.loads(result.output)}
+    listed = json.loads(result.output)
+    rows = {row["name"]: row for row in [*listed["brokers"], *listed["gateways"]]}
     assert {"rumqttd", "mosquitto", "rmqtt", "aedes", "amqtt", "moquette", "hivemq", "activemq", "rabbitmq",
             "ejabberd", "mochi", "emqx", "nanomq", "vernemq", "external"} <= set(rows)
     for row in rows.values():
@@ -55,12 +59,35 @@ def test_list_names_every_broker_with_availability() -> None:
     assert rows["mosquitto"]["tested_by_test_command"] and rows["mosquitto"]["mqtt_versions"]
     assert rows["mosquitto"]["source"] and rows["mosquitto"]["install_time"]
     # Built from pinned upstream sources, and tested by the test command: the seeds' NanoMQ and RSMB,
-    # and the Paho MQTT-SN gateway listed beside the brokers.
+    # and the Paho MQTT-SN gateway listed apart from the brokers.
     for name in ("nanomq", "rsmb", "paho-mqtt-sn-gateway"):
         assert "upstream source" in rows[name]["source"] and "sha256 pinned" in rows[name]["source"]
         assert rows[name]["install_time"] and rows[name]["tested_by_test_command"]
         assert rows[name]["available"] or "../shared/sources" in rows[name]["detail"]
     assert rows["nanomq"]["tls"] and not rows["rsmb"]["tls"]
+
+
+def test_gateways_are_listed_apart_from_brokers_with_how_they_are_used() -> None:
+    listed = json.loads(runner.invoke(brokers_cmd.app, ["list", "--json"]).output)
+    assert "paho-mqtt-sn-gateway" not in {row["name"] for row in listed["brokers"]}
+    assert [(row["name"], row["used_as"]) for row in listed["gateways"]] == [("paho-mqtt-sn-gateway", "transport.gateway: paho")]
+    table = runner.invoke(brokers_cmd.app, ["list"]).output
+    brokers, gateways = table.split("MQTT-SN gateways")
+    assert "paho-mqtt-sn-gateway" not in brokers and "paho-mqtt-sn-gateway" in gateways and "mosquitto" not in gateways
+
+
+def test_a_gateway_given_as_the_broker_points_to_transport_gateway() -> None:
+    result = runner.invoke(app, ["run", "--broker", "paho-mqtt-sn-gateway"])
+    assert result.exit_code == 2
+    assert ("paho-mqtt-sn-gateway is an MQTT-SN gateway, not a broker: a scenario puts it in front of a broker with "
+            "`transport: {kind: mqtt-sn, gateway: paho}`") in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("typed, meant", [("mosquito", "mosquitto"), ("rumqtt", "rumqttd"), ("nanomqq", "nanomq")])
+def test_a_mistyped_broker_name_gets_a_did_you_mean(typed: str, meant: str) -> None:
+    result = runner.invoke(app, ["run", "--broker", typed])
+    assert result.exit_code == 2 and f"unknown broker '{typed}' (did you mean '{meant}'?)" in " ".join(result.output.split())
+    assert "did you mean" not in runner.invoke(app, ["run", "--broker", "kafka"]).output
 
 
 def test_list_prints_a_table() -> None:

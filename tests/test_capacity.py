@@ -335,10 +335,11 @@ def test_a_connect_rate_search_and_its_place_in_compare_and_the_report(tmp_path:
     assert "<h2>Capacity</h2>" in page and "data:image/png;base64," in page
 
 
-def test_a_difference_is_significant_only_when_the_intervals_are_disjoint(tmp_path: Path):
+def test_brackets_set_brokers_apart_only_when_disjoint_and_are_never_called_significant(tmp_path: Path):
     from mqttlab.capacity.report import differences
     from mqttlab.capacity.runner import CapacityReport
     from mqttlab.capacity.search import Outcome
+    from mqttlab.reports.capacity import capacity_lines
 
     def report(broker: str, status: str, lower: float | None, upper: float | None) -> CapacityReport:
         return CapacityReport(broker, tmp_path, Outcome(status, lower, upper), [])
@@ -346,7 +347,14 @@ def test_a_difference_is_significant_only_when_the_intervals_are_disjoint(tmp_pa
     a, b, c = report("a", "bracketed", 1000, 1100), report("b", "bracketed", 1100, 1210), report("c", "bracketed", 1050, 1150)
     d = report("d", "generator_limited", 1050, None)
     found = {tuple(x["brokers"]): x for x in differences([a, b, c, d])}
-    assert found[("a", "b")]["significant"] and found[("a", "b")]["higher"] == "b"
-    assert not found[("a", "c")]["significant"] and not found[("b", "c")]["significant"]
-    # An open interval (the generator's limit) cannot be shown lower than anything above its floor.
-    assert not found[("b", "d")]["significant"] and found[("a", "d")]["significant"] is False
+    assert found[("a", "b")]["apart"] and found[("a", "b")]["higher"] == "b"
+    # One search per broker: an order seen once, said as such and never as significant.
+    assert found[("a", "b")]["statement"].startswith("brackets apart: b sustained 1100")
+    assert all("significant" not in x or x["significant"] is False for x in found.values())
+    assert all("not a significance test" in x["statement"] for x in found.values() if x["apart"])
+    assert not found[("a", "c")]["apart"] and not found[("b", "c")]["apart"]
+    # An open bracket (the generator's limit) cannot be shown lower than anything above its floor.
+    assert not found[("b", "d")]["apart"] and found[("a", "d")]["apart"] is False
+    row = {"broker": "a", "slo": "p99<10ms", "capacity": 1000.0, "lower": 1000.0, "upper": 1100.0, "unit": "msg/s", "status": "bracketed",
+           "limited_by": "", "verification": ""}
+    assert capacity_lines([row]) == ["capacity of a (p99<10ms): 1000 msg/s bracket [1000, 1100], bracketed"]

@@ -61,6 +61,15 @@ def test_scenario_validate_lists_every_problem_and_exits_2(tmp_path: Path):
     assert "Traceback" not in result.output
 
 
+def test_a_key_naming_something_else_is_not_sent_to_a_lookalike(tmp_path: Path):
+    # MQTT 5's message expiry is no setting here: `messages` shares letters with it, not meaning.
+    written = tmp_path / "expiry.yaml"
+    written.write_text("publishers: {message_expiry: 60}\n")
+    result = invoke("scenario", "validate", str(written))
+    assert result.exit_code == 2 and "did you mean" not in result.output
+    assert "publishers.message_expiry: unknown key (allowed: count, client_id, topic, qos" in " ".join(result.output.split())
+
+
 def test_scenario_schema_prints_the_json_schema():
     result = invoke("scenario", "schema")
     assert result.exit_code == 0
@@ -133,12 +142,13 @@ def test_report_makes_a_generator_limited_run_loud(tmp_path: Path):
     assert "GENERATOR-LIMITED" in result.output and "schedule lag p99 12 ms" in result.output
 
 
-def test_report_json_prints_summary_json(tmp_path: Path):
+def test_report_json_prints_summary_json_with_whose_figures_they_are(tmp_path: Path):
     directory = write_example(tmp_path / "run")
     (directory / "summary.json").write_text(json.dumps(realistic_summary()))
     result = invoke("report", str(directory), "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == realistic_summary()
+    broker = {"name": "rumqttd", "version": "0.19.0", "url": "mqtt://127.0.0.1:1883"}
+    assert json.loads(result.stdout) == {**realistic_summary(), "scenario": "default", "broker": broker}
 
 
 def test_report_of_a_missing_directory_exits_2(tmp_path: Path):

@@ -85,12 +85,24 @@ def default_results_dir(scenario_name: str, now: Optional[dt.datetime] = None, r
     return candidate
 
 
+# What a run leaves in its directory before its manifest: its live state, the figures of a run
+# whose results could not all be written, and the log a suite opens before it starts the run.
+RUN_TRACES = ("live.json", "summary.json", "run.log")
+
+
 def check_writable(directory: Path) -> None:
-    """Refuses a directory that already holds a run, before any load is sent."""
+    """Refuses, before any load is sent, a directory that already holds a run, one inside a run's
+    results, and one holding other files: a run's files among them (or its results nested in
+    another run's) would be read back as one run by `report` and `compare`."""
     if (directory / MANIFEST).exists():
         raise ResultsError(f"{directory}: already holds the results of a run; choose another --out")
     if directory.exists() and not directory.is_dir():
         raise ResultsError(f"{directory}: exists and is not a directory")
+    holder = next((parent for parent in directory.absolute().parents if (parent / MANIFEST).is_file()), None)
+    if holder is not None:
+        raise ResultsError(f"{directory}: is inside the results of the run in {holder}; choose an --out outside it")
+    if directory.is_dir() and any(directory.iterdir()) and not any((directory / name).exists() for name in RUN_TRACES):
+        raise ResultsError(f"{directory}: holds other files and no run; a run writes into a new or empty directory (choose another --out)")
 
 
 # --- command lines -------------------------------------------------------------------------

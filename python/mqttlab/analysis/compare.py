@@ -35,6 +35,17 @@ class BrokerGroup:
     def generator_limited_runs(self) -> int:
         return sum(run.generator_limited for run in self.runs)
 
+    @property
+    def violations(self) -> dict[str, tuple[int, int]]:
+        """Each promise the broker broke (summary.json's violations, by kind): (count over the
+        runs, runs that broke it)."""
+        found: dict[str, tuple[int, int]] = {}
+        for run in self.runs:
+            for kind, count in run.violations.items():
+                total, runs = found.get(kind, (0, 0))
+                found[kind] = (total + count, runs + 1)
+        return found
+
 
 @dataclass
 class ScenarioComparison:
@@ -42,6 +53,21 @@ class ScenarioComparison:
     groups: dict[str, BrokerGroup]  # broker -> group, in broker order
     differences: dict[str, dict[str, Difference]]  # non-baseline broker -> metric -> difference
     baseline_present: bool
+
+    @property
+    def first_run(self) -> RunFigures:
+        return next(iter(self.groups.values())).runs[0]
+
+    @property
+    def offered_per_s(self) -> Optional[float]:
+        """The deliveries per second the schedule offered (the whole configuration is equal
+        within a scenario, so any run says it); None when the generator saturated."""
+        return self.first_run.offered_per_s
+
+    @property
+    def generator_limited_apart(self) -> bool:
+        """Runs shown apart because they were flagged generator-limited (`compare --generator-limited`)."""
+        return self.scenario.endswith(GENERATOR_LIMITED_LABEL)
 
 
 @dataclass
@@ -54,6 +80,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # e.g. brokers a suite could not run here, and why
     paper: Optional[Any] = None  # the paper vs this run (paper_figures.PaperSection), when a seed's paper applies
     metrics: tuple[Metric, ...] = METRICS  # the figures compared: the headline ones, and the faults' when runs had faults
+    generator_limited_left_out: list[Path] = field(default_factory=list)  # runs flagged generator-limited, left out of the figures
 
     @property
     def run_count(self) -> int:
@@ -93,6 +120,9 @@ class Comparison:
             "interval": "Student t over repetitions; differences: Welch t (unequal variances)",
             "brokers": self.brokers,
             "excluded": [{"path": str(path), "reason": reason} for path, reason in self.excluded],
+            "generator_limited_left_out": [str(path) for path in self.generator_limited_left_out],
+            "violations": [{"scenario": s.scenario, "broker": b, "kind": kind, "count": count, "runs": runs, "of_runs": len(g.runs)}
+                           for s in self.scenarios for b, g in s.groups.items() for kind, (count, runs) in g.violations.items()],
             "notes": list(self.notes),
             "rows": self.rows(),
             "pooled_latency": [
@@ -103,9 +133,11 @@ class Comparison:
         }
 
 
-def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:
+def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, confidence: float = 0.95,
+                 flagged_apart: bool = False) -> Comparison:
     """Groups completed runs by scenario and broker and compares the brokers. Runs that did
-    not complete are left out of every statistic and listed in `excluded`."""
+    not complete are left out of every statistic and listed in `excluded`; with `flagged_apart`
+    runs flagged generator-limited form scenarios of their own."""
     if not 0 < confidence < 1:
         raise ComparisonError(f"--confidence: must be between 0 and 1, e.g. 0.95 (got {confidence})")
     usable = [run for run in runs if run.status == "completed"]
@@ -116,7 +148,7 @@ def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, conf
     chosen = baseline if baseline is not None else brokers[0]
     if chosen not in brokers:
         raise ComparisonError(f"--baseline: no runs of broker {chosen!r} (brokers in these results: {', '.join(brokers)})")
-    labels = scenario_labels(usable)
+    labels = scenario_labels(usable, flagged_apart)
     metrics = metrics_for(usable)
     scenarios = []
     for scenario in dict.fromkeys(labels[id(run)] for run in usable):
@@ -129,10 +161,14 @@ def compare_runs(runs: list[RunFigures], *, baseline: Optional[str] = None, conf
     return Comparison(scenarios, brokers, chosen, confidence, excluded, metrics=metrics)
 
 
-def scenario_labels(runs: list[RunFigures]) -> dict[int, str]:
+GENERATOR_LIMITED_LABEL = " [generator-limited]"
+
+
+def scenario_labels(runs: list[RunFigures], flagged_apart: bool = False) -> dict[int, str]:
     """The scenario each run is compared under (by id(run)): its name, and where runs of one name
     were configured differently (--set, or directories compared by hand), the name followed by the
-    fields that differ, so that they are never averaged together."""
+    fields that differ, so that they are never averaged together; with `flagged_apart`, a run
+    flagged generator-limited under its label followed by GENERATOR_LIMITED_LABEL."""
     configs = {id(run): configuration(run.results.scenario) for run in runs}
     labels: dict[int, str] = {}
     for name in dict.fromkeys(run.scenario for run in runs):
@@ -141,6 +177,8 @@ def scenario_labels(runs: list[RunFigures]) -> dict[int, str]:
         fields = differing_fields(distinct.values())
         for run in named:
             labels[id(run)] = f"{name} [{describe(configs[id(run)], fields)}]" if fields else name
+            if flagged_apart and run.generator_limited:
+                labels[id(run)] += GENERATOR_LIMITED_LABEL
     return labels
 
 
@@ -229,5 +267,18 @@ def leave_out_generator_limited(comparison: Comparison, *, keep_all_flagged: boo
     if not kept:
         return comparison
     judged = compare_runs(kept, baseline=comparison.baseline, confidence=comparison.confidence)
-    judged.notes, judged.paper = comparison.notes, comparison.paper
+    judged.notes, judged.paper, judged.excluded = comparison.notes, comparison.paper, comparison.excluded
+    judged.generator_limited_left_out = [run.path for group in groups for run in group.runs if run not in kept]
     return judged
+
+
+def as_read(comparison: Comparison, *, flagged_apart: bool = False) -> Comparison:
+    """The comparison `compare` shows: runs flagged generator-limited left out of the figures, as
+    the reproduction pages leave them (a configuration with no other run stays, marked), or with
+    `flagged_apart` in scenarios of their own beside the others."""
+    if not flagged_apart:
+        return leave_out_generator_limited(comparison)
+    runs = [run for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
+    apart = compare_runs(runs, baseline=comparison.baseline, confidence=comparison.confidence, flagged_apart=True)
+    apart.notes, apart.paper, apart.excluded = comparison.notes, comparison.paper, comparison.excluded
+    return apart

@@ -24,7 +24,9 @@ class Metric:
 
 # The headline figures of a run, in the order tables show them.
 METRICS = (
-    Metric("throughput", "throughput", "msg/s", True),
+    # Deliveries per second. In open loop the schedule's offered rate sets it, so a higher figure is
+    # merit only where the generator saturates the broker (`merit`).
+    Metric("throughput", "delivered rate", "msg/s", True),
     Metric("latency_p50", "latency p50", "ms", False),
     Metric("latency_p99", "latency p99", "ms", False),
     Metric("latency_max", "latency max", "ms", False),
@@ -50,6 +52,16 @@ METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS}
 def metrics_for(runs: Iterable[RunFigures]) -> tuple[Metric, ...]:
     """The figures a comparison of `runs` shows: the headline ones, and the faults' when any run had one."""
     return METRICS + FAULT_METRICS if any(run.figures.get("fault_outage") is not None for run in runs) else METRICS
+
+
+def merit(metric: Metric, saturating: bool) -> Optional[bool]:
+    """Whether a higher figure is better (True), worse (False), or neither (None): the delivered
+    rate of an open-loop run is what the schedule offered less what went missing, no figure of merit."""
+    if metric.key == "throughput" and not saturating:
+        return None
+    return metric.higher_is_better
+
+
 # Which latency a run is judged by: the round trip when the scenario asked for one (its purpose,
 # and measured on one clock), else end-to-end when anyone subscribed, else the acknowledgement.
 LATENCY_MEASURES = ("rtt", "e2e", "pubcomp", "puback")
@@ -67,6 +79,25 @@ class RunFigures:
     latency_measure: Optional[str]
     figures: dict[str, Optional[float]]
     results: Results = field(repr=False)
+    violations: dict[str, int] = field(default_factory=dict)  # kind -> count: promises the broker broke
+
+    @property
+    def saturating(self) -> bool:
+        """Whether the generator sent as fast as the broker took it (closed loop, window filling)
+        rather than on a schedule."""
+        return (self.results.scenario.get("publishers") or {}).get("arrival") in ("closed", "window")
+
+    @property
+    def offered_per_s(self) -> Optional[float]:
+        """Deliveries per second the open-loop schedule offered: publishers × rate × the receivers
+        owed each message; None in closed loop or window filling (nothing is offered in advance)."""
+        scenario = self.results.scenario
+        publishers, subscribers = scenario.get("publishers") or {}, (scenario.get("subscribers") or {}).get("count")
+        # Without subscribers the figure is the acknowledged (sent) publishes: one per message.
+        copies = (self.results.summary.get("routing") or {}).get("owed_per_message") if subscribers else 1.0
+        if self.saturating or copies is None or not publishers.get("count"):
+            return None
+        return float(publishers["count"]) * float(publishers.get("rate") or 0.0) * float(copies)
 
 
 def find_result_directories(paths: Iterable[Path]) -> list[Path]:
@@ -151,6 +182,7 @@ def read_run(directory: Path) -> RunFigures:
         latency_measure=measure,
         figures=figures,
         results=results,
+        violations={str(v.get("kind")): int(v.get("count") or 0) for v in summary.get("violations") or []},
     )
 
 

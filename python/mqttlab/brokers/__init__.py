@@ -92,9 +92,17 @@ _LAUNCHERS: dict[str, Callable[[], Launcher]] = {
 }
 
 
-#: MQTT-SN gateways built here, listed and installed beside the brokers (they are not brokers:
-#: a scenario picks one with transport.gateway)
-GATEWAY_NAMES = ("paho-mqtt-sn-gateway",)
+#: MQTT-SN gateways built here, listed and installed apart from the brokers (they are not brokers:
+#: a scenario puts one in front of a broker with transport.gateway), each with that setting's value
+GATEWAYS = {"paho-mqtt-sn-gateway": "paho"}
+GATEWAY_NAMES = tuple(GATEWAYS)
+
+
+def gateway_use(name: str) -> str:
+    """How a gateway is used, for a user who gave its name as a broker's."""
+    return (f"{name} is an MQTT-SN gateway, not a broker: a scenario puts it in front of a broker with "
+            f"`transport: {{kind: mqtt-sn, gateway: {GATEWAYS[name]}}}` (or --set transport.kind=mqtt-sn "
+            f"--set transport.gateway={GATEWAYS[name]}; docs/mqtt-sn.md)")
 
 
 def get_gateway(name: str) -> PahoGatewayLauncher:
@@ -131,8 +139,14 @@ def get_launcher(name: str) -> Launcher:
         return ExternalLauncher(name)
     factory = _LAUNCHERS.get(name.strip().lower())
     if factory is None:
+        if name.strip().lower() in GATEWAYS:
+            raise UnknownBroker(gateway_use(name.strip().lower()))
+        from mqttlab.spelling import did_you_mean
+
+        close = did_you_mean(name.strip().lower(), launcher_names())
         raise UnknownBroker(
-            f"unknown broker {name!r}; known: {', '.join(launcher_names())}, a URL mqtt://HOST:PORT, or image:REF"
+            f"unknown broker {name!r}" + (f" (did you mean {close!r}?)" if close else "")
+            + f"; known: {', '.join(launcher_names())}, a URL mqtt://HOST:PORT, or image:REF"
         )
     return factory()
 

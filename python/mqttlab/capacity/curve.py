@@ -130,7 +130,7 @@ def write_png(series: Sequence[Series], objectives: Sequence[Objective], path: P
     delivered.legend(fontsize=6)
     resources.set_ylabel("broker CPU (cores)")
     memory.set_ylabel("broker peak RSS (MiB)")
-    resources.set_xlabel(f"offered ({unit}); line = capacity, band = its interval, x = a probe broke the SLO, o = only generator-limited probes",
+    resources.set_xlabel(f"offered ({unit}); line = capacity, band = its bracket, x = a probe broke the SLO, o = only generator-limited probes",
                          fontsize=8)
     lines, labels = resources.get_legend_handles_labels()
     more, more_labels = memory.get_legend_handles_labels()

@@ -24,7 +24,7 @@ FORMAT = "mqttlab-capacity/1"
 SEARCH_FILE = "search.json"
 REPORT_FILE = "capacity.json"
 RULE = ("capacity = the highest offered rate at which {repeats} of {repeats} probes met every objective, every rate probed below it "
-        "meeting them too; interval = [that rate, the lowest rate above it at which a probe broke an objective], narrowed to "
+        "meeting them too; bracket = [that rate, the lowest rate above it at which a probe broke an objective], narrowed to "
         "{resolution:.0%} (upper/lower - 1). Probes the generator limited judge nothing.")
 GO_FURTHER = ("to go further: grid timing (--set options.timer_resolution=1ms: sends sharing a millisecond leave in one wake-up), "
               "a wider send-ahead window (--set options.send_ahead=200us), more engine threads (--set options.threads=N), "
@@ -54,7 +54,7 @@ class CapacityReport:
         """The one-sentence answer."""
         o = self.outcome
         if o.status == "bracketed":
-            return (f"{self.broker}: capacity {o.lower:g} {self.unit}, interval [{o.lower:g}, {o.upper:g}] {self.unit} "
+            return (f"{self.broker}: capacity {o.lower:g} {self.unit}, bracket [{o.lower:g}, {o.upper:g}] {self.unit} "
                     f"({o.settings.repeats if o.settings else '?'} probes met the objectives at {o.lower:g}, a probe at {o.upper:g} broke one)")
         if o.status == "generator_limited":
             above = f"above {o.lower:g} {self.unit}" if o.lower is not None else "not measured (no rate was shown sustained before)"
@@ -67,7 +67,7 @@ class CapacityReport:
 
     def verified(self) -> Optional[bool]:
         """With --verify: every judged probe at 0.9x met the objectives and one at 1.2x broke
-        them. False says the host's noise (or the broker's) is wider than the interval."""
+        them. False says the host's noise (or the broker's) is wider than the bracket."""
         if not self.verification:
             return None
         below, above = self.verification[0], self.verification[-1]

@@ -74,49 +74,59 @@ def list_command(
     MQTT versions, TLS, and whether the test command tests each one."""
     from rich.table import Table
 
-    from mqttlab.brokers import GATEWAY_NAMES, get_gateway, get_launcher, launcher_names
+    from mqttlab.brokers import GATEWAYS, get_gateway, get_launcher, launcher_names
 
-    rows: list[dict[str, Any]] = []  # JSON rows for --json, the table's cells otherwise
-    for name in [*launcher_names(), *GATEWAY_NAMES]:
-        launcher = get_gateway(name) if name in GATEWAY_NAMES else get_launcher(name)
-        found = launcher.availability()
-        rows.append({
-            "name": name,
-            "available": found.available,
-            "version": found.version,
-            "detail": found.detail,
-            "source": launcher.source,
-            "install_time": launcher.install_time,
-            "mqtt_versions": list(launcher.mqtt_versions),
-            "tls": launcher.has_tls,
-            "websocket": getattr(launcher, "has_websocket", False),
-            "tested_by_test_command": launcher.tested_by_test_command,
-            "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
-            "versions": list(launcher.versions),
-        })
+    brokers = [_row(name, get_launcher(name)) for name in launcher_names()]
+    # Gateways are not brokers: they are listed apart, with the setting that puts one in front of a broker.
+    gateways = [{**_row(name, get_gateway(name)), "used_as": f"transport.gateway: {setting}"} for name, setting in GATEWAYS.items()]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps({"brokers": brokers, "gateways": gateways}, indent=2))
         return
-    table = Table(title="Brokers")
-    for column in ("name", "available", "version", "MQTT", "TLS", "WebSocket", "tested", "comes from (install time)", "how to get it / why not"):
-        table.add_column(column)
-    for row in rows:
-        if row["name"] == "external":
-            table.add_row("external", "by URL", "-", "any", "yes", "yes", "yes", "a broker you run", row["detail"])
-            continue
-        source = row["source"] + (f" ({row['install_time']})" if row["install_time"] else "")
-        table.add_row(
-            row["name"],
-            "yes" if row["available"] else "no",
-            row["version"] or "-",
-            ", ".join(row["mqtt_versions"]) if row["source"] != "none reachable here" else "-",
-            "yes" if row["tls"] else "no",
-            "yes" if row["websocket"] else "no",
-            "yes" if row["tested_by_test_command"] else "no",
-            source,
-            "" if row["available"] else row["detail"],
-        )
-    Console(width=200).print(table)
+    console = Console(width=200)
+    for title, rows in (("Brokers", brokers), ("MQTT-SN gateways (in front of a broker: transport.gateway, docs/mqtt-sn.md)", gateways)):
+        table = Table(title=title)
+        for column in ("name", "available", "version", "MQTT", "TLS", "WebSocket", "tested", "comes from (install time)", "how to get it / why not"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*_cells(row))
+        console.print(table)
+
+
+def _row(name: str, launcher: Any) -> dict[str, Any]:
+    """One broker's (or gateway's) entry of `brokers list --json`."""
+    found = launcher.availability()
+    return {
+        "name": name,
+        "available": found.available,
+        "version": found.version,
+        "detail": found.detail,
+        "source": launcher.source,
+        "install_time": launcher.install_time,
+        "mqtt_versions": list(launcher.mqtt_versions),
+        "tls": launcher.has_tls,
+        "websocket": getattr(launcher, "has_websocket", False),
+        "tested_by_test_command": launcher.tested_by_test_command,
+        "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
+        "versions": list(launcher.versions),
+    }
+
+
+def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+    """The table's cells of one entry."""
+    if row["name"] == "external":
+        return ("external", "by URL", "-", "any", "yes", "yes", "yes", "a broker you run", row["detail"])
+    source = row["source"] + (f" ({row['install_time']})" if row["install_time"] else "")
+    return (
+        row["name"],
+        "yes" if row["available"] else "no",
+        row["version"] or "-",
+        ", ".join(row["mqtt_versions"]) if row["source"] != "none reachable here" else "-",
+        "yes" if row["tls"] else "no",
+        "yes" if row["websocket"] else "no",
+        "yes" if row["tested_by_test_command"] else "no",
+        source,
+        "" if row["available"] else row["detail"],
+    )
 
 
 @app.command("install")

@@ -1,5 +1,5 @@
 """`mqttlab capacity`: the highest offered rate a broker sustains under stated objectives, with
-its interval (mqttlab.capacity; docs/capacity.md). A thin shell: it validates every option at
+its bracket (mqttlab.capacity; docs/capacity.md). A thin shell: it validates every option at
 once, runs the search per broker and prints what the search wrote."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def capacity_command(
     min_rate: Annotated[Optional[float], typer.Option("--min-rate", help="Lowest rate probed going down. Default: 1; for connect-rate, the rate that connects every client within 30 s.")] = None,
     factor: Annotated[float, typer.Option("--factor", help="Step of the bracketing ladder.")] = 2.0,
     repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at the capacity.")] = 3,
-    resolution: Annotated[float, typer.Option("--resolution", help="Narrow until the interval's upper end is within this share of its lower end.")] = 0.1,
+    resolution: Annotated[float, typer.Option("--resolution", help="Narrow until the bracket's upper end is within this share of its lower end.")] = 0.1,
     probe_duration: Annotated[str, typer.Option("--probe-duration", help="Each probe's load phase, warm-up included.")] = "5s",
     warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up, excluded from its figures.")] = "1s",
     generator_retries: Annotated[int, typer.Option("--generator-retries", help="Repeats of a probe the generator limited before the search stops there.")] = 1,
@@ -51,7 +51,7 @@ def capacity_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
 ) -> None:
-    """Find the highest offered rate a broker sustains under the given objectives, with its interval."""
+    """Find the highest offered rate a broker sustains under the given objectives, with its bracket."""
     from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
     from mqttlab.capacity.runner import with_rate_offered
     from mqttlab.capacity.search import Settings
@@ -250,7 +250,7 @@ def _print_report(report: CapacityReport, as_json: bool) -> None:
                       f"{check['broke']} broke one" + (f", {check['generator_limited']} generator-limited" if check["generator_limited"] else ""))
     if data["verified"] is False:
         console.print("  not verified: the probes at 0.9x did not all meet the objectives, or none at 1.2x broke them; "
-                      "the boundary moves more than the interval on this host now (busy host, or a broker whose knee is not sharp)")
+                      "the boundary moves more than the bracket on this host now (busy host, or a broker whose knee is not sharp)")
     if data["generator"]["go_further"]:
         for reason in data["generator"]["reasons"]:
             console.print(f"  generator: {reason}")
@@ -266,7 +266,7 @@ def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
 
     table = Table(title="capacity by broker")
     unit = comparison["unit"]
-    for column in ("broker", f"capacity {unit}", f"interval {unit}", "status", "limited by"):
+    for column in ("broker", f"capacity {unit}", f"bracket {unit}", "status", "limited by"):
         table.add_column(column)
     for row in comparison["brokers"]:
         low, high = row["interval_per_s"]
@@ -275,7 +275,7 @@ def _print_comparison(comparison: dict[str, Any], root: Path) -> None:
     console = Console(highlight=False, markup=False)
     console.print(table)
     for difference in comparison["differences"]:
-        console.print(("significant: " if difference["significant"] else "") + difference["statement"])
+        console.print(difference["statement"])
     console.print(f"test: {comparison['test']}")
     console.print(f"{root / 'comparison.json'}, curves.csv, curves.png")
 
@@ -357,7 +357,7 @@ def standard_command(
     fraction: Annotated[float, typer.Option("--fraction", help="Latency is reported at this fraction of each capacity.")] = 0.5,
     quick: Annotated[bool, typer.Option("--quick", help="A short pass: 2 s probes, one probe at the capacity, a coarse 50% resolution.")] = False,
     repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at a capacity.")] = 3,
-    resolution: Annotated[float, typer.Option("--resolution", help="Narrow each interval to this share.")] = 0.1,
+    resolution: Annotated[float, typer.Option("--resolution", help="Narrow each bracket to this share.")] = 0.1,
     probe_duration: Annotated[str, typer.Option("--probe-duration", help="Each probe's load phase, warm-up included.")] = "5s",
     warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up.")] = "1s",
     max_probes: Annotated[int, typer.Option("--max-probes", help="Probes at most, per family.")] = 40,
@@ -413,7 +413,7 @@ def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path
         low, high = row["interval"]
         line = f"{row['scenario']} ({', '.join(row['slo'])}): {row['status']}"
         if row["capacity"] is not None:
-            line += f", capacity {row['capacity']:g} {row['unit']} in [{low:g}, {high:g}]" if high is not None else f", capacity above {low:g} {row['unit']}"
+            line += f", capacity {row['capacity']:g} {row['unit']}, bracket [{low:g}, {high:g}]" if high is not None else f", capacity above {low:g} {row['unit']}"
         at = row.get("at_fraction")
         if at and at.get("e2e_p50_us") is not None:
             line += (f"; at {fraction:.0%} ({at['rate']:g} {row['unit']}): e2e p50 {at['e2e_p50_us'] / 1000:.2f} ms, p99 {at['e2e_p99_us'] / 1000:.2f} ms"

@@ -19,11 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mqttlab.exits import Exit
+from mqttlab.numbers import figure_text as _figure
 
 if TYPE_CHECKING:
     from mqttlab.analysis import Comparison
 
-SHORT_TITLES = {"throughput": "msg/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
+SHORT_TITLES = {"throughput": "delivered/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
                 "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss_peak": "peak RSS MB",
                 "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
 
@@ -60,6 +61,9 @@ def compare_command(
                                                  "PNGs and the evidence (evidence.tar.xz, from which the page is made "
                                                  "again) in a folder beside it; remade pages keep the text outside "
                                                  "the generated part.")] = None,
+    generator_limited: Annotated[bool, typer.Option("--generator-limited", help="Show the runs flagged generator-limited apart, "
+                                                    "in scenarios of their own (by default they are left out of the figures, "
+                                                    "as the reproduction pages leave them).")] = False,
 ) -> None:
     """Compare brokers: per scenario, throughput, latency p50/p99/max, loss, broker CPU and RSS
     with confidence intervals, and each broker's difference from the baseline."""
@@ -68,13 +72,15 @@ def compare_command(
     with contextlib.ExitStack() as stack:
         with _refused_on(EvidenceError):
             paths = [unpacked for path in paths for unpacked in (stack.enter_context(opened(path)) if is_evidence(path) else [path])]
-        _compare(paths, baseline, confidence, out, no_png, title, as_json, paper, page)
+        _compare(paths, baseline, confidence, out, no_png, title, as_json, paper, page, generator_limited)
 
 
 def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out: Optional[Path], no_png: bool, title: str,
-             as_json: bool, paper: Optional[str], page: Optional[Path]) -> None:
+             as_json: bool, paper: Optional[str], page: Optional[Path], flagged_apart: bool = False) -> None:
     # Imported here: scipy and plotly would slow down every other command's start.
     from mqttlab.analysis import ComparisonError, compare_directories
+    from mqttlab.analysis.compare import as_read
+    from mqttlab.analysis.findings import comparison_data
     from mqttlab.reproductions.paper_figures import is_smc_directory
     from mqttlab.reproductions.section import attach_paper
     from mqttlab.reproductions.paper_file import PaperFileError
@@ -86,10 +92,11 @@ def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out:
     with _refused_on(ComparisonError, PaperFileError):
         comparison = compare_directories(paths, baseline=baseline, confidence=confidence)
         attach_paper(comparison, paths, paper)
+    shown = as_read(comparison, flagged_apart=flagged_apart)
     if as_json:
-        typer.echo(json.dumps(comparison.to_dict(), indent=2))
+        typer.echo(json.dumps(comparison_data(shown), indent=2))
     else:
-        print_comparison(Console(), comparison)
+        print_comparison(Console(), shown)
         if comparison.paper is not None:
             print_paper_section(Console(), comparison.paper)
     from mqttlab.reports.capacity import capacity_lines, capacity_rows, capacity_section, find_searches
@@ -100,7 +107,7 @@ def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out:
     if out is not None:
         from mqttlab.reproductions.paper_section import write_report_with_paper
 
-        written = write_report_with_paper(comparison, out, title=title, png=not no_png, first=[capacity_section(searches)] if searches else [])
+        written = write_report_with_paper(shown, out, title=title, png=not no_png, first=[capacity_section(searches)] if searches else [])
         typer.echo(f"report: {written['html']}", err=True)
     if page is not None:
         _write_page(page, comparison.paper, paths, comparison)
@@ -249,10 +256,12 @@ def print_paper_section(console: Console, section: Any) -> None:
 
 
 def print_comparison(console: Console, comparison: "Comparison") -> None:
-    """Per scenario: the means with their intervals, then each broker's difference from the
-    baseline (a table of its own, so both stay readable in 80 columns)."""
+    """What was found first, then per scenario the means with their intervals and each broker's
+    difference from the baseline: two tables side by side where the terminal is wide enough, else
+    one stacked block per broker, so that no number is ever split across lines."""
     from mqttlab.reports.tables import SUMMARY_METRICS, summary_keys, summary_table
 
+    print_findings(console, comparison)
     rows = summary_table(comparison)
     # The faults' figures, when runs had faults, in tables of their own (80 columns stay readable).
     key_sets = [(keys, label) for keys, label in ((SUMMARY_METRICS, ""), (summary_keys(comparison)[len(SUMMARY_METRICS):], " faults")) if keys]
@@ -260,19 +269,25 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
         mine = [row for row in rows if row["scenario"] == scenario.scenario]
         measures = {g.latency_measure for g in scenario.groups.values() if g.latency_measure}
         what = " (latency = round trip)" if measures == {"rtt"} else ""
+        offered = f"offered {_figure(scenario.offered_per_s)} msg/s; " if scenario.offered_per_s else ""
         for keys, label in key_sets:
-            means = _table(f"{scenario.scenario}{label}: mean ± {comparison.confidence:.0%} CI half-width{what if not label else ''}", "runs", keys)
+            head = f"{scenario.scenario}{label}: {offered if not label else ''}mean ± {comparison.confidence:.0%} CI half-width{what if not label else ''}"
+            means = _table(head, keys, "runs")
             for row in mine:
                 means.add_row(Text(str(row["broker"])), str(row["runs"]), *(_mean_cell(row, key) for key in keys))
-            console.print(means)
             others = [row for row in mine if row["broker"] != comparison.baseline and row["throughput_diff"] is not None]
-            if others:
-                differences = _table(f"{scenario.scenario}{label}: difference from {comparison.baseline} [Welch CI]", "", keys)
-                for row in others:
-                    differences.add_row(Text(str(row["broker"])), "", *(_difference_cell(row, key) for key in keys))
-                console.print(differences)
+            differences = _table(f"{scenario.scenario}{label}: difference from {comparison.baseline} [Welch CI]", keys)
+            for row in others:
+                differences.add_row(Text(str(row["broker"])), *(_difference_cell(row, key) for key in keys))
+            tables = [means, differences] if others else [means]
+            if all(_width(console, table) <= console.width for table in tables):
+                for table in tables:
+                    console.print(table)
+            else:
+                _print_stacked(console, head, keys, mine, comparison.baseline)
     console.print(
-        "n/a: one repetition, so no interval; * the difference's interval excludes 0. "
+        "n/a: one repetition, so no interval; * the difference's interval excludes 0. delivered: deliveries per second "
+        "(without subscribers, acknowledged publishes); offered: what the schedule sent for. "
         "Latency: the round trip in round-trip mode, else end-to-end (PUBACK/PUBCOMP when nobody subscribed).",
         style="dim",
     )
@@ -280,21 +295,66 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
         console.print(f"left out: {path} ({reason})", style="yellow", markup=False, highlight=False)
 
 
-def _table(title: str, second: str, keys: tuple[str, ...]) -> Table:
-    # The title names the user's scenarios and labels: text, never markup. Figures fold rather
-    # than end in "…" when the terminal is narrow.
+def print_findings(console: Console, comparison: "Comparison") -> None:
+    """The findings (analysis/findings.py) under their scenario: significant differences, what
+    does not differ, what cannot be judged, and a warning line for every broken promise."""
+    from mqttlab.analysis.findings import findings
+
+    styles = {"significant": "", "not significant": "dim", "cannot judge": "yellow", "violations": "bold red"}
+    console.print(f"Findings against {comparison.baseline} ({comparison.confidence:.0%} intervals)", style="bold", markup=False, highlight=False)
+    found = findings(comparison)
+    if len(comparison.brokers) < 2:
+        console.print(f"  one broker ({comparison.brokers[0]}): no difference to judge", style="yellow", markup=False, highlight=False)
+    for scenario in comparison.scenarios:
+        mine = [finding for finding in found if finding.scenario == scenario.scenario]
+        if mine:
+            console.print(f"{scenario.scenario}:", markup=False, highlight=False)
+        for finding in mine:
+            mark = "⚠ " if finding.kind == "violations" else ""
+            console.print(f"  {mark}{finding.text}", style=styles[finding.kind], markup=False, highlight=False)
+    left_out = len(comparison.generator_limited_left_out)
+    if left_out:
+        console.print(f"{left_out} run{'s' if left_out != 1 else ''} flagged generator-limited left out of every figure, as the "
+                      "reproduction pages leave them (--generator-limited shows them apart)", style="yellow", markup=False, highlight=False)
+    marked = [f"{group.broker} in {scenario.scenario}" for scenario in comparison.scenarios for group in scenario.groups.values()
+              if group.generator_limited_runs and group.generator_limited_runs == len(group.runs) and not scenario.generator_limited_apart]
+    if marked:
+        console.print("shown from generator-limited runs only (no other run; they bound the host as much as the broker): "
+                      + "; ".join(marked), style="yellow", markup=False, highlight=False)
+
+
+def _width(console: Console, table: Table) -> int:
+    """The columns a table needs with every cell on its own lines unbroken (rich measures it
+    within the terminal's width, which would hide that it does not fit)."""
+    return console.measure(table, options=console.options.update_width(10_000)).maximum
+
+
+def _print_stacked(console: Console, head: str, keys: tuple[str, ...], rows: list[dict[str, Any]], baseline: str) -> None:
+    """A narrow terminal's layout: one block per broker, a figure per line, each cell on one line."""
+    console.print(escape(head), style="italic", highlight=False)
+    for row in rows:
+        runs = f"{row['runs']} run{'s' if row['runs'] != 1 else ''}"
+        block = Table(title=escape(f"{row['broker']} ({runs})"), title_justify="left", header_style="bold", pad_edge=False)
+        block.add_column("figure", no_wrap=True)
+        block.add_column("mean ± CI", justify="right", no_wrap=True)
+        compared = row["broker"] != baseline and row["throughput_diff"] is not None
+        if compared:
+            block.add_column(escape(f"− {baseline} [Welch CI]"), justify="right", no_wrap=True)
+        for key in keys:
+            cells = [SHORT_TITLES[key], _mean_cell(row, key).replace("\n", " ")]
+            block.add_row(*cells, *([_difference_cell(row, key).replace("\n", " ")] if compared else []))
+        console.print(block)
+
+
+def _table(title: str, keys: tuple[str, ...], second: Optional[str] = None) -> Table:
+    # The title names the user's scenarios and labels: text, never markup.
     table = Table(title=escape(title), title_justify="left", header_style="bold", pad_edge=False)
     table.add_column("broker", no_wrap=True)
-    table.add_column(second, justify="right")
+    if second is not None:
+        table.add_column(second, justify="right", no_wrap=True)
     for key in keys:
-        table.add_column(SHORT_TITLES[key], justify="right", overflow="fold")
+        table.add_column(SHORT_TITLES[key], justify="right", no_wrap=True)
     return table
-
-
-def _figure(value: float, digits: int, sign: str = "") -> str:
-    """3 significant digits, without the exponent that `g` gives 21,900 (`2.19e+04`)."""
-    text = f"{value:{sign}.{digits}g}"
-    return f"{value:{sign},.0f}" if "e+" in text else text
 
 
 def _mean_cell(row: dict[str, Any], key: str) -> str:

@@ -129,8 +129,8 @@ def run_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML; none = the built-in default scenario.", show_default=False)] = None,
     broker: Annotated[Optional[list[str]], typer.Option("--broker", "-b", help="mqtt(s)://HOST:PORT, a broker to launch (rumqttd, mosquitto, ...), or a container image (image:emqx/emqx:5.8). Default: the embedded rumqttd. One broker: several are `suite run --brokers` or `compare`.")] = None,
     assignments: Annotated[Optional[list[str]], typer.Option("--set", help="Set any scenario field: --set publishers.qos=2 (repeatable).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<scenario name>/.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory. Default: results/<time>-<name>/, a file its scenario name, flags the shape (fan-in-20-1-qos1-100ps).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json, with the scenario's name and the broker's name, version and URL, instead of tables.")] = False,
     pubs: Annotated[Optional[int], typer.Option("--pubs", "-P", help="Number of publishers.")] = None,
     subs: Annotated[Optional[int], typer.Option("--subs", "-S", help="Number of subscribers.")] = None,
     topic: Annotated[Text, typer.Option("--topic", "-t", help="Publish topic template (%i = index, %c = client id).")] = None,
@@ -208,6 +208,7 @@ def run_command(
         Console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
                                    "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
+    _name_by_shape(scenario, routing, scenario_file, assignments or [])
 
     addresses: dict[str, list[str]] = {}
     if source_addresses and dask is None:
@@ -241,6 +242,22 @@ def run_command(
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
+
+
+def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str]) -> None:
+    """A run from flags is named by its shape (fan-in-20-1-qos1-100ps, mqttlab.shape), so that
+    its results directory, `report` and `compare` say what ran; a scenario file, a `--set name=`
+    and a run of the default scenario's shape keep their name."""
+    if scenario_file is not None or any(text.partition("=")[0].strip() == "name" for text in assignments):
+        return
+    from mqttlab import session
+    from mqttlab.planning import default_scenario
+    from mqttlab.shape import shape_name
+
+    default = default_scenario()
+    name = shape_name(scenario, routing)
+    if name != shape_name(default, session.routing_of(default)):
+        scenario.name = name
 
 
 def _load_checked(path: Optional[Path], **changes: Any) -> Scenario:
@@ -335,13 +352,25 @@ def _show_capture(section: dict[str, Any]) -> None:
     Console().print(render_bundling(section))
 
 
-def _manifest_broker(directory: Path) -> dict[str, Any]:
+def _manifest(directory: Path) -> dict[str, Any]:
     from mqttlab import results
 
     try:
-        return json.loads((directory / results.MANIFEST).read_text(encoding="utf-8")).get("broker") or {}
+        return json.loads((directory / results.MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+def _manifest_broker(directory: Path) -> dict[str, Any]:
+    return _manifest(directory).get("broker") or {}
+
+
+def _who(directory: Path) -> dict[str, Any]:
+    """What `--json` adds to summary.json from the manifest, so that the figures say whose they
+    are: the scenario's name and the broker's name, version and URL."""
+    manifest = _manifest(directory)
+    broker = manifest.get("broker") or {}
+    return {"scenario": manifest.get("scenario"), "broker": {key: broker.get(key) for key in ("name", "version", "url")}}
 
 
 def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
@@ -350,7 +379,7 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: 
     from mqttlab.summary_view import broker_line, print_summary
 
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        typer.echo(json.dumps({**summary, **_who(directory)} if manifest else summary, indent=2))
         return
     print_summary(Console(), summary, str(directory))
     line = broker_line(_manifest_broker(directory)) if manifest else None
@@ -388,7 +417,7 @@ def _fault_line(fault: Mapping[str, Any], warmup_s: float = 0.0) -> str:
 
 def report_command(
     results_dir: Annotated[Path, typer.Argument(help="A results directory written by `mqttlab run` (or a suite directory, with --watch).", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json, with the scenario's name and the broker's name, version and URL, instead of tables.")] = False,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow a run or suite that another process is writing into the directory, until it ends.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.1, help="With --watch: seconds between looks.")] = 1.0,
 ) -> None:
@@ -405,8 +434,21 @@ def report_command(
         ended = _ended_without_results(results_dir, live, stale_after=30.0)
         if ended is None and live is not None:
             ended = f"error: {results_dir}: a run is still writing here; follow it with `mqttlab report --watch {results_dir}`"
+        runs = _runs_below(results_dir) if ended is None else []
+        if runs:
+            raise _fail(f"error: {results_dir} is not one run but holds {len(runs)} (a suite, or results of several runs): "
+                        f"`mqttlab compare {results_dir}` sets them side by side; `mqttlab report {runs[0]}` reads one", Exit.BAD_INPUT) from None
         raise _fail(ended or f"error: {error}", Exit.BAD_INPUT if ended is None else Exit.ABNORMAL) from None
     _report(loaded, as_json)
+
+
+def _runs_below(directory: Path) -> list[Path]:
+    """The results directories inside `directory` (a suite's runs), nearest first."""
+    from mqttlab import results
+
+    if not directory.is_dir():
+        return []
+    return sorted((manifest.parent for manifest in directory.rglob(results.MANIFEST)), key=lambda path: (len(path.parts), str(path)))
 
 
 def _report(loaded: Any, as_json: bool) -> None:

@@ -354,6 +354,7 @@ def _print_progress(console: Console, index: int, total: int, record: RunRecord,
 
 def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) -> None:
     from mqttlab.analysis import ComparisonError, compare_directories
+    from mqttlab.analysis.compare import as_read
     from mqttlab.reproductions.section import attach_paper
     from mqttlab.reproductions.paper_file import PaperFileError
     from mqttlab.reproductions.paper_section import write_report_with_paper
@@ -368,5 +369,6 @@ def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) ->
         attach_paper(comparison, [suite_dir])
     except PaperFileError as error:
         console.print(f"no paper section: {error}", style="yellow", markup=False)
-    paths = write_report_with_paper(comparison, suite_dir / "report")
+    # As `compare` shows it: generator-limited runs left out of the figures, as the pages leave them.
+    paths = write_report_with_paper(as_read(comparison), suite_dir / "report")
     console.print(f"report: {paths['html']}", markup=False)

@@ -51,6 +51,7 @@ class RunState:
         self.final: Optional[dict[str, Any]] = None
         self.status = "running"
         self._last_t: Optional[float] = None
+        self._drain_t: Optional[float] = None  # when the load ended and the wait for deliveries began
         self._started_wall = time.time()
 
     # -- feeding --------------------------------------------------------------------------
@@ -63,6 +64,8 @@ class RunState:
             span = t - self._last_t
             self.rates = {key: interval.get(key, 0) / span for key in self.rates}
         self._last_t = t
+        if snapshot.get("phase") == "draining" and self._drain_t is None:
+            self._drain_t = t
         sent = int(total.get("sent", 0))
         issued = sent + int(total.get("dropped", 0))
         planned_rate = self.publishers * self.rate
@@ -85,9 +88,11 @@ class RunState:
 
     # -- reading --------------------------------------------------------------------------
 
-    def progress(self) -> dict[str, Optional[float]]:
+    def progress(self) -> dict[str, Any]:
         """`elapsed_s` of the load, `fraction` of it done and `left_s` until the results (the
-        rest of the load and the grace for deliveries still under way); None while unknown."""
+        rest of the load and the grace for deliveries still under way); None while unknown.
+        `draining` once the load is over and only deliveries are awaited, `left_s` then at most
+        the grace that is left (the wait ends as soon as everything owed arrived)."""
         phase = self.snapshot.get("phase")
         if self.final is not None or phase == "done":
             return {"elapsed_s": self._elapsed(), "fraction": 1.0, "left_s": 0.0}
@@ -100,7 +105,8 @@ class RunState:
             fraction = min(1.0, elapsed / self.load_s)
         left: Optional[float] = None
         if phase == "draining":
-            fraction, left = 1.0, self.grace_s
+            waited = (self._last_t or 0.0) - (self._drain_t if self._drain_t is not None else self._last_t or 0.0)
+            return {"elapsed_s": elapsed, "fraction": 1.0, "left_s": max(0.0, self.grace_s - waited), "draining": True}
         elif elapsed is not None and self.load_s is not None:
             left = max(0.0, self.load_s - elapsed) + self.grace_s
         elif fraction and elapsed:

@@ -17,13 +17,16 @@ from rich.table import Table
 from mqttlab.live.state import format_seconds
 from mqttlab.summary_view import ms
 
-Progress = Optional[Mapping[str, Optional[float]]]  # RunState.progress(): elapsed_s, fraction, left_s
+Progress = Optional[Mapping[str, Any]]  # RunState.progress(): elapsed_s, fraction, left_s, draining
 
 
 def progress_text(progress: Progress) -> str:
-    """For example `42% done, 12s left` (parts unknown yet are left out); empty when nothing is known."""
+    """For example `42% done, 12s left` (parts unknown yet are left out), or after the load
+    `load done, waiting at most 2s for deliveries`; empty when nothing is known."""
     if not progress:
         return ""
+    if progress.get("draining"):
+        return f"load done, waiting at most {format_seconds(progress.get('left_s') or 0.0)} for deliveries"
     parts = []
     if progress.get("fraction") is not None:
         parts.append(f"{progress['fraction']:.0%} done")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from mqttlab.analysis import Comparison
+from mqttlab.analysis.findings import comparison_data
 from mqttlab.reports.html import render_html
 from mqttlab.reports.png import write_pngs
 from mqttlab.reports.tables import all_tables, write_csv
@@ -22,7 +23,7 @@ def write_report_bundle(comparison: Comparison, directory: Path, *, title: str =
     for name, rows in {**all_tables(comparison), **(tables or {})}.items():
         paths[f"csv:{name}"] = write_csv(rows, directory / f"{name}.csv")
     paths["json"] = directory / "comparison.json"
-    paths["json"].write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
+    paths["json"].write_text(json.dumps(comparison_data(comparison), indent=2) + "\n", encoding="utf-8")
     if png:
         for figure in write_pngs(comparison, directory / "figures"):
             paths[f"png:{figure.stem}"] = figure

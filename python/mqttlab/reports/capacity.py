@@ -1,5 +1,5 @@
 """Capacity searches in a comparison: `mqttlab compare` given a `mqttlab capacity` directory (or
-a tree holding several) shows each search's capacity, interval and limit as a table, and the HTML
+a tree holding several) shows each search's capacity, bracket and limit as a table, and the HTML
 report gets a Capacity section with the curves (docs/capacity.md)."""
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def capacity_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One line per search, as `compare` prints them."""
     lines = []
     for row in rows:
-        interval = f"[{row['lower']:g}, {row['upper']:g}]" if row["lower"] is not None and row["upper"] is not None else "open"
-        capacity = f"{row['capacity']:g} {row['unit']} {interval}" if row["capacity"] is not None else "not measured"
+        bracket = f"bracket [{row['lower']:g}, {row['upper']:g}]" if row["lower"] is not None and row["upper"] is not None else "open"
+        capacity = f"{row['capacity']:g} {row['unit']} {bracket}" if row["capacity"] is not None else "not measured"
         lines.append(f"capacity of {row['broker']} ({row['slo']}): {capacity}, {row['status']}"
                      + (f"; limited by {row['limited_by']}" if row["limited_by"] else "") + (f"; {row['verification']}" if row["verification"] else ""))
     return lines
@@ -56,7 +56,7 @@ def capacity_section(searches: Sequence[Path]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row[c]))}</td>" for c in columns) + "</tr>" for row in rows)
     parts = ["<h2>Capacity</h2>",
-             "<p>The highest offered load at which every repeated probe met the SLO, and the interval its knee lies in "
+             "<p>The highest offered load at which every repeated probe met the SLO, and the bracket its knee lies in (the search's, not a confidence interval) "
              "(docs/capacity.md); generator-limited probes judge nothing.</p>",
              f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"]
     for path in searches:

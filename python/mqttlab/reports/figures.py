@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mqttlab.analysis import BrokerGroup, Comparison, ScenarioComparison
-from mqttlab.analysis.runs import METRIC_BY_KEY
+from mqttlab.analysis.runs import METRIC_BY_KEY, merit
 from mqttlab.reports.paper import paper_sd
 
 BAR_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "latency_mean", "loss", "broker_cpu", "broker_rss_peak",
@@ -77,7 +77,9 @@ def metric_bars(comparison: Comparison, key: str) -> go.Figure:
             marker={"symbol": "diamond", "color": "black", "size": 7},
             hovertemplate=f"{broker}<br>%{{x}}<br>best %{{y:.4g}} {metric.unit}<extra></extra>",
         )
-    direction = "higher is better" if metric.higher_is_better else "lower is better"
+    directions = {merit(metric, scenario.first_run.saturating) for scenario in comparison.scenarios}
+    direction = ("higher is better" if directions == {True} else "lower is better" if directions == {False}
+                 else "what the schedule offered less what went missing; higher is better only where the generator saturated")
     figure.update_layout(
         title=f"{metric.title} ({metric.unit}, {direction}); bars: mean, whiskers: {comparison.confidence:.0%} CI, ◆ best-of-N",
         barmode="group", scattermode="group", yaxis_title=metric.unit, height=420, margin={"t": 60, "l": 60, "r": 20, "b": 80},
@@ -148,8 +150,7 @@ def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure
         for index, run in enumerate(group.runs):
             common = {"legendgroup": broker, "line": {"color": colors[broker], "width": 1.5}, "mode": "lines+markers" if few else "lines",
                       "name": broker, "showlegend": False}
-            rate = [(row["t_s"], row["received"] or row["acked"] or row["sent"]) for row in run.results.series
-                    if isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= 0]
+            rate = per_second_rate(run)
             figure.add_scatter(x=[t for t, _ in rate], y=[v for _, v in rate], row=1, col=1,
                                **dict(common, showlegend=index == 0),
                                hovertemplate=f"{broker} rep {index + 1}<br>t=%{{x}} s: %{{y}}/s<extra></extra>")
@@ -170,6 +171,23 @@ def over_time(comparison: Comparison, scenario: ScenarioComparison) -> go.Figure
     figure.update_layout(title=f"{scenario.scenario}: over time, every repetition", height=360,
                          margin={"t": 70, "l": 60, "r": 20, "b": 50})
     return figure
+
+
+def per_second_rate(run: Any) -> list[tuple[float, float]]:
+    """(second, messages per second) of a run's series from the measured window on: received, else
+    acknowledged, else sent. The run ends inside its last second, whose count is then only a part
+    of one: where the load ended in it (measured_s) that part is known, and the count is scaled
+    to a whole second when it covers half of one or more; otherwise the second is left out, so
+    that no plot draws the clock running out as a cliff to 0."""
+    measured = float(run.results.summary.get("measured_s") or 0.0)
+    rows = [row for row in run.results.series if isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= 0]
+    points = [(float(row["t_s"]), float(row["received"] or row["acked"] or row["sent"] or 0)) for row in rows]
+    if points:
+        last, count = points.pop()
+        covered = min(1.0, measured - last)
+        if covered >= 0.5:
+            points.append((last, count / covered))
+    return points
 
 
 def all_figures(comparison: Comparison) -> list[tuple[str, str, Any]]:

@@ -12,7 +12,7 @@ from plotly.offline import get_plotlyjs
 
 from mqttlab._version import VERSION
 from mqttlab.analysis import Comparison
-from mqttlab.analysis.runs import METRIC_BY_KEY
+from mqttlab.analysis.runs import METRIC_BY_KEY, merit
 from mqttlab.reports.figures import all_figures, seeds_apply
 from mqttlab.reports.sweep import sweep_figures
 from mqttlab.reports.tables import HEADER_NOTE, all_tables, summary_keys
@@ -41,6 +41,7 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison", first
         "</head><body>",
         f"<h1>{html.escape(title)}</h1>",
         _intro(comparison),
+        _findings_html(comparison),
         *first,
         "<h2>Summary</h2>",
         _summary_html(comparison, tables["summary"]),
@@ -155,8 +156,13 @@ def _intro(comparison: Comparison) -> str:
         "configured differently are shown apart, the name followed by what differs.",
         html.escape(HEADER_NOTE),
     ]
+    left_out = len(comparison.generator_limited_left_out)
+    if left_out:
+        lines.append(f"{left_out} run(s) flagged generator-limited are left out of every figure, as the reproduction pages "
+                     "leave them (<code>compare --generator-limited</code> shows them apart).")
     if limited:
-        lines.append(f'<span class="worse">{limited} run(s) were generator-limited: their figures describe mqttlab, not the broker.</span>')
+        lines.append(f'<span class="worse">{limited} run(s) shown were generator-limited: their figures describe mqttlab '
+                     "as much as the broker, and judge nothing.</span>")
     for note in comparison.notes:
         lines.append(f'<span class="worse">{html.escape(note)}</span>')
     configs = _broker_configurations(comparison)
@@ -166,6 +172,25 @@ def _intro(comparison: Comparison) -> str:
         lines.append(f"{len(comparison.excluded)} run(s) did not complete and are left out: "
                      + html.escape("; ".join(f"{path} ({why})" for path, why in comparison.excluded)))
     return "".join(f'<p class="note">{line}</p>' for line in lines)
+
+
+def _findings_html(comparison: Comparison) -> str:
+    """The findings (analysis/findings.py) under their scenario; broken promises first, in red."""
+    from mqttlab.analysis.findings import findings
+
+    found = findings(comparison)
+    classes = {"significant": "", "not significant": "note", "cannot judge": "note", "violations": "worse"}
+    parts = [f"<h2>Findings</h2><p class=\"note\">Against {html.escape(comparison.baseline)} at {comparison.confidence:.0%}: a "
+             "difference is significant when its Welch interval excludes 0; its size is said against the baseline's mean.</p>"]
+    if len(comparison.brokers) < 2:
+        parts.append(f"<p>One broker ({html.escape(comparison.brokers[0])}): no difference to judge.</p>")
+    for scenario in comparison.scenarios:
+        mine = sorted((finding for finding in found if finding.scenario == scenario.scenario), key=lambda f: f.kind != "violations")
+        if not mine:
+            continue
+        items = "".join(f'<li class="{classes[f.kind]}">{"⚠ " if f.kind == "violations" else ""}{html.escape(f.text)}</li>' for f in mine)
+        parts.append(f"<p><b>{html.escape(scenario.scenario)}</b></p><ul>{items}</ul>")
+    return "\n".join(parts)
 
 
 def _broker_configurations(comparison: Comparison) -> list[str]:
@@ -191,6 +216,7 @@ def _broker_configurations(comparison: Comparison) -> list[str]:
 def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
     head = ['<th class="text">scenario</th>', '<th class="text">broker</th>', "<th>runs</th>"]
     keys = summary_keys(comparison)
+    saturating = {scenario.scenario: scenario.first_run.saturating for scenario in comparison.scenarios}
     for key in keys:
         metric = METRIC_BY_KEY[key]
         head.append(f"<th>{html.escape(metric.title)} ({metric.unit})<br>mean [CI]</th>")
@@ -202,7 +228,7 @@ def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
         for key in keys:
             cells.append(f"<td>{_with_interval(row[f'{key}_mean'], row[f'{key}_ci_low'], row[f'{key}_ci_high'])}</td>")
             cells.append(f"<td>{_number(row[f'{key}_best'])}</td>")
-            cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'])}</td>")
+            cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'], saturating[row['scenario']])}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<div class=\"wide\"><table><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
@@ -242,14 +268,15 @@ def _with_interval(mean: Optional[float], low: Optional[float], high: Optional[f
     return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
 
 
-def _difference(key: str, diff: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+def _difference(key: str, diff: Optional[float], low: Optional[float], high: Optional[float], saturating: bool) -> str:
     if diff is None:
         return ""
     if low is None or high is None:
         return f"{diff:+.4g} [n/a]"
     text = f"{diff:+.4g} [{low:+.4g}, {high:+.4g}]"
-    if low > 0 or high < 0:  # the interval excludes zero: say which way is better
-        better = (diff > 0) == METRIC_BY_KEY[key].higher_is_better
+    higher_is_better = merit(METRIC_BY_KEY[key], saturating)
+    if (low > 0 or high < 0) and higher_is_better is not None:  # the interval excludes zero: say which way is better
+        better = (diff > 0) == higher_is_better
         return f'<span class="{"better" if better else "worse"}">{text}</span>'
     return text
 

@@ -30,7 +30,8 @@ def summary_table(comparison: Comparison, keys: Optional[tuple[str, ...]] = None
     rows = []
     for scenario in comparison.scenarios:
         for broker, group in scenario.groups.items():
-            row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "runs": len(group.runs)}
+            row: dict[str, Any] = {"scenario": scenario.scenario, "broker": broker, "runs": len(group.runs),
+                                   "offered_per_s": scenario.offered_per_s}
             for key in keys or summary_keys(comparison):
                 estimate = group.estimates[key]
                 row[f"{key}_mean"] = estimate.mean
@@ -42,8 +43,14 @@ def summary_table(comparison: Comparison, keys: Optional[tuple[str, ...]] = None
                 row[f"{key}_diff_low"] = difference.low if difference else None
                 row[f"{key}_diff_high"] = difference.high if difference else None
             row["generator_limited_runs"] = group.generator_limited_runs
+            row["violations"] = violations_text(group.violations, len(group.runs))
             rows.append(row)
     return rows
+
+
+def violations_text(violations: dict[str, tuple[int, int]], runs: int) -> str:
+    """`ordering 111 (2 of 3 runs)`, one kind after another; empty when no promise was broken."""
+    return "; ".join(f"{kind} {count}" + (f" ({broke} of {runs} runs)" if runs > 1 else "") for kind, (count, broke) in violations.items())
 
 
 def latency_table(comparison: Comparison) -> Table:
@@ -70,6 +77,7 @@ def runs_table(comparison: Comparison) -> Table:
                        "started_at": run.started_at, "status": run.status, "generator_limited": run.generator_limited,
                        "latency_measure": run.latency_measure}
                 row.update({metric.key: run.figures.get(metric.key) for metric in comparison.metrics})
+                row["violations"] = violations_text({kind: (count, 1) for kind, count in run.violations.items()}, 1)
                 row["path"] = str(run.path)
                 rows.append(row)
     return rows
@@ -90,6 +98,7 @@ def scenarios_table(comparison: Comparison) -> Table:
             "qos": pubs.get("qos"),
             "payload": _payload_text(pubs.get("payload")),
             "rate_per_publisher": pubs.get("rate"),
+            "offered_per_s": scenario.offered_per_s,  # deliveries the schedule offered; none when the generator saturated
             "messages_per_publisher": pubs.get("messages"),
             "duration_s": load.get("duration"),
             "warmup_s": load.get("warmup"),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ValidationError
+
+from mqttlab.spelling import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,9 @@ def _message(kind: str, ctx: dict[str, Any], got: Any, default: str) -> str:
 def _unknown_key_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     key = str(loc[-1])
     known = _known_keys(model, loc[:-1])
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    close = did_you_mean(key, known)
     if close:
-        return f"unknown key (did you mean {close[0]!r}?)"
+        return f"unknown key (did you mean {close!r}?)"
     return f"unknown key (allowed: {', '.join(known)})" if known else "unknown key"
 
 
