@@ -27,7 +27,7 @@ def test_report_opens_with_what_ran(tmp_path: Path):
     assert invoke("run", "--duration", "1s", *SMALL, "--qos", "2", "--mqtt-version", "5", "--out", str(out)).exit_code in (0, 1)
     lines = invoke("report", str(out)).output.splitlines()
     opening = " ".join(" ".join(lines[:4]).split())
-    assert re.search(r"default against rumqttd \S+ at mqtt://127\.0\.0\.1:\d+: MQTT 5 over TCP", opening)
+    assert re.search(r"p2p-1-1-qos2-20ps against rumqttd \S+ at mqtt://127\.0\.0\.1:\d+: MQTT 5 over TCP", opening)
     assert "plan: 1 publisher × 20 msg/s = 20 msg/s for 1 s (0.2 s warm-up) → 1 subscriber of bench/%i, QoS 2/2" in opening
     assert "plan:" not in invoke("report", "--json", str(out)).output
 

@@ -40,6 +40,9 @@ def test_a_subscribers_only_run_shows_the_retained_messages_it_received(mosquitt
     # Each of the 2 subscribers gets the last retained message of each of the 5 topics.
     assert re.search(r"│ received\s*│\s*10 │", result.output), result.output
     assert re.search(r"│ retained \(stored before, in received\)\s*│\s*10 │", result.output), result.output
+    # Without publishers the load still lasts its planned duration (1 s, of which 0.2 s warm-up).
+    summary = json.loads((tmp_path / "receive" / "summary.json").read_text())
+    assert summary["measured_s"] == pytest.approx(0.8, abs=0.05)
 
 
 def test_late_sends_say_their_threshold(tmp_path: Path):

@@ -340,11 +340,13 @@ impl Coordinator {
             c.start_ns = start_ns;
         });
         let plan = self.plan.clone();
-        // A shard without all the publishers cannot see the others finish: it keeps its
+        // A shard without all the publishers cannot see the others finish, and a plan without
+        // publishers has none to see (subscribers receiving retained messages): either keeps its
         // subscribers for the planned length of the load.
         // (A closed loop with a count has no planned length: such a shard keeps its subscribers
         // until it is stopped, as no other end can be known here.)
-        let planned_end = if plan.is_whole() { 0 } else { plan.schedule_length_ns().map_or(u64::MAX, |length| start_ns + length) };
+        let waits_for_publishers = plan.is_whole() && plan.publishers.count > 0;
+        let planned_end = if waits_for_publishers { 0 } else { plan.schedule_length_ns().map_or(u64::MAX, |length| start_ns + length) };
         let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
         loop {
             self.emit_progress(false);
