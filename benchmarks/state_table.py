@@ -1,4 +1,4 @@
-"""The measured table of docs/state.md: scenarios/offline-sessions.yaml on each broker given, its
+"""The measured tables of docs/state.md: each state workload's scenario on each broker given, its
 figures and promise verdicts in one Markdown row per broker.
 
     .venv/bin/python benchmarks/state_table.py mosquitto hivemq rumqttd nanomq ...
@@ -6,43 +6,63 @@ figures and promise verdicts in one Markdown row per broker.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 import mqttlab
 from mqttlab.exits import RunFailed
 
-SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "offline-sessions.yaml"
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-def row(broker: str, out: Path) -> str:
-    try:
-        result = mqttlab.run(SCENARIO, broker=broker, out=out / broker)
-    except RunFailed as error:
-        return f"| {broker} | did not run: {error} |||||||"
-    s = result.summary
-    offline, verdicts = s["offline"], {v["promise"]: v for v in s.get("promises", [])}
-    drain, rate, held = offline["drain_s"], offline["drain_rate_per_s"], s["latency"].get("e2e_queued") or {}
-    queue, session = verdicts["queued messages delivered"], verdicts["persistent session kept"]
-    version = (result.directory / "manifest.json").read_text().split('"version": "', 1)[-1].split('"', 1)[0]
+def said(verdict: dict[str, Any]) -> str:
+    extra = f", {verdict['name']} {verdict['broken']}" if verdict.get("broken") else ""
+    extra += f", dropped by limit {verdict['limit']}: {verdict['dropped_by_limit']}" if verdict.get("dropped_by_limit") else ""
+    return f"{verdict['verdict']} ({verdict['kept']}{extra})"
 
-    def said(v: dict) -> str:
-        extra = f", {v['name']} {v['broken']}" if v.get("broken") else ""
-        extra += f", dropped by limit {v['limit']}: {v['dropped_by_limit']}" if v.get("dropped_by_limit") else ""
-        return f"{v['verdict']} ({v['kept']}{extra})"
 
-    return (f"| {version} | {offline['sessions_resumed']}/{offline['returned']} | {offline['delivered']:,} of {offline['owed']:,} "
-            f"| {drain['p50'] * 1000:.2f} / {drain['p99'] * 1000:.2f} | {rate['p50']:,.0f} | {held.get('p50_us', 0) / 1000:,.0f} / {held.get('max_us', 0) / 1000:,.0f} "
-            f"| {said(session)} | {said(queue)} |" if drain and rate else f"| {version} | {offline} ||||||")
+def spread(value: Any, scale: float = 1000.0, digits: int = 2) -> str:
+    return f"{value['p50'] * scale:,.{digits}f} / {value['p99'] * scale:,.{digits}f}" if value else "—"
+
+
+def offline_row(s: dict[str, Any], v: dict[str, dict[str, Any]]) -> list[str]:
+    o, held = s["offline"], s["latency"].get("e2e_queued") or {}
+    rate = f"{o['drain_rate_per_s']['p50']:,.0f}" if o["drain_rate_per_s"] else "—"
+    latency = f"{held['p50_us'] / 1000:,.0f} / {held['max_us'] / 1000:,.0f}" if held.get("count") else "—"
+    return [f"{o['sessions_resumed']}/{o['returned']}", f"{o['delivered']:,} of {o['owed']:,}", spread(o["drain_s"]), rate, latency,
+            said(v["session_lost"]), said(v["queued_lost"])]
+
+
+def retained_row(s: dict[str, Any], v: dict[str, dict[str, Any]]) -> list[str]:
+    r = s["retained"]
+    return [f"{r['delivered']:,} of {r['expected']:,}", f"{r['complete']}/{r['subscribers']}", spread(r["first_s"]), spread(r["all_s"]),
+            said(v["retained_missing"]), said(v["stale_retained"]), said(v["retained_unflagged"])]
+
+
+WORKLOADS: dict[str, tuple[list[str], Callable[[dict[str, Any], dict[str, dict[str, Any]]], list[str]]]] = {
+    "offline-sessions": (["sessions resumed", "held messages delivered", "drain ms p50 / p99", "drain msg/s p50", "held e2e ms p50 / max",
+                          "session kept", "queue delivered"], offline_row),
+    "retained-read": (["retained values delivered", "subscribers complete", "SUBSCRIBE → first ms p50 / p99", "SUBSCRIBE → all ms p50 / p99",
+                       "delivered", "latest", "flagged"], retained_row),
+}
 
 
 def main() -> None:
-    print("| broker | sessions resumed | held messages delivered | drain ms p50 / p99 | drain msg/s p50 | held e2e ms p50 / max | session kept | queue delivered |")
-    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mqttlab-state-") as scratch:
-        for broker in sys.argv[1:]:
-            print(row(broker, Path(scratch)), flush=True)
+        for workload, (columns, row) in WORKLOADS.items():
+            print(f"\n{workload}\n\n| broker | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
+            for broker in sys.argv[1:]:
+                try:
+                    result = mqttlab.run(SCENARIOS / f"{workload}.yaml", broker=broker, out=Path(scratch) / workload / broker)
+                except RunFailed as error:
+                    print(f"| {broker} | did not run: {error} |")
+                    continue
+                version = json.loads((result.directory / "manifest.json").read_text())["broker"]["version"] or broker
+                verdicts = {v["name"]: v for v in result.summary.get("promises", [])}
+                print(f"| {version} | " + " | ".join(row(dict(result.summary), verdicts)) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,7 @@ the promises (a queued QoS 1 message lost, a session forgotten), each named with
 
 from __future__ import annotations
 
-import socket
-import struct
-import threading
 from pathlib import Path
-from typing import Any, Optional
 
 import pytest
 
@@ -19,6 +15,7 @@ from mqttlab.brokers import get_launcher
 from mqttlab.exits import Exit
 from mqttlab.planning import validate_scenario
 from mqttlab.scenario import ScenarioError
+from scripted_mqtt import ScriptedBroker  # tests/ is on sys.path (no package)
 
 pytestmark = pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
 
@@ -82,132 +79,6 @@ def test_a_workload_that_cannot_work_is_refused_with_every_problem_named() -> No
                            "subscribers": {"filters": ["$share/g/bench/%i"], "offline": {"at": "6s", "duration": "2s", "every": "1s"}}})
     fields = {problem.path for problem in refused.value.problems}
     assert {"mqtt.clean_start", "mqtt.session_expiry", "subscribers.offline.at", "subscribers.offline.every", "subscribers.filters"} <= fields
-
-
-# --- a broker that breaks the promises, on purpose ----------------------------------------------
-
-
-class ScriptedBroker:
-    """A small MQTT 3.1.1 broker on loopback (exact topic filters, QoS 1, persistent sessions) that
-    can break what the protocol promises an offline session: `drop_every` drops every n-th message
-    it would queue for an offline session, `forget_sessions` answers every return with no session."""
-
-    def __init__(self, drop_every: int = 0, forget_sessions: bool = False) -> None:
-        self.drop_every, self.forget_sessions = drop_every, forget_sessions
-        self.dropped = 0
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.lock = threading.Lock()
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.queued = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _read(conn: socket.socket) -> Optional[tuple[int, bytes]]:
-        head = conn.recv(1)
-        if not head:
-            return None
-        length, shift = 0, 0
-        while True:
-            byte = conn.recv(1)[0]
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        body = b""
-        while len(body) < length:
-            chunk = conn.recv(length - len(body))
-            if not chunk:
-                return None
-            body += chunk
-        return head[0], body
-
-    @staticmethod
-    def _packet(first: int, body: bytes) -> bytes:
-        length, encoded = len(body), b""
-        while True:
-            byte, length = length & 0x7F, length >> 7
-            encoded += bytes([byte | (0x80 if length else 0)])
-            if not length:
-                return bytes([first]) + encoded + body
-
-    def _deliver(self, session: dict[str, Any], topic: bytes, payload: bytes) -> None:
-        session["pkid"] = session["pkid"] % 65535 + 1
-        packet = self._packet(0x32, struct.pack("!H", len(topic)) + topic + struct.pack("!H", session["pkid"]) + payload)
-        try:
-            session["conn"].sendall(packet)
-        except OSError:
-            pass
-
-    def _serve(self, conn: socket.socket) -> None:
-        session: Optional[dict[str, Any]] = None
-        while True:
-            try:
-                packet = self._read(conn)
-            except OSError:
-                packet = None
-            if packet is None:
-                break
-            first, body = packet
-            kind = first >> 4
-            if kind == 1:  # CONNECT: protocol name, level, flags, keep alive, client id
-                name_len = struct.unpack("!H", body[:2])[0]
-                flags = body[2 + name_len + 1]
-                id_len = struct.unpack("!H", body[2 + name_len + 4:2 + name_len + 6])[0]
-                client_id = body[2 + name_len + 6:2 + name_len + 6 + id_len].decode()
-                with self.lock:
-                    old = self.sessions.get(client_id)
-                    present = bool(old) and not flags & 0x02 and not self.forget_sessions
-                    session = old if present else {"filters": set(), "queue": [], "pkid": 0}
-                    session["conn"] = conn
-                    self.sessions[client_id] = session
-                    conn.sendall(self._packet(0x20, bytes([int(present), 0])))
-                    for topic, payload in session["queue"]:
-                        self._deliver(session, topic, payload)
-                    session["queue"] = []
-            elif kind == 8 and session is not None:  # SUBSCRIBE: packet id, then filters with their QoS
-                pkid, at, granted = body[:2], 2, b""
-                while at < len(body):
-                    size = struct.unpack("!H", body[at:at + 2])[0]
-                    session["filters"].add(body[at + 2:at + 2 + size])
-                    at += 2 + size + 1
-                    granted += b"\x01"
-                conn.sendall(self._packet(0x90, pkid + granted))
-            elif kind == 3:  # PUBLISH at QoS 1: acknowledge, then forward or queue
-                size = struct.unpack("!H", body[:2])[0]
-                topic, pkid, payload = body[2:2 + size], body[2 + size:4 + size], body[4 + size:]
-                conn.sendall(self._packet(0x40, pkid))
-                with self.lock:
-                    for other in self.sessions.values():
-                        if topic not in other["filters"]:
-                            continue
-                        if other["conn"] is not None:
-                            self._deliver(other, topic, payload)
-                            continue
-                        self.queued += 1
-                        if self.drop_every and self.queued % self.drop_every == 0:
-                            self.dropped += 1  # the broken promise
-                        else:
-                            other["queue"].append((topic, payload))
-            elif kind == 12:  # PINGREQ
-                conn.sendall(self._packet(0xD0, b""))
-            elif kind == 14:  # DISCONNECT: the session stays, offline
-                break
-        with self.lock:
-            if session is not None and session.get("conn") is conn:
-                session["conn"] = None
-        conn.close()
 
 
 SCRIPTED = {**OFFLINE, "publishers.count": 1, "subscribers.count": 1, "load.duration": "3s", "subscribers.offline": {"at": "0.5s", "duration": "1s"}}

@@ -111,9 +111,18 @@ class Offline(_Offline, total=False):
     every_ms: int
 
 
+class _RetainedRead(TypedDict):
+    at_ms: int
+
+
+class RetainedRead(_RetainedRead, total=False):
+    spread_ms: int
+
+
 class Subscribers(_Subscribers, total=False):
     echo_topic: Optional[str]
     offline: Offline
+    retained: RetainedRead
 
 
 class _Load(TypedDict):

@@ -13,21 +13,43 @@ SESSION_RULE = ("a client that reconnects with clean start 0 finds its session p
 QUEUE_RULE = ("every QoS {qos} message published to an offline session's subscription is delivered when the session "
               "returns (MQTT 3.1.1 §3.1.2.4, MQTT 5 §3.1.2.4), less what a configured queue limit drops")
 QOS0_RULE = "QoS 0 messages for an offline session may be queued or dropped (MQTT 3.1.1 §3.1.2.4): broker-specific, not judged"
+RETAINED_RULES = (
+    ("retained value delivered", "retained_missing", "missing",
+     "a new subscription to a topic that holds a retained message gets that message (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
+    ("retained value is the latest", "stale_retained", "stale",
+     "the retained message a subscription gets is the last one published with RETAIN to its topic (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
+    ("retained flag set", "retained_unflagged", "unflagged",
+     "a retained message sent because of a new subscription has its RETAIN flag set (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
+)
 
 
 def judge(plan: Mapping[str, Any], result: Mapping[str, Any], summary: Mapping[str, Any],
           limits: Optional[Mapping[str, Optional[int]]]) -> list[dict[str, Any]]:
     """The run's promises about state, one verdict each; empty for a run that tested none.
     `limits`: the launched broker's documented state limits (None: not known, a broker by URL)."""
+    verdicts = []
     offline = summary.get("offline")
-    if not offline:
-        return []
-    return [_session_kept(offline), _queue_delivered(plan, result.get("offline") or [], limits or {})]
+    if offline:
+        verdicts += [_session_kept(offline), _queue_delivered(plan, result.get("offline") or [], limits or {})]
+    retained = summary.get("retained")
+    if retained:
+        verdicts += _retained_read(retained)
+    return verdicts
 
 
 def broken(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The verdicts that name a broken promise."""
     return [v for v in verdicts if v["verdict"] == "broken"]
+
+
+def _retained_read(retained: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The retained store as the subscribers read it: each value owed delivered, the latest one,
+    flagged retained. No retained limit is known here: none is assumed."""
+    delivered = retained["delivered"]
+    kept = {"missing": delivered, "stale": delivered - retained["stale"], "unflagged": retained["expected"] - retained["unflagged"]}
+    return [{"promise": promise, "rule": rule, "allowed": "no limit on retained messages is known here", "kept": max(kept[key], 0),
+             "broken": retained[key], "name": name, "verdict": "broken" if retained[key] else ("kept" if retained["expected"] else "not judged")}
+            for promise, name, key, rule in RETAINED_RULES]
 
 
 def _session_kept(offline: Mapping[str, Any]) -> dict[str, Any]:

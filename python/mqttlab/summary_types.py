@@ -138,6 +138,19 @@ class OfflineSummary(TypedDict):
     drain_rate_per_s: Optional[Spread]
 
 
+class RetainedSummary(TypedDict):
+    subscribers: int
+    expected: int
+    delivered: int
+    stale: int
+    missing: int
+    duplicated: int
+    unflagged: int
+    complete: int
+    first_s: Optional[Spread]
+    all_s: Optional[Spread]
+
+
 Status = Literal["completed", "incomplete", "interrupted", "broker_lost", "failed"]
 # Best to worst, as the engine orders them when it merges shards.
 STATUS_ORDER: tuple[str, ...] = get_args(Status)
@@ -163,6 +176,7 @@ class EngineSummary(TypedDict):
     bytes: Bytes
     round_trip: Optional[RoundTrip]
     offline: NotRequired[Optional[OfflineSummary]]  # offline sessions only (subscribers.offline)
+    retained: NotRequired[Optional[RetainedSummary]]  # retained reads only (subscribers.retained)
 
 
 class Summary(EngineSummary, total=False):

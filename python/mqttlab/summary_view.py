@@ -65,6 +65,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_round_trip_line(summary["round_trip"]))
     if summary.get("offline"):
         parts.append(_offline_lines(summary["offline"], summary.get("promises") or []))
+    if summary.get("retained"):
+        parts.append(_retained_lines(summary["retained"], summary.get("promises") or []))
     parts.append(_generator_line(summary))
     resources = _resources_line(summary)
     if resources is not None:
@@ -362,6 +364,24 @@ def _offline_lines(offline: Mapping[str, Any], verdicts: list[Mapping[str, Any]]
         spread = offline.get(key)
         if spread:
             text.append(f"; {label} p50 {spread['p50']:.3g}{unit}, p99 {spread['p99']:.3g}{unit} over {spread['count']:,}")
+    _append_verdicts(text, [v for v in verdicts if v["name"] in ("session_lost", "queued_lost")])
+    return text
+
+
+def _retained_lines(retained: Mapping[str, Any], verdicts: list[Mapping[str, Any]]) -> Text:
+    """A retained read: what the subscribers got from the store and how fast, then its promises."""
+    text = Text("retained read: ", style="dim")
+    text.append(f"{retained['subscribers']:,} subscribers got {retained['delivered']:,} of {retained['expected']:,} retained values "
+                f"({retained['complete']:,} complete)")
+    for key, label in (("first_s", "SUBSCRIBE → first"), ("all_s", "SUBSCRIBE → all")):
+        spread = retained.get(key)
+        if spread:
+            text.append(f"; {label} p50 {ms(spread['p50'] * 1e6)} ms, p99 {ms(spread['p99'] * 1e6)} ms")
+    _append_verdicts(text, [v for v in verdicts if v["name"] in ("retained_missing", "stale_retained", "retained_unflagged")])
+    return text
+
+
+def _append_verdicts(text: Text, verdicts: list[Mapping[str, Any]]) -> None:
     for verdict in verdicts:
         style = {"broken": "bold red", "kept": "green"}.get(verdict["verdict"], "yellow")
         text.append("\n  " + verdict["promise"] + ": ", style="dim")
@@ -375,7 +395,6 @@ def _offline_lines(offline: Mapping[str, Any], verdicts: list[Mapping[str, Any]]
             counts += f", expired as asked {verdict['expired']:,}"
         text.append(counts + ")")
         text.append(f"\n    rule: {verdict['rule']}; broker: {verdict['allowed']}", style="dim")
-    return text
 
 
 def _distributed_lines(section: Mapping[str, Any]) -> Text:

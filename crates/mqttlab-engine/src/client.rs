@@ -442,6 +442,8 @@ struct Subscriber {
     requested: QoS,
     subscribe_sent: u64,
     ready: bool,
+    /// A SUBSCRIBE sent after the subscriber was ready (a retained read) awaits its SUBACK.
+    awaiting_suback: bool,
     awaiting_release: FxHashSet<u16>,
     echo: Option<Echo>,
     receiver: Receiver,
@@ -452,15 +454,23 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let client_id = plan.subscriber_client_id(index);
     let Some(mut conn) = open(&ctx, client_id.clone(), index, false).await else { return };
     let requested = QoS::from_u8(plan.subscribers.qos).unwrap_or(QoS::AtMostOnce);
-    conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
     let mut sub = Subscriber {
         requested,
         subscribe_sent: now_ns(),
         ready: false,
+        awaiting_suback: false,
         awaiting_release: FxHashSet::default(),
         receiver: Receiver::new(index, plan.effective_qos()),
         echo: Echo::for_subscriber(&ctx, index, &client_id),
     };
+    // A retained read subscribes later, on its schedule: connected is ready.
+    let mut subscribe_at = crate::retained::subscribe_offset(&plan, index);
+    if subscribe_at.is_some() {
+        sub.receiver.retained = Some(crate::retained::RetainedWatch::new(&plan, &ctx.units, index));
+        subscriber_ready(&ctx, &mut sub);
+    } else {
+        conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+    }
     let phase_changed = ctx.phase_changes();
     let keepalive = ctx.keepalive_ticks();
     let mut last_ping = now_ns();
@@ -471,6 +481,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     let mut away = crate::offline::first_period(&plan, index);
     loop {
         let leave_at = away.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|(start, _)| ctx.ctl_now().start_ns + start);
+        let subscribe_due = subscribe_at.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|at| ctx.ctl_now().start_ns + at);
         if let Some(msg) = pending.take() {
             let msg = format!("{client_id}: {msg}");
             ctx.stats.borrow_mut().error("protocol", &msg);
@@ -490,11 +501,24 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             _ = phase_changed.notified() => {
                 if ctx.ctl_now().phase == Phase::Close { break; }
             }
+            _ = until(subscribe_due) => {
+                subscribe_at = None;
+                let now = now_ns();
+                conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+                conn.write_now();
+                sub.subscribe_sent = now;
+                sub.awaiting_suback = true;
+                if let Some(watch) = sub.receiver.retained.as_mut() {
+                    watch.subscribed(now);
+                    // What the store owes it: the run drains until every subscriber has it.
+                    WorkerShared::add(&ctx.shared.expected_deliveries, watch.expected());
+                }
+            }
             _ = until(leave_at) => {
                 let (start, end) = away.expect("a departure was due");
                 match offline_period(&ctx, conn, &client_id, index, &mut sub, end).await {
                     Some(back) => conn = back,
-                    None => return keep_offline_periods(&ctx, &mut sub), // the run ended while it was away
+                    None => return keep_state(&ctx, &mut sub), // the run ended while it was away
                 }
                 away = crate::offline::next_period(&plan, start);
                 last_ping = now_ns();
@@ -525,7 +549,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             }
         }
     }
-    keep_offline_periods(&ctx, &mut sub);
+    keep_state(&ctx, &mut sub);
     finish_connection(&ctx, conn, &client_id, lost).await;
 }
 
@@ -592,12 +616,23 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
     }
 }
 
-/// The subscriber's periods away, as the result keeps them.
-fn keep_offline_periods(ctx: &WorkerCtx, sub: &mut Subscriber) {
+fn subscriber_ready(ctx: &WorkerCtx, sub: &mut Subscriber) {
+    ctx.stats.borrow_mut().connections.subscribers_ok += 1;
+    sub.ready = true;
+    WorkerShared::inc(&ctx.shared.subscribers_ready);
+}
+
+/// What the subscriber saw of the broker's state (its periods away, its retained read), as the
+/// result keeps it.
+fn keep_state(ctx: &WorkerCtx, sub: &mut Subscriber) {
     let start = ctx.ctl_now().start_ns;
     let index = sub.receiver.index;
     let cycles = sub.receiver.offline.iter().map(|w| w.cycle(index, start));
-    ctx.stats.borrow_mut().offline.extend(cycles);
+    let mut st = ctx.stats.borrow_mut();
+    st.offline.extend(cycles);
+    if let Some(watch) = &sub.receiver.retained {
+        st.retained.push(watch.reading(index));
+    }
 }
 
 fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {
@@ -617,13 +652,14 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
                 conn.send(&Packet::PubComp(ack(a.pkid)));
             }
             Packet::SubAck(s) => {
-                if sub.ready {
+                if sub.ready && !sub.awaiting_suback {
                     continue;
                 }
                 check_suback(ctx, &s, sub.requested, sub.subscribe_sent, now)?;
-                ctx.stats.borrow_mut().connections.subscribers_ok += 1;
-                sub.ready = true;
-                WorkerShared::inc(&ctx.shared.subscribers_ready);
+                sub.awaiting_suback = false;
+                if !sub.ready {
+                    subscriber_ready(ctx, sub);
+                }
             }
             // The acknowledgements of our echoes (round-trip mode).
             Packet::PubAck(a) | Packet::PubComp(a) if sub.echo.is_some() => {

@@ -3,6 +3,7 @@
 use crate::accounting::Arrival;
 use crate::context::WorkerCtx;
 use crate::offline::Window;
+use crate::retained::RetainedWatch;
 use crate::payload::Header;
 use crate::stats::{WorkerShared, H};
 use rustc_hash::FxHashMap;
@@ -16,11 +17,13 @@ pub struct Receiver {
     unit_by_publisher: FxHashMap<u32, Option<u32>>,
     /// Offline sessions: the periods this subscriber spent away, oldest first.
     pub offline: Vec<Window>,
+    /// A retained read (`subscribers.retained`): what it is owed from the store, and got.
+    pub retained: Option<RetainedWatch>,
 }
 
 impl Receiver {
     pub fn new(index: u32, effective_qos: u8) -> Receiver {
-        Receiver { index, effective_qos, unit_by_publisher: FxHashMap::default(), offline: Vec::new() }
+        Receiver { index, effective_qos, unit_by_publisher: FxHashMap::default(), offline: Vec::new(), retained: None }
     }
 
     /// Whether the first delivery of `publisher`'s `seq` is one the broker held while this
@@ -46,9 +49,20 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
         row.received += 1;
     }
     if retain {
+        st.counters.retained_received += 1;
+    }
+    if let Some(watch) = rx.retained.as_mut() {
+        // A retained read: every message is judged against the store's latest values.
+        match Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count) {
+            Some(h) if watch.received(h.publisher, h.seq, retain, now) => WorkerShared::inc(&ctx.shared.unique_deliveries),
+            Some(_) => {}
+            None => st.counters.unexpected += 1,
+        }
+        return;
+    }
+    if retain {
         // A retained message replayed on subscribe, possibly from an earlier run: not a delivery
         // of this run's schedule.
-        st.counters.retained_received += 1;
         return;
     }
     // Which message this is, and when it was meant to leave (intended ns, lag ns; None when the

@@ -23,6 +23,7 @@ pub mod pacing;
 pub mod packets;
 pub mod payload;
 pub mod plan;
+pub mod retained;
 pub mod result;
 pub mod run;
 pub mod sending;

@@ -204,7 +204,7 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(mut values: Vec<f64>) -> Option<Spread> {
+    pub fn of(mut values: Vec<f64>) -> Option<Spread> {
         if values.is_empty() {
             return None;
         }

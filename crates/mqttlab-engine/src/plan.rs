@@ -253,6 +253,22 @@ pub struct Subscribers {
     /// by the broker) and come back into it on this schedule, while the publishers go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+    /// Retained messages: the subscribers connect with the others but subscribe only at this
+    /// time, after the publishers set their topics' retained values, so what they receive is
+    /// the broker's retained store (retained.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained: Option<RetainedRead>,
+}
+
+/// When the subscribers of a retained-message run subscribe, from the start of the load.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetainedRead {
+    /// The first SUBSCRIBE.
+    pub at_ms: u64,
+    /// The subscribers' SUBSCRIBEs spread evenly over this long (0: all at once, a storm).
+    #[serde(default)]
+    pub spread_ms: u64,
 }
 
 /// When subscribers go offline (offline.rs), from the start of the load.

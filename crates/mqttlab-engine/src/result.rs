@@ -204,6 +204,9 @@ pub struct RawResult {
     /// Offline sessions: each subscriber's periods away, in the order they ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offline: Vec<crate::offline::OfflineCycle>,
+    /// Retained reads: each subscriber's reading of the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retained: Vec<crate::retained::RetainedReading>,
 }
 
 /// In the order of `stats::H`.
@@ -251,6 +254,7 @@ impl RawResult {
             out.generator.threads += r.generator.threads;
             out.generator.max_thread_cpu_share = out.generator.max_thread_cpu_share.max(r.generator.max_thread_cpu_share);
             out.offline.extend(r.offline.iter().cloned());
+            out.retained.extend(r.retained.iter().cloned());
         }
         // Histograms and series add by name / second.
         for name in HISTOGRAM_NAMES {

@@ -345,7 +345,8 @@ impl Coordinator {
         // subscribers for the planned length of the load.
         // (A closed loop with a count has no planned length: such a shard keeps its subscribers
         // until it is stopped, as no other end can be known here.)
-        let waits_for_publishers = plan.is_whole() && plan.publishers.count > 0;
+        // A retained read lasts its planned length too: its subscribers subscribe after the publishers are done.
+        let waits_for_publishers = plan.is_whole() && plan.publishers.count > 0 && plan.subscribers.retained.is_none();
         let planned_end = if waits_for_publishers { 0 } else { plan.schedule_length_ns().map_or(u64::MAX, |length| start_ns + length) };
         let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
         loop {
@@ -416,7 +417,10 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let target = rt.block_on(Target::resolve(&plan)).map_err(RunError::Connect)?;
     drop(rt);
     let units = Arc::new(UnitTable::build(&plan));
-    let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| v.len() as u32).collect());
+    // A retained read owes nothing live: its messages are sent before anyone subscribes (its
+    // subscribers add what the store owes them when they subscribe).
+    let live = plan.subscribers.retained.is_none();
+    let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| if live { v.len() as u32 } else { 0 }).collect());
     let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
     let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
@@ -479,6 +483,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         violations: BTreeMap::new(),
         errors: BTreeMap::new(),
         offline: Vec::new(),
+        retained: Vec::new(),
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
@@ -528,6 +533,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         }
         result.sent_per_publisher.extend(st.sent_per_publisher.iter().map(|(k, v)| (*k, *v)));
         result.offline.append(&mut st.offline);
+        result.retained.append(&mut st.retained);
         for ((p, u), s) in st.pairs.drain() {
             let e = pairs.entry((p, u)).or_insert_with(|| PairDelivery {
                 publisher: p,

@@ -82,6 +82,8 @@ pub struct WorkerStats {
     pub pairs: FxHashMap<(u32, u32), PairState>,
     /// Offline sessions: the periods this worker's subscribers spent away.
     pub offline: Vec<crate::offline::OfflineCycle>,
+    /// Retained reads: what each of this worker's subscribers read from the store.
+    pub retained: Vec<crate::retained::RetainedReading>,
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
@@ -104,6 +106,7 @@ impl WorkerStats {
             sent_per_publisher: BTreeMap::new(),
             pairs: FxHashMap::default(),
             offline: Vec::new(),
+            retained: Vec::new(),
             measure_start_ns: 0,
             series: Vec::new(),
             series_packed: 0,

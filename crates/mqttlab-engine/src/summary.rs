@@ -44,6 +44,9 @@ pub struct Summary {
     /// Offline sessions only (`subscribers.offline`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<crate::offline::OfflineSummary>,
+    /// Retained reads only (`subscribers.retained`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retained: Option<crate::retained::RetainedSummary>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -166,7 +169,9 @@ pub struct RoundTrip {
 
 pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
     let units = UnitTable::build(plan);
-    let owed = units.expected_units();
+    // A retained read owes no live deliveries (nobody subscribed while the publishers sent):
+    // what its subscribers are owed from the store is judged in `retained`.
+    let owed = if plan.subscribers.retained.is_some() { vec![Vec::new(); plan.publishers.count as usize] } else { units.expected_units() };
     let received: HashMap<(u32, &str), (u64, u64)> = r.deliveries.iter().map(|d| ((d.publisher, d.unit.as_str()), (d.unique, d.late))).collect();
     let (mut expected, mut delivered, mut lost, mut unexpected) = (0u64, 0u64, 0u64, r.counters.unexpected);
     let mut late = 0u64;
@@ -294,6 +299,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             duplicated: c.reply_duplicates,
         }),
         offline,
+        retained: crate::retained::summarize(plan, &r.retained),
     })
 }
 

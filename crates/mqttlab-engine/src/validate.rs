@@ -174,6 +174,7 @@ impl RunPlan {
         }
         problems.extend(round_trip_problems(self));
         problems.extend(offline_problems(self));
+        problems.extend(retained_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -259,6 +260,71 @@ fn offline_problems(plan: &RunPlan) -> Vec<Problem> {
     }
     if plan.shard.publishers != [0, plan.publishers.count] {
         problems.push(problem(&f("at"), "needs every publisher in this engine process (what is owed while away is counted by sequence number)", &["shard"]));
+    }
+    problems
+}
+
+/// A retained read needs retained values set before anyone subscribes: publishers that retain, a
+/// count of updates (the last is the value that must remain) on a schedule that ends before the
+/// first SUBSCRIBE, and the reads inside the load.
+fn retained_problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(r) = &plan.subscribers.retained else { return Vec::new() };
+    let mut problems = Vec::new();
+    let p = &plan.publishers;
+    if !p.retain {
+        problems.push(problem("publishers.retain", "must be true with subscribers.retained: the subscribers read what the publishers retained", &["subscribers.retained"]));
+    }
+    match p.messages {
+        None | Some(0) => problems.push(problem(
+            "publishers.messages",
+            "is needed with subscribers.retained: each publisher's updates of its topic (the last is the value that must remain)",
+            &["subscribers.retained"],
+        )),
+        Some(n) if matches!(p.arrival, Arrival::Constant | Arrival::Poisson) && p.rate > 0.0 => {
+            let last_send_ms = n as f64 / p.rate * 1000.0;
+            if (r.at_ms as f64) <= last_send_ms {
+                problems.push(problem(
+                    "subscribers.retained.at",
+                    format!(
+                        "must come after the publishers' last update ({} messages at {} msg/s end at {:.3}s, at is {}s): a later at, or fewer messages",
+                        n,
+                        p.rate,
+                        last_send_ms / 1000.0,
+                        seconds(r.at_ms)
+                    ),
+                    &["publishers.messages", "publishers.rate"],
+                ));
+            }
+        }
+        Some(_) => problems.push(problem(
+            "publishers.arrival",
+            "must be constant or poisson with a rate with subscribers.retained: the updates must end before the subscribers read",
+            &["subscribers.retained"],
+        )),
+    }
+    if plan.load.duration_ms == 0 || r.at_ms + r.spread_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            "subscribers.retained.at",
+            format!(
+                "the reads (at {}s, spread over {}s) must fall inside load.duration ({}s)",
+                seconds(r.at_ms),
+                seconds(r.spread_ms),
+                seconds(plan.load.duration_ms)
+            ),
+            &["load.duration", "subscribers.retained.spread"],
+        ));
+    }
+    if p.measure != Measure::Header {
+        problems.push(problem("publishers.measure", "must be header with subscribers.retained: each value is told by its header", &["subscribers.retained"]));
+    }
+    if plan.subscribers.offline.is_some() || plan.subscribers.echo_topic.is_some() {
+        problems.push(problem("subscribers.retained", "not with subscribers.offline or round-trip mode", &["subscribers.offline", "subscribers.echo_topic"]));
+    }
+    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
+        problems.push(problem("subscribers.filters", "shared subscriptions ($share/) get no retained messages (MQTT 5 §4.8.2): not with subscribers.retained", &["subscribers.retained"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("subscribers.retained", "MQTT only here", &["transport.kind"]));
     }
     problems
 }

@@ -171,6 +171,14 @@ class Offline(_Section):
     every: Optional[Duration] = Field(default=None, gt=0, description="Again every this long (DISCONNECT to DISCONNECT) while the load lasts; absent = once")
 
 
+class RetainedRead(_Section):
+    """A retained read (docs/state.md): the subscribers subscribe only after the publishers set
+    their topics' retained values, and receive the broker's retained store."""
+
+    at: Duration = Field(description="The first SUBSCRIBE, from the start of the load phase, after the publishers' last update")
+    spread: Duration = Field(default=0.0, description="The subscribers' SUBSCRIBEs spread evenly over this long; 0 = all at once (a storm)")
+
+
 class Subscribers(_Section):
     count: int = Field(default=10, ge=0, le=1_000_000)
     client_id: ClientIdTemplate = Field(default="mqttlab-sub-%i", description="%i = subscriber index")
@@ -183,6 +191,9 @@ class Subscribers(_Section):
     )
     offline: Optional[Offline] = Field(
         default=None, description="Offline sessions: when subscribers leave and come back into their persistent sessions (needs mqtt.clean_start: false)"
+    )
+    retained: Optional[RetainedRead] = Field(
+        default=None, description="A retained read: the subscribers subscribe late and get the retained store (needs publishers.retain and publishers.messages)"
     )
 
 

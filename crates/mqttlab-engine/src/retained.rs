@@ -1,0 +1,154 @@
+//! Retained messages read back (`subscribers.retained`): the publishers set their topics' retained
+//! values (each publisher one topic, `publishers.messages` updates, the last one the value that
+//! must remain), then the subscribers subscribe, all at once or spread, and receive the broker's
+//! retained store. Each subscriber checks what it gets against what it is owed: exactly the
+//! latest value of every retained topic its filters match, each flagged retained, once. Times run
+//! from the subscriber's SUBSCRIBE to its first and to its last retained message.
+use crate::accounting::UnitTable;
+use crate::offline::Spread;
+use crate::plan::RunPlan;
+use rustc_hash::FxHashMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// When subscriber `index` subscribes, as an offset from the load's start (ns): its share of the
+/// spread. None for a plan without a retained read.
+pub fn subscribe_offset(plan: &RunPlan, index: u32) -> Option<u64> {
+    let r = plan.subscribers.retained.as_ref()?;
+    let step = r.spread_ms * 1_000_000 / u64::from(plan.subscribers.count.max(1));
+    Some(r.at_ms * 1_000_000 + u64::from(index) * step)
+}
+
+/// One subscriber's reading of the retained store.
+pub struct RetainedWatch {
+    /// Per owed publisher (topic): the sequence number of the value received, once received.
+    owed: FxHashMap<u32, Option<u32>>,
+    /// The sequence number of every topic's last value: the one the store must hold.
+    latest: u32,
+    subscribed_ns: u64,
+    first_ns: u64,
+    last_ns: u64,
+    delivered: u64,
+    stale: u64,
+    duplicated: u64,
+    unflagged: u64,
+}
+
+impl RetainedWatch {
+    /// The topics subscriber `index` is owed: those of the publishers whose messages its own
+    /// subscription matches.
+    pub fn new(plan: &RunPlan, units: &UnitTable, index: u32) -> RetainedWatch {
+        // This subscriber's filters against each topic: P matches, not the whole table's P x F.
+        let owed = (0..plan.publishers.count).filter(|&p| units.unit_for(index, &units.publisher_topics[p as usize]) == Some(index)).map(|p| (p, None)).collect();
+        let latest = plan.publishers.messages.unwrap_or(1).saturating_sub(1) as u32;
+        RetainedWatch { owed, latest, subscribed_ns: 0, first_ns: 0, last_ns: 0, delivered: 0, stale: 0, duplicated: 0, unflagged: 0 }
+    }
+
+    /// How many retained values the subscriber is owed.
+    pub fn expected(&self) -> u64 {
+        self.owed.len() as u64
+    }
+
+    pub fn subscribed(&mut self, now: u64) {
+        self.subscribed_ns = now;
+    }
+
+    /// Accounts one message of `publisher`'s topic with sequence number `seq`, received at `now`
+    /// (`retain`: its retain flag). True when it was a first delivery of an owed topic (what the
+    /// run counts as a unique delivery).
+    pub fn received(&mut self, publisher: u32, seq: u32, retain: bool, now: u64) -> bool {
+        if !retain {
+            // Nothing is published after the subscriptions: a message without the flag was not
+            // read from the store (MQTT 3.3.1.3: a retained message sent on subscribe has it set).
+            self.unflagged += 1;
+        }
+        let Some(got) = self.owed.get_mut(&publisher) else { return false };
+        if got.is_some() {
+            self.duplicated += 1;
+            return false;
+        }
+        *got = Some(seq);
+        if seq != self.latest {
+            self.stale += 1;
+        }
+        self.delivered += 1;
+        if self.first_ns == 0 {
+            self.first_ns = now;
+        }
+        self.last_ns = now;
+        true
+    }
+
+    pub fn reading(&self, subscriber: u32) -> RetainedReading {
+        let since = |t: u64| (t > 0 && self.subscribed_ns > 0).then(|| t.saturating_sub(self.subscribed_ns) as f64 / 1e9);
+        RetainedReading {
+            subscriber,
+            subscribed: self.subscribed_ns > 0,
+            expected: self.expected(),
+            delivered: self.delivered,
+            stale: self.stale,
+            duplicated: self.duplicated,
+            unflagged: self.unflagged,
+            first_s: since(self.first_ns),
+            // Only a subscriber that got everything it was owed has a time to all.
+            all_s: if self.delivered == self.expected() { since(self.last_ns) } else { None },
+        }
+    }
+}
+
+/// One subscriber's reading, as the result keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RetainedReading {
+    pub subscriber: u32,
+    /// Whether its SUBSCRIBE went out before the run ended.
+    pub subscribed: bool,
+    /// Retained topics its filters match, and of them delivered (first copies).
+    pub expected: u64,
+    pub delivered: u64,
+    /// Delivered with a value older than the topic's last: the store held a stale one.
+    pub stale: u64,
+    /// Copies after the first of a topic.
+    pub duplicated: u64,
+    /// Messages of a retained topic without the retain flag.
+    pub unflagged: u64,
+    /// From its SUBSCRIBE to its first retained message, and to its last when all came (s).
+    pub first_s: Option<f64>,
+    pub all_s: Option<f64>,
+}
+
+/// What the run's subscribers read from the retained store.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct RetainedSummary {
+    pub subscribers: u64,
+    /// Retained values owed over all subscribers, and of them delivered, stale and missing.
+    pub expected: u64,
+    pub delivered: u64,
+    pub stale: u64,
+    pub missing: u64,
+    pub duplicated: u64,
+    pub unflagged: u64,
+    /// Subscribers that got every value they were owed.
+    pub complete: u64,
+    /// From SUBSCRIBE to the first and to the last retained message, over subscribers (s).
+    pub first_s: Option<Spread>,
+    pub all_s: Option<Spread>,
+}
+
+/// The summary of a run's retained read; None for a run without one.
+pub fn summarize(plan: &RunPlan, readings: &[RetainedReading]) -> Option<RetainedSummary> {
+    plan.subscribers.retained.as_ref()?;
+    let sum = |f: fn(&RetainedReading) -> u64| readings.iter().map(f).sum::<u64>();
+    let (expected, delivered) = (sum(|r| r.expected), sum(|r| r.delivered));
+    Some(RetainedSummary {
+        subscribers: readings.len() as u64,
+        expected,
+        delivered,
+        stale: sum(|r| r.stale),
+        missing: expected.saturating_sub(delivered),
+        duplicated: sum(|r| r.duplicated),
+        unflagged: sum(|r| r.unflagged),
+        complete: readings.iter().filter(|r| r.expected > 0 && r.delivered == r.expected).count() as u64,
+        first_s: Spread::of(readings.iter().filter_map(|r| r.first_s).collect()),
+        all_s: Spread::of(readings.iter().filter_map(|r| r.all_s).collect()),
+    })
+}

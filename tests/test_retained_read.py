@@ -1,0 +1,73 @@
+"""Retained messages read back (subscribers.retained): publishers set their topics' retained
+values, then subscribers subscribe, at once or spread, and get the broker's store; each value owed
+checked to be delivered, the latest, flagged retained. On real Mosquitto (kept), and against a
+scripted broker that keeps a stale value (named with its count)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import mqttlab
+from mqttlab.brokers import get_launcher
+from mqttlab.exits import Exit
+from mqttlab.planning import validate_scenario
+from mqttlab.scenario import ScenarioError
+from scripted_mqtt import ScriptedBroker  # tests/ is on sys.path (no package)
+
+# 40 topics, each set twice (the second value must remain), read by 4 subscribers on a wildcard.
+STORM = {
+    "publishers.count": 40, "publishers.topic": "kept/%i", "publishers.rate": 20, "publishers.messages": 2, "publishers.retain": True,
+    "subscribers.count": 4, "subscribers.filters": ["kept/#"], "subscribers.retained": {"at": "0.5s"},
+    "load.duration": "2s", "load.warmup": "0s",
+}  # fmt: skip
+
+
+def verdicts(summary: dict) -> dict[str, dict]:
+    return {v["name"]: v for v in summary["promises"]}
+
+
+@pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+def test_mosquitto_gives_every_subscriber_the_latest_retained_values(tmp_path: Path) -> None:
+    result = mqttlab.run(None, broker="mosquitto", set={**STORM, "subscribers.retained": {"at": "0.5s", "spread": "0.4s"}}, out=tmp_path / "run")
+    retained = result.summary["retained"]
+    assert (retained["expected"], retained["delivered"], retained["stale"], retained["missing"], retained["unflagged"]) == (160, 160, 0, 0, 0)
+    assert retained["complete"] == 4 and retained["all_s"]["count"] == 4
+    assert retained["first_s"]["p50"] <= retained["all_s"]["p50"] < 1.0
+    assert result.summary["latency"]["suback"]["count"] == 4  # the late SUBSCRIBEs' own SUBACKs
+    # Nothing live was owed: the messages went out before anyone subscribed.
+    assert result.summary["messages"]["expected"] == 0 and result.summary["messages"]["retained"] == 160
+    assert {name: v["verdict"] for name, v in verdicts(result.summary).items()} == {
+        "retained_missing": "kept", "stale_retained": "kept", "retained_unflagged": "kept"}
+    assert result.exit_code == Exit.OK
+
+
+@pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+def test_exact_filters_are_owed_their_own_topic_only(tmp_path: Path) -> None:
+    result = mqttlab.run(None, broker="mosquitto", set={**STORM, "subscribers.filters": ["kept/%i"]}, out=tmp_path / "run")
+    assert (result.summary["retained"]["expected"], result.summary["retained"]["delivered"]) == (4, 4)
+
+
+def test_a_broker_that_keeps_a_stale_retained_value_is_named_with_the_count(tmp_path: Path) -> None:
+    broker = ScriptedBroker(stale_retained=True)
+    try:
+        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=STORM, out=tmp_path / "run")
+    finally:
+        broker.close()
+    stale = verdicts(result.summary)["stale_retained"]
+    # Every topic kept its first value: each of 4 subscribers got 40 stale ones.
+    assert (stale["verdict"], stale["broken"], stale["kept"]) == ("broken", 160, 0)
+    assert verdicts(result.summary)["retained_missing"]["verdict"] == "kept"
+    assert result.exit_code == Exit.FINDINGS
+
+
+def test_a_retained_read_that_cannot_work_is_refused_with_every_problem_named() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        validate_scenario({"publishers": {"rate": 10, "messages": 20}, "load": {"duration": "3s"},
+                           "subscribers": {"retained": {"at": "1s", "spread": "5s"}}})
+    fields = {problem.path for problem in refused.value.problems}
+    # Not retained; the 20 updates end at 2 s, after the read at 1 s; the reads outlast the load.
+    assert {"publishers.retain", "subscribers.retained.at"} <= fields
+    messages = [problem.message for problem in refused.value.problems if problem.path == "subscribers.retained.at"]
+    assert len(messages) == 2 and any("last update" in m for m in messages) and any("inside load.duration" in m for m in messages)
