@@ -42,11 +42,18 @@ def retained_row(s: dict[str, Any], v: dict[str, dict[str, Any]]) -> list[str]:
             said(v["retained_missing"]), said(v["stale_retained"]), said(v["retained_unflagged"])]
 
 
+def wills_row(s: dict[str, Any], v: dict[str, dict[str, Any]]) -> list[str]:
+    w, latency = s["wills"], s["latency"].get("will") or {}
+    timing = f"{latency['p50_us'] / 1000:,.2f} / {latency['max_us'] / 1000:,.2f}" if latency.get("count") else "—"
+    return [f"{w['delivered']:,} of {w['expected']:,}", timing, said(v["will_missing"]), str(w["duplicated"])]
+
+
 WORKLOADS: dict[str, tuple[list[str], Callable[[dict[str, Any], dict[str, dict[str, Any]]], list[str]]]] = {
     "offline-sessions": (["sessions resumed", "held messages delivered", "drain ms p50 / p99", "drain msg/s p50", "held e2e ms p50 / max",
                           "session kept", "queue delivered"], offline_row),
     "retained-read": (["retained values delivered", "subscribers complete", "SUBSCRIBE → first ms p50 / p99", "SUBSCRIBE → all ms p50 / p99",
                        "delivered", "latest", "flagged"], retained_row),
+    "wills": (["wills delivered", "exit → will ms p50 / max", "will on reset", "copies"], wills_row),
 }
 
 

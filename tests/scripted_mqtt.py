@@ -13,10 +13,12 @@ from typing import Any, Optional
 class ScriptedBroker:
     """The broker. Its faults: `drop_every` drops every n-th message it would queue for an offline
     session, `forget_sessions` answers every return with no session, `stale_retained` keeps a
-    topic's first retained value instead of its last."""
+    topic's first retained value instead of its last, `will_on_disconnect` publishes a client's
+    will after its DISCONNECT too."""
 
-    def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False) -> None:
+    def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False, will_on_disconnect: bool = False) -> None:
         self.drop_every, self.forget_sessions, self.stale_retained = drop_every, forget_sessions, stale_retained
+        self.will_on_disconnect = will_on_disconnect
         self.dropped = 0
         self.retained: dict[bytes, bytes] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
@@ -80,6 +82,8 @@ class ScriptedBroker:
 
     def _serve(self, conn: socket.socket) -> None:
         session: Optional[dict[str, Any]] = None
+        will: Optional[tuple[bytes, bytes]] = None
+        graceful = False
         while True:
             try:
                 packet = self._read(conn)
@@ -94,6 +98,13 @@ class ScriptedBroker:
                 flags = body[2 + name_len + 1]
                 id_len = struct.unpack("!H", body[2 + name_len + 4:2 + name_len + 6])[0]
                 client_id = body[2 + name_len + 6:2 + name_len + 6 + id_len].decode()
+                if flags & 0x04:  # a will: its topic and payload follow the client id
+                    at = 2 + name_len + 6 + id_len
+                    size = struct.unpack("!H", body[at:at + 2])[0]
+                    topic = body[at + 2:at + 2 + size]
+                    at += 2 + size
+                    size = struct.unpack("!H", body[at:at + 2])[0]
+                    will = (topic, body[at + 2:at + 2 + size])
                 with self.lock:
                     old = self.sessions.get(client_id)
                     present = bool(old) and not flags & 0x02 and not self.forget_sessions
@@ -117,10 +128,14 @@ class ScriptedBroker:
                     for topic, payload in self.retained.items():
                         if any(self._matches(f, topic) for f in added):
                             self._deliver(session, topic, payload, retain=True)
-            elif kind == 3:  # PUBLISH at QoS 1: acknowledge, then forward or queue
+            elif kind == 3:  # PUBLISH: acknowledge (QoS 1), then forward or queue
                 size = struct.unpack("!H", body[:2])[0]
-                topic, pkid, payload = body[2:2 + size], body[2 + size:4 + size], body[4 + size:]
-                conn.sendall(self._packet(0x40, pkid))
+                topic = body[2:2 + size]
+                if first & 0x06:
+                    pkid, payload = body[2 + size:4 + size], body[4 + size:]
+                    conn.sendall(self._packet(0x40, pkid))
+                else:
+                    payload = body[2 + size:]
                 with self.lock:
                     if first & 0x01 and not (self.stale_retained and topic in self.retained):
                         self.retained[topic] = payload
@@ -138,10 +153,16 @@ class ScriptedBroker:
             elif kind == 12:  # PINGREQ
                 conn.sendall(self._packet(0xD0, b""))
             elif kind == 14:  # DISCONNECT: the session stays, offline
+                graceful = True
                 break
         with self.lock:
             if session is not None and session.get("conn") is conn:
                 session["conn"] = None
+            if will is not None and (not graceful or self.will_on_disconnect):
+                topic, payload = will
+                for other in self.sessions.values():
+                    if other["conn"] is not None and any(self._matches(f, topic) for f in other["filters"]):
+                        self._deliver(other, topic, payload)
         conn.close()
 
 

@@ -85,7 +85,20 @@ class _Publishers(TypedDict):
     topic: str
 
 
+class _Will(TypedDict):
+    at_ms: int
+    leave: Literal["close", "reset", "silent", "graceful"]
+    topic: str
+
+
+class Will(_Will, total=False):
+    delay_s: int
+    fraction: float
+    qos: int
+
+
 class Publishers(_Publishers, total=False):
+    will: Will
     complete_on: CompleteOn
     measure: Measure
     messages: Optional[int]

@@ -108,6 +108,10 @@ def _compile(scenario: Scenario) -> Plan:
     # Absent keys keep the engine's defaults (header, open loop), so plans stay as they were.
     if pubs.measure != "header":
         publishers["measure"] = pubs.measure
+    if pubs.will is not None:
+        will = pubs.will
+        publishers["will"] = {"topic": will.topic, "qos": will.qos, "leave": will.leave, "at_ms": _ms(will.at), "fraction": will.fraction,
+                              "delay_s": int(round(will.delay))}
     if pubs.arrival == "closed":
         publishers["think_us"] = round(pubs.think_time * 1e6)
         publishers["complete_on"] = pubs.complete_on

@@ -13,6 +13,19 @@ SESSION_RULE = ("a client that reconnects with clean start 0 finds its session p
 QUEUE_RULE = ("every QoS {qos} message published to an offline session's subscription is delivered when the session "
               "returns (MQTT 3.1.1 §3.1.2.4, MQTT 5 §3.1.2.4), less what a configured queue limit drops")
 QOS0_RULE = "QoS 0 messages for an offline session may be queued or dropped (MQTT 3.1.1 §3.1.2.4): broker-specific, not judged"
+WILL_RULES = (
+    ("will delivered on an ungraceful exit", "will_missing", "missing",
+     "a client that leaves without DISCONNECT (closed, reset, or silent past 1.5 x its keep-alive) has its will published to every matching subscription "
+     "(MQTT 3.1.1 §3.1.2.5, MQTT 5 §3.1.2.5)"),
+    ("will delivered once", "will_duplicate", "duplicated", "each matching subscription gets the will of one exit once (at QoS 2; at QoS 1 at least once is allowed)"),
+    ("no will after DISCONNECT", "will_unexpected", "unexpected",
+     "a DISCONNECT (reason 0) discards the will without publishing it (MQTT 3.1.1 §3.14.4, MQTT 5 §3.1.2.5)"),
+)
+WILL_DELAY_RULE = ("will delay respected", "will_early", "early",
+                   "the will is not published before its Will Delay Interval has passed after the exit (MQTT 5 §3.1.3.2.2)")
+WILL_SILENT_RULE = ("silent client given up in time", "will_late", "late",
+                    "a client silent for 1.5 x its keep-alive is disconnected as if the network failed, and its will published "
+                    "(MQTT 3.1.1 §3.1.2.10, MQTT 5 §3.1.2.10): its will within 1.5 x the keep-alive (+ delay, + 0.1 s for the timers)")
 RETAINED_RULES = (
     ("retained value delivered", "retained_missing", "missing",
      "a new subscription to a topic that holds a retained message gets that message (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
@@ -34,6 +47,9 @@ def judge(plan: Mapping[str, Any], result: Mapping[str, Any], summary: Mapping[s
     retained = summary.get("retained")
     if retained:
         verdicts += _retained_read(retained)
+    wills = summary.get("wills")
+    if wills:
+        verdicts += _wills(plan, wills)
     return verdicts
 
 
@@ -46,10 +62,31 @@ def _retained_read(retained: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retained store as the subscribers read it: each value owed delivered, the latest one,
     flagged retained. No retained limit is known here: none is assumed."""
     delivered = retained["delivered"]
-    kept = {"missing": delivered, "stale": delivered - retained["stale"], "unflagged": retained["expected"] - retained["unflagged"]}
+    kept = {"missing": delivered, "stale": delivered - retained["stale"], "unflagged": delivered - retained["unflagged"]}
+    # Whether anything was there to judge: values owed for the first rule, values delivered for the others.
+    judged = {"missing": retained["expected"], "stale": delivered, "unflagged": delivered}
     return [{"promise": promise, "rule": rule, "allowed": "no limit on retained messages is known here", "kept": max(kept[key], 0),
-             "broken": retained[key], "name": name, "verdict": "broken" if retained[key] else ("kept" if retained["expected"] else "not judged")}
+             "broken": retained[key], "name": name, "verdict": "broken" if retained[key] else ("kept" if judged[key] else "not judged")}
             for promise, name, key, rule in RETAINED_RULES]
+
+
+def _wills(plan: Mapping[str, Any], wills: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The wills the watchers got against the exits: owed once per ungraceful exit and watcher,
+    never after DISCONNECT, not before the MQTT 5 delay."""
+    will = plan["publishers"].get("will") or {}
+    rules = list(WILL_RULES) + ([WILL_DELAY_RULE] if will.get("delay_s") else []) + ([WILL_SILENT_RULE] if will.get("leave") == "silent" else [])
+    # What kept each promise: the wills delivered; the exits with DISCONNECT (none followed by a will).
+    kept = {"missing": wills["delivered"], "duplicated": wills["delivered"], "unexpected": wills["graceful"],
+            "early": wills["delivered"] - wills["early"], "late": wills["delivered"] - wills["late"]}
+    out = []
+    for promise, name, key, rule in rules:
+        if name == "will_duplicate" and will.get("qos", 0) < 2:
+            continue  # at QoS 0 and 1 a repeated will breaks no promise: the copies are counted in `wills`
+        judged = wills["graceful"] if key == "unexpected" else wills["expected"]
+        verdict = "broken" if wills[key] else ("kept" if judged else "not judged")
+        out.append({"promise": promise, "rule": rule, "allowed": "no limit on wills applies", "kept": max(kept[key], 0), "broken": wills[key],
+                    "name": name, "verdict": verdict})
+    return out
 
 
 def _session_kept(offline: Mapping[str, Any]) -> dict[str, Any]:

@@ -151,6 +151,18 @@ class RetainedSummary(TypedDict):
     all_s: Optional[Spread]
 
 
+class WillSummary(TypedDict):
+    exits: int
+    graceful: int
+    expected: int
+    delivered: int
+    missing: int
+    duplicated: int
+    unexpected: int
+    early: int
+    late: int
+
+
 Status = Literal["completed", "incomplete", "interrupted", "broker_lost", "failed"]
 # Best to worst, as the engine orders them when it merges shards.
 STATUS_ORDER: tuple[str, ...] = get_args(Status)
@@ -177,6 +189,7 @@ class EngineSummary(TypedDict):
     round_trip: Optional[RoundTrip]
     offline: NotRequired[Optional[OfflineSummary]]  # offline sessions only (subscribers.offline)
     retained: NotRequired[Optional[RetainedSummary]]  # retained reads only (subscribers.retained)
+    wills: NotRequired[Optional[WillSummary]]  # wills only (publishers.will)
 
 
 class Summary(EngineSummary, total=False):

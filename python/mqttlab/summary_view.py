@@ -67,6 +67,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_offline_lines(summary["offline"], summary.get("promises") or []))
     if summary.get("retained"):
         parts.append(_retained_lines(summary["retained"], summary.get("promises") or []))
+    if summary.get("wills"):
+        parts.append(_will_lines(summary, summary.get("promises") or []))
     parts.append(_generator_line(summary))
     resources = _resources_line(summary)
     if resources is not None:
@@ -378,6 +380,17 @@ def _retained_lines(retained: Mapping[str, Any], verdicts: list[Mapping[str, Any
         if spread:
             text.append(f"; {label} p50 {ms(spread['p50'] * 1e6)} ms, p99 {ms(spread['p99'] * 1e6)} ms")
     _append_verdicts(text, [v for v in verdicts if v["name"] in ("retained_missing", "stale_retained", "retained_unflagged")])
+    return text
+
+
+def _will_lines(summary: Mapping[str, Any], verdicts: list[Mapping[str, Any]]) -> Text:
+    """Wills: the exits, the wills owed and got, the time from an exit to its will, then the promises."""
+    wills, latency = summary["wills"], (summary.get("latency") or {}).get("will")
+    text = Text("wills: ", style="dim")
+    text.append(f"{wills['exits']:,} publishers left ({wills['graceful']:,} with DISCONNECT); {wills['delivered']:,} of {wills['expected']:,} wills owed delivered")
+    if latency and latency.get("count"):
+        text.append(f"; exit → will p50 {ms(latency['p50_us'])} ms, p99 {ms(latency['p99_us'])} ms")
+    _append_verdicts(text, [v for v in verdicts if v["name"].startswith("will_")])
     return text
 
 

@@ -8,6 +8,7 @@ use crate::delivery::{delivered, Receiver};
 use crate::pacing::round_trip::{Echo, Echoes};
 use crate::pacing::Pacing;
 use crate::packets::{connect_packet, subscribe_packet};
+use crate::plan::Leave;
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
 use bytes::Bytes;
@@ -35,7 +36,11 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
     ctx.connect_slot().await;
     // Boxed: the TLS handshake's state is kilobytes, and every client task would otherwise carry
     // room for it for the whole run.
-    match Box::pin(Conn::open_from(&ctx.target, connect_packet(&ctx.plan.mqtt, client_id), source_address(ctx, index, is_publisher))).await {
+    let mut connect = connect_packet(&ctx.plan.mqtt, client_id);
+    if is_publisher {
+        connect.will = crate::wills::last_will(&ctx.plan, index);
+    }
+    match Box::pin(Conn::open_from(&ctx.target, connect, source_address(ctx, index, is_publisher))).await {
         Ok((mut conn, _ack, t)) => {
             conn.submit_through(ctx.submitter.as_ref());
             let mut st = ctx.stats.borrow_mut();
@@ -122,13 +127,17 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
         return p.out.conn.close().await;
     }
     let keepalive = ctx.keepalive_ticks();
+    // Wills: when this publisher leaves, as an offset from the load's start.
+    let leave_at = crate::wills::leave_offset(&ctx.plan, index);
     loop {
+        let leave_due = leave_at.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|at| ctx.ctl_now().start_ns + at);
         tokio::select! {
             biased;
             // Also at once on entry: a run that started while we were connecting is picked up.
             _ = p.sender.phase_changed.notified() => {
                 if !p.sender.on_phase_change(&ctx, p.pacing.is_unscheduled()) { break; }
             }
+            _ = until(leave_due) => return p.leave(&ctx).await,
             ev = p.out.conn.io() => {
                 let broken = match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => true,
@@ -223,6 +232,38 @@ impl Publisher {
         }
         self.pacing.after_outage(ctx, &mut self.sender, true);
         true
+    }
+
+    /// Leaves as the plan's will says (wills.rs): the exit's instant shared for the watchers and
+    /// kept for the result, then DISCONNECT, a closed socket, a reset, or silence until the run closes.
+    async fn leave(mut self, ctx: &WorkerCtx) {
+        let leave = ctx.plan.publishers.will.as_ref().expect("only a publisher with a will leaves").leave;
+        self.sender.close(ctx);
+        WorkerShared::sub(&ctx.shared.inflight, self.out.inflight.len() as u64);
+        let mut conn = self.out.conn;
+        count_traffic(&mut ctx.stats.borrow_mut().counters, &mut conn);
+        if let Some(wills) = &ctx.wills {
+            wills.left(self.index, now_ns());
+        }
+        let exit = crate::wills::WillExit { publisher: self.index, graceful: leave == Leave::Graceful };
+        if !exit.graceful {
+            // The run drains until the wills owed have come (a silent client's only after 1.5 keep-alives).
+            WorkerShared::add(&ctx.shared.expected_deliveries, crate::wills::watchers(&ctx.plan, &ctx.units, self.index));
+        }
+        ctx.stats.borrow_mut().will_exits.push(exit);
+        match leave {
+            Leave::Graceful => conn.close().await,
+            Leave::Close => conn.abandon().await,
+            Leave::Reset => conn.reset(),
+            Leave::Silent => {
+                // Nothing read or written: the broker must give up on it after 1.5 x its keep-alive.
+                let changed = ctx.phase_changes();
+                while ctx.ctl_now().phase != Phase::Close {
+                    changed.notified().await;
+                }
+                conn.abandon().await;
+            }
+        }
     }
 
     async fn finish(mut self, ctx: &WorkerCtx) {

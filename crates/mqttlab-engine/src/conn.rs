@@ -578,6 +578,32 @@ impl Conn {
         let _ = tokio::time::timeout(Duration::from_millis(500), self.stream.shutdown()).await;
     }
 
+    /// Ends the connection with a reset (RST), as a client whose host crashed: no DISCONNECT, no
+    /// FIN; what was waiting to be written is dropped.
+    pub fn reset(mut self) {
+        self.wbuf.clear();
+        if let Some((_, outbox)) = &self.batch {
+            outbox.bytes.borrow_mut().clear();
+        }
+        let fd = match &self.stream {
+            Stream::Tcp(tcp) => tcp.as_raw_fd(),
+            Stream::Tls(tls) => tls.get_ref().0.as_raw_fd(),
+        };
+        let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+        // SAFETY: a valid socket of ours and a linger value that lives across the call.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                &linger as *const libc::linger as *const libc::c_void,
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+        // Closing a socket that lingers 0 s sends RST.
+        drop(self);
+    }
+
     /// Polite goodbye: DISCONNECT (and over WebSocket a Close frame), flush, close; bounded so a
     /// dead broker cannot hold us.
     pub async fn close(mut self) {

@@ -44,6 +44,8 @@ pub struct WorkerCtx {
     pub tracker: Option<Arc<crate::closed::DeliveryTracker>>,
     /// Offline sessions (`subscribers.offline`): the publishers' progress every worker reads.
     pub offline: Option<Arc<crate::offline::OfflineShared>>,
+    /// Wills (`publishers.will`): each publisher's exit instant, which its watchers time from.
+    pub wills: Option<Arc<crate::wills::WillShared>>,
     pub stats: RefCell<WorkerStats>,
     pub shared: Arc<WorkerShared>,
     pub(crate) ctl: watch::Receiver<Ctl>,
@@ -140,6 +142,7 @@ impl WorkerCtx {
             sequence: None,
             tracker: crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new),
             offline,
+            wills: crate::wills::WillShared::for_plan(&plan).map(Arc::new),
             stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
             shared: Arc::new(WorkerShared::default()),
             ctl_now: Cell::new(initial),

@@ -3,8 +3,8 @@
 use crate::accounting::Arrival;
 use crate::context::WorkerCtx;
 use crate::offline::Window;
-use crate::retained::RetainedWatch;
 use crate::payload::Header;
+use crate::retained::RetainedWatch;
 use crate::stats::{WorkerShared, H};
 use rustc_hash::FxHashMap;
 
@@ -68,7 +68,8 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     // Which message this is, and when it was meant to leave (intended ns, lag ns; None when the
     // topic-sequence send record is gone). The header path is the default and the hot one.
     let (publisher, seq, sent) = match ctx.sequence.as_deref() {
-        None => match Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count) {
+        // A header from the future (beyond a second's clock skew between threads) is none of ours.
+        None => match Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count && h.intended_us.saturating_mul(1000) <= now + 1_000_000_000) {
             Some(h) => (h.publisher, h.seq, Some((h.intended_us * 1000, h.lag_us as u64 * 1000))),
             None => {
                 st.counters.unexpected += 1;
@@ -83,6 +84,9 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
             }
         },
     };
+    if seq == crate::wills::WILL_SEQ && ctx.wills.is_some() {
+        return will_delivered(ctx, &mut st, publisher, index, now);
+    }
     // Matching the topic against the filters for every delivery would cost more than the rest of
     // the accounting: a message on its publisher's own topic reuses that publisher's unit.
     let own_topic = ctx.units.publisher_topics[publisher as usize].as_bytes() == topic;
@@ -140,5 +144,25 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                 st.violation("qos2_duplicate", &format!("publisher {publisher} message {seq} delivered twice at QoS 2"));
             }
         }
+    }
+}
+
+/// A will from `publisher` at watcher `subscriber`: counted per pair, timed from the exit; one
+/// before the exit (or, MQTT 5, before its will delay passed) is early.
+fn will_delivered(ctx: &WorkerCtx, st: &mut crate::stats::WorkerStats, publisher: u32, subscriber: u32, now: u64) {
+    let left = ctx.wills.as_deref().map_or(0, |w| w.left_at(publisher));
+    let delay_ns = ctx.plan.publishers.will.as_ref().map_or(0, |w| u64::from(w.delay_s) * 1_000_000_000);
+    let early = left == 0 || now < left + delay_ns;
+    let late = left > 0 && crate::wills::silent_deadline_ns(&ctx.plan).is_some_and(|deadline| now > left + deadline);
+    if left > 0 {
+        st.record(H::Will, now.saturating_sub(left) / 1000);
+    }
+    let d = st.wills.entry((publisher, subscriber)).or_insert(crate::wills::WillDelivery { publisher, subscriber, count: 0, early: 0, late: 0 });
+    d.count += 1;
+    d.early += early as u64;
+    d.late += late as u64;
+    let graceful = ctx.plan.publishers.will.as_ref().is_some_and(|w| w.leave == crate::plan::Leave::Graceful);
+    if d.count == 1 && left > 0 && !graceful {
+        WorkerShared::inc(&ctx.shared.unique_deliveries); // an owed will, against what its exit added
     }
 }

@@ -23,8 +23,8 @@ pub mod pacing;
 pub mod packets;
 pub mod payload;
 pub mod plan;
-pub mod retained;
 pub mod result;
+pub mod retained;
 pub mod run;
 pub mod sending;
 pub mod sequence;
@@ -39,6 +39,7 @@ pub mod tls;
 pub mod topic;
 pub mod validate;
 pub mod websocket;
+pub mod wills;
 pub mod worker;
 
 pub use plan::RunPlan;

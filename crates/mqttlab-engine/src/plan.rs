@@ -186,6 +186,10 @@ pub struct Publishers {
     /// Closed loop: what completes a message before the next is sent.
     #[serde(default)]
     pub complete_on: CompleteOn,
+    /// Wills: each publisher connects with a last will, and the chosen ones leave at a time of
+    /// the load, ungracefully or not (wills.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub will: Option<Will>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -258,6 +262,41 @@ pub struct Subscribers {
     /// the broker's retained store (retained.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retained: Option<RetainedRead>,
+}
+
+/// The publishers' last will, and how and when the chosen ones leave (wills.rs).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Will {
+    /// The will's topic (template: %i the publisher's index, %c its client id).
+    pub topic: String,
+    #[serde(default)]
+    pub qos: u8,
+    /// How the chosen publishers leave.
+    pub leave: Leave,
+    /// When they leave, from the start of the load.
+    pub at_ms: u64,
+    /// The share of the publishers that leave (spread evenly over their indices).
+    #[serde(default = "all")]
+    pub fraction: f64,
+    /// MQTT 5 Will Delay Interval: the broker waits this long after the exit before it sends the will.
+    #[serde(default)]
+    pub delay_s: u32,
+}
+
+/// How a publisher with a will leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Leave {
+    /// The socket closed without DISCONNECT.
+    Close,
+    /// The connection reset (RST).
+    Reset,
+    /// Nothing sent or read any more, the socket left open: the broker must notice after 1.5 ×
+    /// the keep-alive.
+    Silent,
+    /// DISCONNECT: no will may follow.
+    Graceful,
 }
 
 /// When the subscribers of a retained-message run subscribe, from the start of the load.

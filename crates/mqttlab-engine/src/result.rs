@@ -207,11 +207,16 @@ pub struct RawResult {
     /// Retained reads: each subscriber's reading of the store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retained: Vec<crate::retained::RetainedReading>,
+    /// Wills: the publishers' exits, and the wills each watcher got from each publisher.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub will_exits: Vec<crate::wills::WillExit>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wills: Vec<crate::wills::WillDelivery>,
 }
 
 /// In the order of `stats::H`.
-pub const HISTOGRAM_NAMES: [&str; 12] =
-    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket", "e2e_queued"];
+pub const HISTOGRAM_NAMES: [&str; 13] =
+    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket", "e2e_queued", "will"];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {
@@ -255,6 +260,8 @@ impl RawResult {
             out.generator.max_thread_cpu_share = out.generator.max_thread_cpu_share.max(r.generator.max_thread_cpu_share);
             out.offline.extend(r.offline.iter().cloned());
             out.retained.extend(r.retained.iter().cloned());
+            out.will_exits.extend(r.will_exits.iter().cloned());
+            out.wills.extend(r.wills.iter().cloned());
         }
         // Histograms and series add by name / second.
         for name in HISTOGRAM_NAMES {

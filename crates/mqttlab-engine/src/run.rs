@@ -424,6 +424,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
     let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
+    let wills = crate::wills::WillShared::for_plan(&plan).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
     let workers = worker_count(&plan, &units, (n_pubs + n_subs) as u32);
@@ -453,6 +454,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
                 sequence.clone(),
                 tracker.clone(),
                 offline.clone(),
+                wills.clone(),
                 a,
                 co.shared[i].clone(),
                 ctl_rx.clone(),
@@ -484,6 +486,8 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         errors: BTreeMap::new(),
         offline: Vec::new(),
         retained: Vec::new(),
+        will_exits: Vec::new(),
+        wills: Vec::new(),
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
@@ -534,6 +538,8 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         result.sent_per_publisher.extend(st.sent_per_publisher.iter().map(|(k, v)| (*k, *v)));
         result.offline.append(&mut st.offline);
         result.retained.append(&mut st.retained);
+        result.will_exits.append(&mut st.will_exits);
+        result.wills.extend(st.wills.drain().map(|(_, d)| d));
         for ((p, u), s) in st.pairs.drain() {
             let e = pairs.entry((p, u)).or_insert_with(|| PairDelivery {
                 publisher: p,

@@ -28,6 +28,8 @@ pub enum H {
     /// End to end for the messages a broker held for an offline session (offline.rs), from their
     /// intended send time: apart from the live ones.
     E2eQueued,
+    /// A publisher's exit → its will at a watcher (wills.rs).
+    Will,
 }
 
 #[derive(Default)]
@@ -84,6 +86,9 @@ pub struct WorkerStats {
     pub offline: Vec<crate::offline::OfflineCycle>,
     /// Retained reads: what each of this worker's subscribers read from the store.
     pub retained: Vec<crate::retained::RetainedReading>,
+    /// Wills: this worker's publishers' exits, and the wills its subscribers got.
+    pub will_exits: Vec<crate::wills::WillExit>,
+    pub wills: FxHashMap<(u32, u32), crate::wills::WillDelivery>,
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
@@ -107,6 +112,8 @@ impl WorkerStats {
             pairs: FxHashMap::default(),
             offline: Vec::new(),
             retained: Vec::new(),
+            will_exits: Vec::new(),
+            wills: FxHashMap::default(),
             measure_start_ns: 0,
             series: Vec::new(),
             series_packed: 0,

@@ -47,6 +47,9 @@ pub struct Summary {
     /// Retained reads only (`subscribers.retained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retained: Option<crate::retained::RetainedSummary>,
+    /// Wills only (`publishers.will`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wills: Option<crate::wills::WillSummary>,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -300,6 +303,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         }),
         offline,
         retained: crate::retained::summarize(plan, &r.retained),
+        wills: crate::wills::summarize(plan, &r.will_exits, &r.wills),
     })
 }
 

@@ -5,7 +5,7 @@
 //! is the scenario's `load.warmup`, and durations are said in seconds), and the fields it reads.
 use crate::accounting::UnitTable;
 use crate::payload::HEADER_LEN;
-use crate::plan::{Arrival, CompleteOn, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::plan::{Arrival, CompleteOn, Leave, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
 use crate::template::expand;
 use crate::topic::matches;
 use mqttlab_codec::sn;
@@ -175,6 +175,7 @@ impl RunPlan {
         problems.extend(round_trip_problems(self));
         problems.extend(offline_problems(self));
         problems.extend(retained_problems(self));
+        problems.extend(will_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -272,7 +273,11 @@ fn retained_problems(plan: &RunPlan) -> Vec<Problem> {
     let mut problems = Vec::new();
     let p = &plan.publishers;
     if !p.retain {
-        problems.push(problem("publishers.retain", "must be true with subscribers.retained: the subscribers read what the publishers retained", &["subscribers.retained"]));
+        problems.push(problem(
+            "publishers.retain",
+            "must be true with subscribers.retained: the subscribers read what the publishers retained",
+            &["subscribers.retained"],
+        ));
     }
     match p.messages {
         None | Some(0) => problems.push(problem(
@@ -321,10 +326,73 @@ fn retained_problems(plan: &RunPlan) -> Vec<Problem> {
         problems.push(problem("subscribers.retained", "not with subscribers.offline or round-trip mode", &["subscribers.offline", "subscribers.echo_topic"]));
     }
     if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
-        problems.push(problem("subscribers.filters", "shared subscriptions ($share/) get no retained messages (MQTT 5 §4.8.2): not with subscribers.retained", &["subscribers.retained"]));
+        problems.push(problem(
+            "subscribers.filters",
+            "shared subscriptions ($share/) get no retained messages (MQTT 5 §4.8.2): not with subscribers.retained",
+            &["subscribers.retained"],
+        ));
     }
     if !matches!(plan.transport, Transport::Mqtt) {
         problems.push(problem("subscribers.retained", "MQTT only here", &["transport.kind"]));
+    }
+    problems
+}
+
+/// Wills need an exit inside the load, a will that can arrive before the run ends, and the
+/// publishers and their watchers in one engine process (the watchers time from the exit).
+fn will_problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(w) = &plan.publishers.will else { return Vec::new() };
+    let mut problems = Vec::new();
+    let f = |name: &str| format!("publishers.will.{name}");
+    if w.qos > 2 {
+        problems.push(problem(&f("qos"), format!("must be 0, 1 or 2 (got {})", w.qos), &[]));
+    }
+    if !(w.fraction > 0.0 && w.fraction <= 1.0) {
+        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", w.fraction), &[]));
+    }
+    if plan.load.duration_ms == 0 || w.at_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            &f("at"),
+            format!("must fall inside the load (at {}s, load.duration {}s): no publisher would leave", seconds(w.at_ms), seconds(plan.load.duration_ms)),
+            &["load.duration"],
+        ));
+    }
+    if w.delay_s > 0 && plan.mqtt.version != 5 {
+        problems.push(problem(&f("delay"), "is MQTT 5's Will Delay Interval: needs mqtt.version 5", &["mqtt.version"]));
+    }
+    // The latest a will can come: the exit, the broker noticing a silent client, the delay.
+    let noticed_ms = if w.leave == Leave::Silent { u64::from(plan.mqtt.keepalive_s) * 1500 } else { 0 };
+    if w.leave == Leave::Silent && plan.mqtt.keepalive_s == 0 {
+        problems.push(problem(&f("leave"), "silent needs a keep-alive (mqtt.keepalive above 0): without it the broker never notices", &["mqtt.keepalive"]));
+    }
+    let arrives_ms = w.at_ms + noticed_ms + u64::from(w.delay_s) * 1000;
+    if w.leave != Leave::Graceful && w.at_ms < plan.load.duration_ms && arrives_ms >= plan.load.duration_ms + plan.load.grace_ms {
+        problems.push(problem(
+            &f("at"),
+            format!(
+                "the will may come as late as {}s (the exit, {}s for the broker to notice, {}s delay): after the run ends at {}s; a longer load.duration or load.grace",
+                seconds(arrives_ms),
+                seconds(noticed_ms),
+                w.delay_s,
+                seconds(plan.load.duration_ms + plan.load.grace_ms)
+            ),
+            &["load.duration", "load.grace", "mqtt.keepalive"],
+        ));
+    }
+    if plan.options.reconnect {
+        problems.push(problem(&f("leave"), "not with options.reconnect: a publisher that leaves must stay away", &["options.reconnect"]));
+    }
+    if plan.subscribers.offline.is_some() || plan.subscribers.retained.is_some() || plan.publishers.reply_filter.is_some() {
+        problems.push(problem("publishers.will", "not with subscribers.offline, subscribers.retained or round-trip mode", &[]));
+    }
+    if plan.publishers.measure != Measure::Header {
+        problems.push(problem("publishers.measure", "must be header with publishers.will: a will is told by its header", &["publishers.will"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("publishers.will", "MQTT only here", &["transport.kind"]));
+    }
+    if !plan.is_whole() {
+        problems.push(problem("publishers.will", "needs every client in one engine process (a watcher times a will from its publisher's exit)", &["shard"]));
     }
     problems
 }

@@ -82,6 +82,8 @@ FLAG_PATHS = {
     "offline_fraction": ("subscribers.offline.fraction",),
     "retained_at": ("subscribers.retained.at",),
     "retained_spread": ("subscribers.retained.spread",),
+    "will_leave": ("publishers.will.leave",),
+    "will_at": ("publishers.will.at",),
 }
 
 
@@ -161,6 +163,8 @@ def run_command(
     offline_fraction: Annotated[Optional[float], typer.Option("--offline-fraction", help="Offline sessions: the share of the subscribers that go (default: all).")] = None,
     retained_at: Annotated[Text, typer.Option("--retained-at", help="A retained read: the publishers retain their --messages updates, the subscribers subscribe this long into the load and get the retained store (docs/state.md).")] = None,
     retained_spread: Annotated[Text, typer.Option("--retained-spread", help="A retained read: the subscribers' SUBSCRIBEs spread over this long (default 0: a storm).")] = None,
+    will_leave: Annotated[Text, typer.Option("--will-leave", help="Wills: the publishers have a will on will/%i and leave this way: close, reset, silent or graceful (with --will-at; subscribers watch with --filter 'will/#'; docs/state.md).")] = None,
+    will_at: Annotated[Text, typer.Option("--will-at", help="Wills: when the publishers leave, from the start of the load.")] = None,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Do not record latency histograms.")] = False,
     dask: Annotated[Text, typer.Option("--dask", help="Run across a Dask cluster: tcp://SCHEDULER:8786, or local:N for N worker processes here.")] = None,
     allow_missing_shards: Annotated[bool, typer.Option("--allow-missing-shards", help="With --dask: a lost worker does not by itself fail the run (exit code).")] = False,
@@ -184,11 +188,13 @@ def run_command(
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
         mqtt_version=mqtt_version, username=username, password=password, ca=ca, cert=cert, key=key,
         connect_rate=connect_rate, seed=seed, offline_at=offline_at, offline_for=offline_for, offline_fraction=offline_fraction,
-        retained_at=retained_at, retained_spread=retained_spread,
+        retained_at=retained_at, retained_spread=retained_spread, will_leave=will_leave, will_at=will_at,
     )  # fmt: skip
     overrides = flag_overrides(**flags)
     if offline_at is not None and not any(text.partition("=")[0].strip() == "mqtt.clean_start" for text in assignments or []):
         overrides.setdefault("mqtt.clean_start", False)  # what offline sessions are: persistent ones
+    if will_leave is not None:
+        overrides.setdefault("publishers.will.topic", "will/%i")
     if retained_at is not None:
         overrides.setdefault("publishers.retain", True)  # what a retained read reads
         overrides.setdefault("publishers.messages", 1)

@@ -159,6 +159,23 @@ class Publishers(_Section):
     reply_filter: Optional[FilterTemplate] = Field(
         default=None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
     )
+    will: Optional["Will"] = Field(default=None, description="Wills (docs/state.md): a last will on every publisher, and when and how the chosen ones leave")
+
+
+class Will(_Section):
+    """A last will on every publisher, and the exit of the chosen ones (docs/state.md)."""
+
+    topic: TopicTemplate = Field(description="The will's topic: %i = publisher index, %c = client id; subscribers watch it with their filters")
+    qos: Literal[0, 1, 2] = 0
+    leave: Literal["close", "reset", "silent", "graceful"] = Field(
+        description="close: the socket closed without DISCONNECT; reset: the connection reset; silent: nothing sent or read any more "
+                    "(the broker must notice after 1.5 x mqtt.keepalive); graceful: DISCONNECT, after which no will may come")
+    at: Duration = Field(description="When the publishers leave, from the start of the load phase (warm-up included)")
+    fraction: float = Field(default=1.0, gt=0, le=1, description="The share of the publishers that leave, spread evenly over their indices")
+    delay: Duration = Field(default=0.0, ge=0, description="MQTT 5 Will Delay Interval (whole seconds): the broker waits this long after the exit")
+
+
+Publishers.model_rebuild()  # its `will` names the class defined after it
 
 
 class Offline(_Section):
