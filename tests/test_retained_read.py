@@ -41,6 +41,12 @@ def test_mosquitto_gives_every_subscriber_the_latest_retained_values(tmp_path: P
     assert {name: v["verdict"] for name, v in verdicts(result.summary).items()} == {
         "retained_missing": "kept", "stale_retained": "kept", "retained_unflagged": "kept"}
     assert result.exit_code == Exit.OK
+    # compare reads the state figures of the run (a table of their own where runs measured them).
+    from mqttlab.analysis.runs import STATE_METRICS, metrics_for, read_run
+
+    figures = read_run(result.directory)
+    assert figures.figures["retained_delivered"] == 100.0 and figures.figures["retained_all_p99"] > 0
+    assert [m.key for m in metrics_for([figures]) if m in STATE_METRICS] == ["retained_delivered", "retained_all_p99"]
 
 
 @pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")

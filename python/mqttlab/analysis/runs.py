@@ -46,12 +46,25 @@ FAULT_METRICS = (
     Metric("fault_outage", "fault outage", "s", False),
     Metric("fault_recovery", "recovery after the fault", "s", False),
 )
-METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS}
+# The state a broker keeps (docs/state.md); compared only where runs measured it.
+STATE_METRICS = (
+    Metric("offline_delivered", "held messages delivered", "%", True),
+    Metric("drain_p99", "offline drain p99", "ms", False),
+    Metric("retained_delivered", "retained values delivered", "%", True),
+    Metric("retained_all_p99", "retained, SUBSCRIBE → all p99", "ms", False),
+    Metric("wills_delivered", "wills delivered", "%", True),
+    Metric("will_p50", "exit → will p50", "ms", False),
+)
+METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS + STATE_METRICS}
 
 
 def metrics_for(runs: Iterable[RunFigures]) -> tuple[Metric, ...]:
-    """The figures a comparison of `runs` shows: the headline ones, and the faults' when any run had one."""
-    return METRICS + FAULT_METRICS if any(run.figures.get("fault_outage") is not None for run in runs) else METRICS
+    """The figures a comparison of `runs` shows: the headline ones, the faults' when any run had
+    one, and each state figure some run measured."""
+    runs = list(runs)
+    faults = FAULT_METRICS if any(run.figures.get("fault_outage") is not None for run in runs) else ()
+    state = tuple(metric for metric in STATE_METRICS if any(run.figures.get(metric.key) is not None for run in runs))
+    return METRICS + faults + state
 
 
 def merit(metric: Metric, saturating: bool) -> Optional[bool]:
@@ -171,6 +184,7 @@ def read_run(directory: Path) -> RunFigures:
     figures["broker_rss_mean"] = average / 1e6 if average is not None else None
     figures["generator_cpu"] = generator_resources.get("mean_cpu_share")
     figures.update(_fault_figures(summary))
+    figures.update(_state_figures(summary))
     return RunFigures(
         path=directory,
         scenario=str(manifest.get("scenario") or results.scenario.get("name") or directory.name),
@@ -250,6 +264,30 @@ def _fault_figures(summary: dict[str, Any]) -> dict[str, Optional[float]]:
         "fault_outage": max(float(fault["lasted_s"]) for fault in faults),
         "fault_recovery": max(float(r) for r in recoveries if r is not None) if None not in recoveries else None,
     }
+
+
+def _state_figures(summary: dict[str, Any]) -> dict[str, Optional[float]]:
+    """A run's state workloads as figures (docs/state.md): what was delivered of what the broker
+    had to keep, and how fast."""
+    def share(done: float, owed: float) -> Optional[float]:
+        return 100.0 * done / owed if owed else None
+
+    def p99_ms(spread: Optional[dict[str, Any]]) -> Optional[float]:
+        return spread["p99"] * 1000 if spread else None
+
+    figures: dict[str, Optional[float]] = {}
+    if summary.get("offline"):
+        offline = summary["offline"]
+        figures["offline_delivered"] = share(offline["delivered"], offline["owed"])
+        figures["drain_p99"] = p99_ms(offline.get("drain_s"))
+    if summary.get("retained"):
+        retained = summary["retained"]
+        figures["retained_delivered"] = share(retained["delivered"], retained["expected"])
+        figures["retained_all_p99"] = p99_ms(retained.get("all_s"))
+    if summary.get("wills"):
+        figures["wills_delivered"] = share(summary["wills"]["delivered"], summary["wills"]["expected"])
+        figures["will_p50"] = _ms((summary.get("latency") or {}).get("will"), "p50_us")
+    return figures
 
 
 def _dropped_percent(messages: dict[str, Any]) -> Optional[float]:

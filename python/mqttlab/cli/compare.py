@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 
 SHORT_TITLES = {"throughput": "delivered/s", "latency_p50": "p50 ms", "latency_p99": "p99 ms", "latency_max": "max ms",
                 "loss": "loss %", "broker_cpu": "CPU cores", "broker_rss_peak": "peak RSS MB",
-                "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %"}
+                "fault_outage": "outage s", "fault_recovery": "recovery s", "dropped": "dropped %",
+                # The state a broker keeps (docs/state.md), where the runs measured it.
+                "offline_delivered": "held deliv. %", "drain_p99": "drain p99 ms", "retained_delivered": "retained %",
+                "retained_all_p99": "retained all p99 ms", "wills_delivered": "wills %", "will_p50": "will p50 ms"}
 
 
 def _refuse(message: str) -> typer.Exit:
@@ -263,8 +266,11 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
 
     print_findings(console, comparison)
     rows = summary_table(comparison)
-    # The faults' figures, when runs had faults, in tables of their own (80 columns stay readable).
-    key_sets = [(keys, label) for keys, label in ((SUMMARY_METRICS, ""), (summary_keys(comparison)[len(SUMMARY_METRICS):], " faults")) if keys]
+    # The faults' and the state's figures, where runs had them, in tables of their own (80 columns stay readable).
+    extra = summary_keys(comparison)[len(SUMMARY_METRICS):]
+    faults = tuple(key for key in extra if key.startswith("fault_"))
+    state = tuple(key for key in extra if not key.startswith("fault_"))
+    key_sets = [(keys, label) for keys, label in ((SUMMARY_METRICS, ""), (faults, " faults"), (state, " state")) if keys]
     for scenario in comparison.scenarios:
         mine = [row for row in rows if row["scenario"] == scenario.scenario]
         measures = {g.latency_measure for g in scenario.groups.values() if g.latency_measure}

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
-from mqttlab.analysis.runs import FAULT_METRICS
+from mqttlab.analysis.runs import FAULT_METRICS, STATE_METRICS
 
 Table = list[dict[str, Any]]
 SUMMARY_METRICS = ("throughput", "latency_p50", "latency_p99", "latency_max", "loss", "dropped", "broker_cpu", "broker_rss_peak")
 
 
 def summary_keys(comparison: Comparison) -> tuple[str, ...]:
-    """The figures of the summary table: the headline ones, then the faults' when runs had faults."""
-    return SUMMARY_METRICS + tuple(metric.key for metric in FAULT_METRICS if metric in comparison.metrics)
+    """The figures of the summary table: the headline ones, then the faults' and the state's that
+    the runs measured."""
+    return SUMMARY_METRICS + tuple(metric.key for metric in FAULT_METRICS + STATE_METRICS if metric in comparison.metrics)
 HEADER_NOTE = (
     "Payloads of 16 B and more carry mqttlab's 16-byte measurement header; smaller ones (the seeds' "
     "1-byte messages) are measured by topic and sequence number (publishers.measure: topic-sequence), "
