@@ -118,6 +118,15 @@ pub struct Connections {
     pub subscribers_failed: u64,
 }
 
+impl Connections {
+    pub fn add(&mut self, o: &Connections) {
+        self.publishers_ok += o.publishers_ok;
+        self.publishers_failed += o.publishers_failed;
+        self.subscribers_ok += o.subscribers_ok;
+        self.subscribers_failed += o.subscribers_failed;
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Issue {
     pub count: u64,
@@ -128,6 +137,13 @@ pub struct Issue {
 pub fn add_issue(map: &mut BTreeMap<String, Issue>, kind: &str, count: u64, example: &str) {
     let e = map.entry(kind.to_string()).or_insert_with(|| Issue { count: 0, example: example.to_string() });
     e.count += count;
+}
+
+/// Adds every issue of `from` to `map` (counts add, the first example stays).
+pub fn add_issues(map: &mut BTreeMap<String, Issue>, from: &BTreeMap<String, Issue>) {
+    for (kind, issue) in from {
+        add_issue(map, kind, issue.count, &issue.example);
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -240,20 +256,13 @@ impl RawResult {
             out.load_ms = out.load_ms.max(r.load_ms);
             out.shards.extend(r.shards.iter().cloned());
             out.counters.add(&r.counters);
-            out.connections.publishers_ok += r.connections.publishers_ok;
-            out.connections.publishers_failed += r.connections.publishers_failed;
-            out.connections.subscribers_ok += r.connections.subscribers_ok;
-            out.connections.subscribers_failed += r.connections.subscribers_failed;
+            out.connections.add(&r.connections);
             for (p, n) in &r.sent_per_publisher {
                 *out.sent_per_publisher.entry(*p).or_default() += n;
             }
             out.deliveries.extend(r.deliveries.iter().cloned());
-            for (k, v) in &r.violations {
-                add_issue(&mut out.violations, k, v.count, &v.example);
-            }
-            for (k, v) in &r.errors {
-                add_issue(&mut out.errors, k, v.count, &v.example);
-            }
+            add_issues(&mut out.violations, &r.violations);
+            add_issues(&mut out.errors, &r.errors);
             out.generator.cpu_user_s += r.generator.cpu_user_s;
             out.generator.cpu_sys_s += r.generator.cpu_sys_s;
             out.generator.threads += r.generator.threads;
@@ -325,5 +334,52 @@ impl SeriesRow {
         self.owed_delivered = 0;
         self.schedule_lag_max_us = 0;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(status: Status, sent: u64, latency_us: u64, lost_kind: &str) -> RawResult {
+        let mut h = histogram::new_hist();
+        histogram::record(&mut h, latency_us);
+        let mut r = RawResult {
+            status,
+            error: None,
+            start_unix_ns: 10 + sent,
+            start_mono_ns: 20 + sent,
+            warmup_ms: 0,
+            load_ms: sent,
+            shards: vec![ShardInfo { publishers: [0, 1], subscribers: [0, 1], host: "h".into(), status }],
+            counters: Counters { sent, ..Counters::default() },
+            connections: Connections { publishers_ok: 1, subscribers_ok: 2, ..Connections::default() },
+            histograms: BTreeMap::from([("e2e".to_string(), histogram::encode(&h))]),
+            series: Vec::new(),
+            sent_per_publisher: BTreeMap::from([(0, sent)]),
+            deliveries: Vec::new(),
+            violations: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            generator: Generator { cpu_user_s: 1.0, cpu_sys_s: 0.5, max_thread_cpu_share: sent as f64 / 100.0, threads: 1 },
+            offline: Vec::new(),
+            retained: Vec::new(),
+            will_exits: Vec::new(),
+            wills: Vec::new(),
+        };
+        add_issue(&mut r.errors, lost_kind, 2, "first");
+        r
+    }
+
+    #[test]
+    fn shards_merge_by_adding_and_keep_the_worst_status() {
+        let merged = RawResult::merge(&[shard(Status::Completed, 30, 100, "connection_lost"), shard(Status::BrokerLost, 50, 900, "connection_lost")]).unwrap();
+        assert_eq!(merged.status, Status::BrokerLost);
+        assert_eq!((merged.counters.sent, merged.connections.publishers_ok, merged.connections.subscribers_ok), (80, 2, 4));
+        assert_eq!(merged.sent_per_publisher[&0], 80);
+        assert_eq!(merged.errors["connection_lost"], Issue { count: 4, example: "first".into() });
+        assert_eq!((merged.start_mono_ns, merged.load_ms, merged.shards.len()), (50, 50, 2));
+        assert_eq!((merged.generator.cpu_user_s, merged.generator.threads, merged.generator.max_thread_cpu_share), (2.0, 2, 0.5));
+        let e2e = histogram::stats(&merged.histogram("e2e").unwrap()).unwrap();
+        assert_eq!((e2e.count, e2e.max_us / 100), (2, 9));
     }
 }

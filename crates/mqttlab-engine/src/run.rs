@@ -6,7 +6,7 @@ use crate::conn::{ConnectError, Target};
 use crate::context::{Ctl, Phase};
 use crate::histogram::{self, Hist};
 use crate::plan::RunPlan;
-use crate::result::{add_issue, Generator, PairDelivery, RawResult, SeriesRow, ShardInfo, Status, HISTOGRAM_NAMES};
+use crate::result::{add_issues, Generator, PairDelivery, RawResult, SeriesRow, ShardInfo, Status, HISTOGRAM_NAMES};
 use crate::stats::{SecondRow, WorkerShared};
 use crate::worker::{self, Assignment, WorkerOutput};
 use serde::Serialize;
@@ -507,11 +507,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
     for mut o in outputs {
         let st = &mut o.stats;
         result.counters.add(&st.counters);
-        let c = &mut result.connections;
-        c.publishers_ok += st.connections.publishers_ok;
-        c.publishers_failed += st.connections.publishers_failed;
-        c.subscribers_ok += st.connections.subscribers_ok;
-        c.subscribers_failed += st.connections.subscribers_failed;
+        result.connections.add(&st.connections);
         for (acc, h) in hists.iter_mut().zip(st.hists.iter()) {
             histogram::add(acc, h);
         }
@@ -529,12 +525,8 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
                 histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
             }
         }
-        for (k, v) in &st.errors {
-            add_issue(&mut result.errors, k, v.count, &v.example);
-        }
-        for (k, v) in &st.violations {
-            add_issue(&mut result.violations, k, v.count, &v.example);
-        }
+        add_issues(&mut result.errors, &st.errors);
+        add_issues(&mut result.violations, &st.violations);
         result.sent_per_publisher.extend(st.sent_per_publisher.iter().map(|(k, v)| (*k, *v)));
         result.offline.append(&mut st.offline);
         result.retained.append(&mut st.retained);

@@ -32,6 +32,9 @@ pub enum H {
     Will,
 }
 
+/// The per-second series covers at most this many seconds.
+const MAX_SECONDS: usize = 86_400;
+
 #[derive(Default)]
 pub struct SecondRow {
     pub sent: u64,
@@ -150,6 +153,11 @@ impl WorkerStats {
             return None;
         }
         let idx = idx as usize;
+        // A day of rows at most: a time further out is no instant of this run (a garbled header
+        // from a misbehaving broker), and must not grow the series without bound.
+        if idx > MAX_SECONDS {
+            return None;
+        }
         if idx >= self.series.len() {
             self.series.resize_with(idx + 1, SecondRow::default);
             // A new second began: pack the ones before the last, which deliveries (stamped with
