@@ -140,7 +140,7 @@ def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(repor
     assert claims["rtt-milliseconds"] == (LIMITED if limited and all(limited) else HOLDS)
 
     paper = json.loads((report / "comparison.json").read_text())["paper"]
-    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 52
+    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 56  # the paper file's figures, bundling counts among them
     flagged = [row for row in paper["figures"] if row["flagged"]]
     assert ("publish-overhead", 46, 7) in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
     assert ("publish-overhead", 46, 46) not in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
@@ -449,3 +449,20 @@ def test_a_trend_step_whose_intervals_overlap_cannot_tell():
     assert ok == CANNOT_TELL
     assert lines[0] == "rtt: rises along loss-1 → loss-10 in 1 of 2 configurations (50%; 100% asked), cannot tell in 1 (intervals overlap)"
     assert any(line.startswith("*-qos1 (mosquitto): ") and line.endswith(" ?") for line in lines)
+
+
+def test_bundling_is_read_per_packet_type_and_direction_from_a_capture():
+    from mqttlab.reproductions.captured import _one
+    from mqttlab.reproductions.paper_file import PaperFileError, validate_paper
+
+    by_type = [{"type": "PUBLISH", "direction": "up", "max_per_segment": 1, "shared_segments": 100},
+               {"type": "PUBCOMP", "direction": "down", "max_per_segment": 2, "shared_segments": 0},
+               {"type": "PUBCOMP", "direction": "up", "max_per_segment": 1, "shared_segments": 7}]
+    data = {"figures": {"bundling": {"by_type": by_type}}}
+    assert _one("bundled", data, {}, "PUBCOMP", "mqtt", None, "down") == 2
+    assert _one("shared", data, {}, "PUBCOMP", "mqtt", None, "up") == 7
+    assert _one("bundled", data, {}, "PUBREL", "mqtt", None, "up") is None  # not in the capture: no figure
+    figure = {"id": "b", "quote": "q", "where": "w", "kind": "k", "exact": False, "value": 1,
+              "reproduce": {"capture": "bundled", "packet": "PUBCOMP", "scenario": "x"}}
+    with pytest.raises(PaperFileError, match="direction: up or down"):
+        validate_paper({"seed": "002", "title": "t", "figures": [figure]}, "test")

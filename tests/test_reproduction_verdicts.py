@@ -101,7 +101,7 @@ def row_status(row: dict[str, str]) -> str:
         tolerance, value = _float(found[1]), _float(found[2])
         low, high = interval or (_numbers(ours)[0],) * 2
         return _region_status(low, high, (value / tolerance, value * tolerance))
-    if found := re.match(r"in the paper's range (\[[^\]]+\])", rule):
+    if found := re.match(r"in the paper's range (\[[^\]]+\]|[≥≤] [-\d.e+]+)", rule):
         low, high = interval or (_numbers(ours)[0],) * 2
         return _region_status(low, high, _paper_region(found[1]))
     if found := re.match(r"agrees when one group's interval lies wholly in the paper's (\[[^\]]+\]|[≥≤] [-\d.e+]+)", rule):
@@ -209,6 +209,8 @@ def claim_problems(claim: dict[str, str], rows: dict[str, list[dict[str, str]]])
             region = _paper_region(found[2])
             expected = _all_of([_mark(line) for line in evidence
                                 if line.startswith(f"{found[1]} (") and ": ours " in line and _line_region(line) == region])
+            if expected == "not measured here" and any(row["status"] == LIMITED for row in rows.get(found[1], [])):
+                expected = LIMITED
         else:
             continue  # a ranking or a rise along figures: its lines are checked one by one below
         if expected != outcome:
@@ -263,9 +265,9 @@ def _line_problems(line: str) -> list[str]:
         low, high = (_float(found[2]), _float(found[3])) if found[2] else (_float(found[1]),) * 2
         mark = {"agrees": "in", "disagrees": "outside", "cannot tell": "cannot tell:"}[_region_status(low, high, _paper_region(found[5]))]
         return [] if mark == found[4] else [f"{line[:80]}: printed {found[4]!r}, its bounds give {mark!r}"]
-    if found := re.search(r": ours ([-\d.e+]+) \((?:.*CI ([-\d.e+]+)–([-\d.e+]+))?.*\((in|outside|cannot tell:) \[([^\]]+)\]\)$", line):
+    if found := re.search(r": ours ([-\d.e+]+) (?:\((?:.*CI ([-\d.e+]+)–([-\d.e+]+))?.*)?\((in|outside|cannot tell:) (\[[^\]]+\]|[≥≤] [-\d.e+]+)\)$", line):
         low, high = (_float(found[2]), _float(found[3])) if found[2] else (_float(found[1]),) * 2
-        mark = {"agrees": "in", "disagrees": "outside", "cannot tell": "cannot tell:"}[_region_status(low, high, _paper_region(f"[{found[5]}]"))]
+        mark = {"agrees": "in", "disagrees": "outside", "cannot tell": "cannot tell:"}[_region_status(low, high, _paper_region(found[5]))]
         return [] if mark == found[4] else [f"{line[:80]}: printed {found[4]!r}, its numbers give {mark!r}"]
     if found := re.search(r" ([-\d.e+]+) (ahead of|behind|cannot tell from) .* ([-\d.e+]+) \(difference 95% CI ([-\d.e+]+)–([-\d.e+]+),", line):
         low, high = _float(found[4]), _float(found[5])

@@ -37,6 +37,10 @@ LOG_SPAN = 5.0  # values spanning more than this factor get a log axis (as the r
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 RANGE_OF_OURS = "#17becf"  # ours as a range over brokers: a colour no broker has
 MEAN_KEYS, SPREAD_KEYS = ("mean", "estimate"), ("std", "std_error")  # a value with its spread ({mean, std}, a coefficient)
+# What a key of an SPRT row is, on an axis: H1 is the model's Monte Carlo prediction, not the SPRT's result.
+KEY_NAMES = {"h0": "H0 (the model's prediction − 0.1)", "h1": "H1 (the model's Monte Carlo prediction)",
+             "h1_accept_pct": "share of clients accepting H1 (SPRT on the broker)", "time_s": "SPRT wall time",
+             "mean_samples": "SPRT samples per client", "estimate": "regression coefficient", "t_value": "t value"}
 KEY_UNITS = {"h0": "probability", "h1": "probability", "h1_accept_pct": "%", "time_s": "s", "mean_samples": "samples"}
 
 
@@ -160,6 +164,26 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     return [line]
 
 
+def _against_other(lines: list[Line], checks: dict[str, Any]) -> list[Line]:
+    """Each line as this run's value against the other run's, by its check's rule: their ratio
+    (a `tolerance` factor, its region [1/t, t]) or their difference (`within`, its region that)."""
+    found = []
+    for line in lines:
+        check = checks.get(line.figure)
+        if check is None or line.ours is None or line.other is None:
+            continue
+        if check.within is not None:
+            found.append(replace(line, ours=line.ours - line.other, unit=f"{line.unit}, this run − the other", other=None, paper=None,
+                                 paper_spread=None, interval=None, region=(check.within[0], check.within[1]), rule=True))
+        elif line.ours * line.other > 0:
+            found.append(replace(line, ours=line.ours / line.other, unit="this run / the other", other=None, paper=None, paper_spread=None,
+                                 interval=None, region=(1 / check.tolerance, check.tolerance), rule=True))
+        else:
+            found.append(replace(line, ours=None, unit="this run / the other", other=None, paper=None, paper_spread=None, interval=None,
+                                 where=", ".join(part for part in (line.where, "sign changed") if part)))
+    return found
+
+
 def _runs(section: PaperSection) -> str:
     """Which run is which on a figure that draws two: this section's and its reference's."""
     ours = section.configuration or "this run"
@@ -208,6 +232,11 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
             continue  # one run: nothing to set beside it, and the paper beside ours says nothing about settings
         other = section.reference if settings else None
         configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other)
+        if other is not None and all(check.unchanged for check in claim.check or []):
+            # A claim about settings compares the two runs, not the paper: drawn as this run against
+            # the other, so that a change is seen at its own scale (a ×9 shift of a 0.005 ms term).
+            checks = {name: check for check in claim.check or [] for name in check.unchanged or []}
+            configs = {config: _against_other(lines, checks) for config, lines in configs.items()}
         same = tuple((config, tuple((line.figure, line.where) for line in lines)) for config, lines in configs.items())
         if same and same in drawn:  # seed 002's claims on RTT by QoS and payload all rest on one figure: drawn once
             written += [replace(earlier, claim=claim.id, verdict=verdicts.get(claim.id, ""), same_as=earlier.claim) for earlier in drawn[same]]
@@ -287,6 +316,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
             xerr = [[line.ours - max(line.interval[0], floor)], [line.interval[1] - line.ours]] if line.interval else None
             axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3,
                           markerfacecolor="white" if line.limited else color, markeredgewidth=1.5)
+            if line.interval and line.interval[0] < floor:
+                # An interval reaching below the axis (to 0, on a log axis) goes on: an arrow says so, not a cap.
+                axis.plot([floor], [y], marker="<", color=color, markersize=7, zorder=3)
         if line.paper is not None:
             spread = [[line.paper - max(line.paper - line.paper_spread, floor)], [line.paper_spread]] if line.paper_spread else None
             drawn = axis.errorbar([line.paper], [y], xerr=spread, fmt="D", markersize=8, markerfacecolor="none", markeredgecolor="black",
@@ -298,7 +330,7 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
         if line is None:
             tick.set_fontweight("bold")
     axis.set_ylim(-0.7, len(slots) - 0.3)
-    named = list(dict.fromkeys(_kind(line.kind, unit) for line in lines if line.kind))
+    named = list(dict.fromkeys(KEY_NAMES.get(line.key, line.key) if line.key else _kind(line.kind, unit) for line in lines if line.kind))
     # "latency" (a range of means) and "latency mean" on one axis are one quantity: the longer name says it
     kinds = ", ".join(name for name in named if not any(other != name and other.startswith(name) for other in named))
     axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}" + (", log scale)" if log else ")"), fontsize=9)

@@ -184,8 +184,13 @@ def _figure_table(section: PaperSection) -> str:
         status = ("⚑ " if row.flagged else "") + row.status + (f" (ours {row.side})" if row.side else "")
         ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
         computed = f"{_cell(_value(row.expected, row.unit)) if row.expected is not None else ''} | " if expected else ""
-        lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
+        paper = _value(row.paper, row.unit) + (" (derived, not printed)" if row.derived else "")
+        lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(paper)} | "
                      f"{_cell(ours)} | {computed}{ratio} | {status} | {_cell(row.rule)} |")
+    derived = {row.figure: row.derived for rows in same.values() for row in rows if row.derived}
+    if derived:
+        lines += ["", "Figures in the paper's column that the paper does not print, with how they follow from what it prints:", ""]
+        lines += [f"- **{_cell(figure)}**: {_cell(how)}" for figure, how in derived.items()]
     return "\n".join(lines)
 
 

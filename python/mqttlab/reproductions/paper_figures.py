@@ -73,6 +73,8 @@ class FigureRow:
     # Intervals of keys of a value with keys (an SPRT row's share of clients: binomial), which the rules use
     key_intervals: dict[str, list[float]] = field(default_factory=dict)
     side: str = ""  # where ours lies when it disagrees: "lower" or "higher" than the paper's
+    derived: str = ""  # the paper's figure is not printed but computed from what is: how
+    interval_kind: str = ""  # which interval `interval` is, where not the runs' t interval ("binomial")
 
     @property
     def uncertainty(self) -> str:
@@ -84,7 +86,7 @@ class FigureRow:
         elif self.samples:
             parts.append("one run" if len(self.samples) == 1 else f"{len(self.samples)} runs")
         if self.interval is not None:
-            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}")
+            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}" + (f" ({self.interval_kind})" if self.interval_kind else ""))
         elif len(self.samples) > 1 and not self.spans:
             parts.append("no interval")
         if self.limited:
@@ -98,7 +100,8 @@ class FigureRow:
 def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
     how = figure.reproduce
     paper = _paper_value(figure)
-    base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
+    base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper,
+                            "derived": figure.derived or ""}
     if how.not_here is not None:
         return [FigureRow(**base, ours=None, status=NOT_HERE, source="", reason=how.not_here)]
     if how.computed is not None:
@@ -120,7 +123,7 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
     for match in found:
         row = FigureRow(**base, ours=match.value, status="", scenario=match.scenario, broker=match.broker, runs=match.runs,
                         source=match.source, samples=match.samples, interval=match.interval, limited=match.limited,
-                        statistic=match.statistic, spans=match.spans, key_intervals=match.key_intervals)
+                        statistic=match.statistic, spans=match.spans, key_intervals=match.key_intervals, interval_kind=match.interval_kind)
         if figure.exact:
             # A protocol figure (bytes of a packet, an SPRT's sample count) does not depend on
             # whether the host kept the schedule: no run is left out of it.
@@ -151,6 +154,7 @@ class _Ours:
     statistic: str = ""
     spans: list[list[float]] = field(default_factory=list)
     key_intervals: dict[str, list[float]] = field(default_factory=dict)
+    interval_kind: str = ""
 
 
 def _paper_value(figure: Figure) -> Value:
@@ -207,14 +211,15 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
         n = len(runs)
         limited = len(group.runs) - len(usable)
         statistic = "one run" if n == 1 else f"{'best' if how.statistic == 'best' else 'mean'} of {n} runs"
+        kind = ""
         if how.metric == "loss" and usable and how.statistic == "mean":
             pooled = _loss_interval(usable, confidence)
             if pooled is not None:
                 # A share of messages has its binomial uncertainty; the runs' spread, where wider, is kept.
                 interval = pooled if interval is None else [min(interval[0], pooled[0]), max(interval[1], pooled[1])]
-                statistic += " (CI: the wider of t and the pooled count's binomial)" if n > 1 else " (CI: binomial)"
+                kind = "the wider of t and the pooled count's binomial" if n > 1 else "binomial"
         found.append(_Ours(value, f"{how.metric}, {statistic}", scenario, broker, n, samples=per_run, interval=interval,
-                           limited=limited, limited_only=not usable, statistic=statistic))
+                           limited=limited, limited_only=not usable, statistic=statistic, interval_kind=kind))
     if how.aggregate == "max" and found:
         judged = [f for f in found if not f.limited_only] or found
         top = max((f for f in judged if number(f.value)), key=lambda f: float(f.value), default=None)  # type: ignore[arg-type]
@@ -293,9 +298,10 @@ def _captured(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
     keys = [str(key) for key in figure.values] if isinstance(figure.values, dict) else None
     found = []
     for scenario, broker, group in _groups(how, comparison):
-        got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys)
+        got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys, direction=how.direction)
         if got is not None:
-            found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples))
+            found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples,
+                               statistic="one run" if got.runs == 1 else f"mean of {got.runs} runs"))
     return found
 
 

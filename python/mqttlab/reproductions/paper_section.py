@@ -41,6 +41,7 @@ def paper_rows(section: PaperSection) -> Table:
         "source": row.source, "reason": row.reason, "quote": row.quote, "rule": row.rule, "uncertainty": row.uncertainty,
         "statistic": row.statistic, "interval": _numbers(row.interval), "spans": " ".join(_numbers(span) for span in row.spans),
         "key_intervals": " ".join(f"{key}={_numbers(bounds)}" for key, bounds in row.key_intervals.items()), "side": row.side,
+        "derived": row.derived,
     } for row in section.rows]  # fmt: skip
 
 

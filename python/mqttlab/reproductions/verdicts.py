@@ -326,7 +326,7 @@ def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[R
     outcomes = [_inside(row.interval[0], row.interval[1], low, high) if row.interval else _inside(v, v, low, high) for row, v in numbers]
     return _combine(outcomes), [
         f"{row.figure}{_at(row)}: ours {_text(v)}{_n(row)} ({ {True: 'in', False: 'outside', CANNOT_TELL: 'cannot tell:'}[ok]} "
-        f"[{low:g}, {high:g}])" for (row, v), ok in zip(numbers, outcomes)]
+        f"{_region(low, high)})" for (row, v), ok in zip(numbers, outcomes)]
 
 
 @dataclass
