@@ -205,7 +205,7 @@ def claim_problems(claim: dict[str, str], rows: dict[str, list[dict[str, str]]])
             expected = _share_outcome(summaries.pop(0), text)
         elif found := re.fullmatch(r"(\S+) / (\S+) in .*", text):
             expected = _all_of([_mark(line) for line in evidence if f": {found[1]} / {found[2]} = " in line])
-        elif found := re.match(r"every row of (\S+) in (\[[^\]]+\]|[≥≤] \S+)", text):
+        elif found := re.match(r"every row of (\S+) in (\[[^\]]+\]|[≥≤] [^,\s]+)", text):
             region = _paper_region(found[2])
             expected = _all_of([_mark(line) for line in evidence
                                 if line.startswith(f"{found[1]} (") and ": ours " in line and _line_region(line) == region])
@@ -259,8 +259,26 @@ def _all_of(outcomes: list[str]) -> str:
     return "does not hold" if "does not hold" in outcomes else "cannot tell" if "cannot tell" in outcomes else "holds"
 
 
+SPAN = r"([-\d.e+]+)(?: \[([-\d.e+]+)–([-\d.e+]+)\])? \([^)]+\)"
+
+
+def _chain_problems(line: str) -> list[str]:
+    """A rise or fall printed as a chain, "0.34 [0.30–0.39] (a) ≈ 0.42 [0.33–0.51] (b) < 1.1 [0.73–1.5] (c)":
+    each relation from the two spans it joins (≈ where they overlap)."""
+    spans = [(_float(m[2] or m[1]), _float(m[3] or m[1])) for m in re.finditer(SPAN, line)]
+    relations = re.findall(r"\) ([≈<>]) ", line)
+    problems = []
+    for (a, b), relation in zip(zip(spans, spans[1:]), relations):
+        expected = "<" if a[1] < b[0] else ">" if a[0] > b[1] else "≈"
+        if expected != relation:
+            problems.append(f"{line[:80]}: printed {relation!r} between {a} and {b}, their spans give {expected!r}")
+    return problems
+
+
 def _line_problems(line: str) -> list[str]:
-    """A ratio's mark from the bounds it prints, a Welch comparison's side from its interval."""
+    """A ratio's mark from the bounds it prints, a Welch comparison's side from its interval, a chain's steps."""
+    if re.search(r"\) [≈<>] [-\d.e+]+", line):
+        return _chain_problems(line)
     if found := re.search(r"= ([-\d.e+]+)(?:, from the intervals ([-\d.e+]+)–([-\d.e+]+))? \((in|outside|cannot tell:) (\[[^\]]+\]|[≥≤] [-\d.e+]+)\)$", line):
         low, high = (_float(found[2]), _float(found[3])) if found[2] else (_float(found[1]),) * 2
         mark = {"agrees": "in", "disagrees": "outside", "cannot tell": "cannot tell:"}[_region_status(low, high, _paper_region(found[5]))]

@@ -117,7 +117,7 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
             read = (keys or {}).get(figure, key)
             for line in _lines(row, read, where, name_broker=not one_broker):
                 factor = (tolerances or {}).get(figure)
-                if figure in (rules or {}) and line.key and line.key == read:
+                if figure in (rules or {}) and (line.key or None) == read:
                     line.region, line.rule = (rules or {})[figure], True
                 elif factor and line.paper and line.ours is not None and not row.exact and read is None:
                     # A claim that reads one key of the value judges that key by its own rule, not by
@@ -186,9 +186,11 @@ def _against_other(lines: list[Line], checks: dict[str, Any]) -> list[Line]:
 
 def _runs(section: PaperSection) -> str:
     """Which run is which on a figure that draws two: this section's and its reference's."""
-    ours = section.configuration or "this run"
-    theirs = (section.reference.configuration if section.reference is not None else "") or "the other run"
-    return f"filled: ours {ours}, hollow circles: ours {theirs}"
+    return f"filled: ours {section.configuration or 'this run'}, hollow circles: ours {_runs_other(section)}"
+
+
+def _runs_other(section: PaperSection) -> str:
+    return (section.reference.configuration if section.reference is not None else "") or "the other run"
 
 
 def _check_key(claim: Any) -> Optional[str]:
@@ -227,16 +229,20 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
         # clients in [90, 100] %): drawn instead of a tolerance factor around the paper's number.
         rules = {name: (check.within[0], check.within[1]) for check in claim.check or [] if check.each and check.key and check.within
                  for name in check.each}
+        # So is a `figure` check's range on its figure (an RTT in [0, 1000] ms, a time ratio ≥ 1).
+        rules.update({check.figure: (check.within[0], check.within[1]) for check in claim.check or [] if check.figure and check.within})
         settings = any(check.unchanged for check in claim.check or [])
         if settings and section.reference is None and all(check.unchanged for check in claim.check or []):
             continue  # one run: nothing to set beside it, and the paper beside ours says nothing about settings
         other = section.reference if settings else None
         configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other)
+        runs_drawn = _runs(section) if other is not None else ""
         if other is not None and all(check.unchanged for check in claim.check or []):
             # A claim about settings compares the two runs, not the paper: drawn as this run against
             # the other, so that a change is seen at its own scale (a ×9 shift of a 0.005 ms term).
             checks = {name: check for check in claim.check or [] for name in check.unchanged or []}
             configs = {config: _against_other(lines, checks) for config, lines in configs.items()}
+            runs_drawn = f"each point ours {section.configuration or 'this run'} against ours {_runs_other(section)}: their ratio, or difference"
         same = tuple((config, tuple((line.figure, line.where) for line in lines)) for config, lines in configs.items())
         if same and same in drawn:  # seed 002's claims on RTT by QoS and payload all rest on one figure: drawn once
             written += [replace(earlier, claim=claim.id, verdict=verdicts.get(claim.id, ""), same_as=earlier.claim) for earlier in drawn[same]]
@@ -251,7 +257,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 figure = draw(part, title, claim.text, scale=lines)
                 save(figure, path)
                 written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path,
-                                            caption(part, config, confidence, _runs(section) if other is not None else ""), part))
+                                            caption(part, config, confidence, runs_drawn), part))
         drawn[same] = written[first:]
     return written
 
@@ -301,8 +307,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
             end = line.paper_range[1] if line.paper_range[1] is not None else right
             axis.barh(y, end - start, left=start, height=0.7, color="0.85", edgecolor="0.25", linewidth=0.8, zorder=1)
         if line.region is not None:
-            # just under the line, so that the paper's SD (dashed, on the line) stays apart from it
-            axis.plot(line.region, [y - 0.25, y - 0.25], color="black", linestyle=":", linewidth=1, marker="|", markersize=7, zorder=2)
+            # just under the line, so that the paper's SD (dashed, on the line) stays apart from it; an open end to the axis's edge
+            region = (max(line.region[0], left), min(line.region[1], right))
+            axis.plot(region, [y - 0.25, y - 0.25], color="black", linestyle=":", linewidth=1, marker="|", markersize=7, zorder=2)
         color = colors.get(line.broker, RANGE_OF_OURS)
         if line.ours_range is not None:
             bar = axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,

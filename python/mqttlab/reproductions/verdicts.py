@@ -135,7 +135,9 @@ def rule_text(check: Check) -> str:
         return f"every measured row of {', '.join(check.agree)} agrees with the paper (each row's tolerance beside it)"
     if check.increasing is not None or check.decreasing is not None:
         names = check.increasing or check.decreasing or []
-        return f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping"
+        return (f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping (a span: "
+                "the figure's values and intervals; overlapping intervals cannot tell, overlapping bare values do not "
+                f"{'rise' if check.increasing else 'fall'})")
     if check.best is not None:
         bar = "|" if check.absolute else ""
         what = f"{bar}{check.key}{bar} of " if check.key else (f"{bar}ours{bar} of " if check.absolute else "")
@@ -147,7 +149,8 @@ def rule_text(check: Check) -> str:
     within = _region(*(check.within or [0.0, 0.0]))
     share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
     if check.ratio is not None:
-        return f"{check.ratio[0]} / {check.ratio[1]} in {within}"
+        return (f"{check.ratio[0]} / {check.ratio[1]} in {within}, bounded from the two figures' intervals where they have them "
+                "(across an edge: cannot tell)")
     if check.difference is not None:
         first, second = check.along or ["", ""]
         return (f"{check.difference[0]} − {check.difference[1]} in {within}" + (f" {check.unit}" if check.unit else "")
@@ -178,7 +181,8 @@ def rule_text(check: Check) -> str:
         whose = f"ours' {check.key}" if check.key else "ours"
         return (f"{whose} of {listed} against the same rows of a second run of the pipeline in "
                 f"another configuration: {how} in at least {check.at_least:.0%} of the pairs (one run of each configuration)")
-    return f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+    return (f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+            + ", its interval wholly inside where it has one (across an edge: cannot tell)")
 
 
 def _where_text(check: Check) -> str:
