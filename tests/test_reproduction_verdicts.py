@@ -143,7 +143,9 @@ def row_side(row: dict[str, str]) -> str:
     key = "h1_accept_pct" if "h1_accept_pct" in row["paper"] else "estimate" if "estimate" in row["paper"] else None
     mine = [_float(_values(row["ours"])[key])] if key else _numbers(row["ours"])
     theirs = [_float(_values(row["paper"])[key])] if key else _numbers(row["paper"])
-    return "lower" if max(mine) < min(theirs) else "higher" if min(mine) > max(theirs) else ""
+    if key == "estimate" and mine[0] * theirs[0] < 0:
+        return "other sign"
+    return "ours lower" if max(mine) < min(theirs) else "ours higher" if min(mine) > max(theirs) else ""
 
 
 def page_problems(folder: Path) -> list[str]:
@@ -199,7 +201,8 @@ def claim_problems(claim: dict[str, str], rows: dict[str, list[dict[str, str]]])
             measured = [row for row in named if row["status"] in JUDGED]
             limited = any(row["status"] == LIMITED for row in named)
             bad = [row for row in measured if row["status"] in ("differs", "disagrees")]
-            expected = ((LIMITED if limited else "not measured here") if not measured else ("other magnitude here" if all(r["side"] for r in bad) else "does not hold")
+            magnitude = all(r["side"] in ("ours lower", "ours higher") for r in bad)
+            expected = ((LIMITED if limited else "not measured here") if not measured else ("other magnitude here" if magnitude else "does not hold")
                         if bad else "cannot tell" if any(r["status"] == "cannot tell" for r in measured) else "holds")
         elif re.search(r"in at least \d+% of|configurations paired|pairs \(one run|along .* in every configuration", text) and summaries:
             expected = _share_outcome(summaries.pop(0), text)

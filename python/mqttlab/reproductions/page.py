@@ -181,7 +181,7 @@ def _figure_table(section: PaperSection) -> str:
         scenario = row.scenario if len(rows) == 1 else f"{len(rows)} configurations"
         where = ", ".join(part for part in (scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
-        status = ("⚑ " if row.flagged else "") + row.status + (f" (ours {row.side})" if row.side else "")
+        status = ("⚑ " if row.flagged else "") + row.status + (f" ({row.side})" if row.side else "")
         ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
         computed = f"{_cell(_value(row.expected, row.unit)) if row.expected is not None else ''} | " if expected else ""
         paper = _value(row.paper, row.unit) + (" (derived, not printed)" if row.derived else "")

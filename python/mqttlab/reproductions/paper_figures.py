@@ -72,7 +72,7 @@ class FigureRow:
     spans: list[list[float]] = field(default_factory=list)
     # Intervals of keys of a value with keys (an SPRT row's share of clients: binomial), which the rules use
     key_intervals: dict[str, list[float]] = field(default_factory=dict)
-    side: str = ""  # where ours lies when it disagrees: "lower" or "higher" than the paper's
+    side: str = ""  # where ours lies when it disagrees: "ours lower" or "ours higher" than the paper's, or "other sign"
     derived: str = ""  # the paper's figure is not printed but computed from what is: how
     interval_kind: str = ""  # which interval `interval` is, where not the runs' t interval ("binomial")
 
@@ -492,10 +492,12 @@ def _side(row: FigureRow) -> str:
     theirs = [float(v) for v in (paper if isinstance(paper, list) else [paper]) if number(v)]
     if not mine or not theirs:
         return ""
+    if row.kind == "regression_coefficient" and mine[0] * theirs[0] < 0:
+        return "other sign"  # not a magnitude: the term works the other way
     if max(mine) < min(theirs):
-        return "lower"
+        return "ours lower"
     if min(mine) > max(theirs):
-        return "higher"
+        return "ours higher"
     return ""
 
 

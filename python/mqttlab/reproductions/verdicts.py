@@ -261,10 +261,10 @@ def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[R
         if not measured:
             return None, [f"not measured: {', '.join(check.agree)}"]
         bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
-        lines = [f"{row.figure}{_at(row)}: {row.status}{f' (ours {row.side})' if row.side else ''}: ours {_text(row.ours)}{_n(row)}; "
+        lines = [f"{row.figure}{_at(row)}: {row.status}{f' ({row.side})' if row.side else ''}: ours {_text(row.ours)}{_n(row)}; "
                  f"rule: {row.rule}" for row in measured]
         if bad:
-            return (MAGNITUDE if all(row.side for row in bad) else False), lines
+            return (MAGNITUDE if all(row.side in ("ours lower", "ours higher") for row in bad) else False), lines
         return (CANNOT_TELL if any(row.status == CANNOT_TELL for row in measured) else True), lines
     if check.increasing is not None or check.decreasing is not None:
         names = check.increasing or check.decreasing or []
