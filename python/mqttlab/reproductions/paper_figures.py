@@ -40,6 +40,7 @@ MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES, CANNOT_TELL)
 HOST_DEPENDENT_KEYS = {"time_s"}
 FRAME_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32 with timestamps, as seed 002's captures counted
 DEFAULT_TOLERANCE = 2.0  # a mapping without `tolerance:`; every row judged with it says "(default)"
+COMPUTED_HERE = "computed, not measured"  # what a `computed:` figure of ours is, said beside it
 
 Value = Union[float, str, list, dict, None]
 
@@ -325,14 +326,14 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
 
         epsilon, delta = float(config["epsilon"]), float(config["delta"])
         return [_Ours(chernoff_sample_size(epsilon, delta), "computed: mqttlab.smc chernoff_sample_size",
-                      inputs=f"ε = {epsilon:g}, δ = {delta:g}: ⌈ln(2/δ) / (2ε²)⌉")]
+                      inputs=f"ε = {epsilon:g}, δ = {delta:g}: ⌈ln(2/δ) / (2ε²)⌉", statistic=COMPUTED_HERE)]
     if how.computed == "sprt_samples_all_successes":
         from mqttlab.smc.sprt import SPRT
 
         p0, p1, alpha, beta = (float(config[k]) for k in ("p0", "p1", "alpha", "beta"))
         result = SPRT(p0, p1, alpha, beta).run(itertools.repeat(True))
         return [_Ours(result.samples, "computed: mqttlab.smc SPRT on a stream of successes",
-                      inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success")]
+                      inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success", statistic=COMPUTED_HERE)]
     if how.computed == "publish_overhead":
         return _per_run_plan(how, comparison, lambda sizes, plan: _publish_overhead(sizes, plan, extra, layer))
     return _per_run_plan(how, comparison, lambda sizes, plan: _connect_figure(figure, sizes, plan, extra, layer))
@@ -358,7 +359,8 @@ def _per_run_plan(how: Reproduce, comparison: Optional[Comparison], figure: Any)
     for scenario, broker, group in _groups(how, comparison) if how.scenario else _all_groups(comparison):
         plan = group.runs[0].results.plan
         value, inputs = figure(packet_sizes(plan), plan)
-        found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs))
+        found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs,
+                           statistic=COMPUTED_HERE))
     return found
 
 
