@@ -7,10 +7,12 @@ file cannot read is a failure too: a new kind of rule needs its reading here.
 What is recomputed: each measured row's status (exact equality, a tolerance factor or the paper's
 range with or without our interval, a range of ours over brokers judged on each broker's interval,
 an SPRT row's share of clients with Clopper–Pearson intervals, a regression estimate with its
-standard error) and the side (lower, higher) of a disagreement; each claim's verdict from its
-conditions' outcomes by the combination the page prints; each `agree` condition from the rows'
-statuses; each condition over a share of rows, pairs or configurations from the counts it prints;
-each ratio from the bounds it prints; each Welch comparison's side from its interval."""
+standard error) and the side (lower, higher, other sign) of a disagreement; each claim's verdict
+from its conditions' outcomes by the combination the page prints; each condition's outcome from
+its own lines of evidence (paper_claims.csv's condition_lines says which): an `agree` from the
+rows' statuses, a share of rows, pairs or configurations from the counts it prints, a ratio or a
+range from the bounds it prints, a ranking from each Welch interval (or value) it prints, a rise
+or fall from each step of its chains; and each of those lines' own marks from its numbers."""
 
 from __future__ import annotations
 
@@ -186,41 +188,80 @@ DIFFERENCE = re.compile(r"in (\d+) of (\d+) configurations, outside in (\d+) \((
 
 
 def claim_problems(claim: dict[str, str], rows: dict[str, list[dict[str, str]]]) -> list[str]:
+    """The claim's verdict from its conditions, and each condition's outcome from its own lines of
+    evidence (paper_claims.csv says how many are whose) or, for `agree`, from the rows' statuses."""
     if not claim["conditions"]:
         return []
     outcomes = claim["conditions"].split(" | ")
     texts = claim["rule_in_full"].split(" | ")
+    counts = [int(count) for count in claim["condition_lines"].split(" | ")]
     problems = []
     if combined(outcomes) != claim["verdict"]:
         problems.append(f"printed {claim['verdict']!r}, its conditions {outcomes} give {combined(outcomes)!r}")
     evidence = claim["evidence"].split(" | ")
-    summaries = [line for line in evidence if SHARE.search(line) or DIFFERENCE.search(line)]
-    for text, outcome in zip(texts, outcomes):
-        if found := re.match(r"every measured row of (.+) agrees with the paper", text):
-            named = [row for name in found[1].split(", ") for row in rows.get(name, [])]
-            measured = [row for row in named if row["status"] in JUDGED]
-            limited = any(row["status"] == LIMITED for row in named)
-            bad = [row for row in measured if row["status"] in ("differs", "disagrees")]
-            magnitude = all(r["side"] in ("ours lower", "ours higher") for r in bad)
-            expected = ((LIMITED if limited else "not measured here") if not measured else ("other magnitude here" if magnitude else "does not hold")
-                        if bad else "cannot tell" if any(r["status"] == "cannot tell" for r in measured) else "holds")
-        elif re.search(r"in at least \d+% of|configurations paired|pairs \(one run|along .* in every configuration", text) and summaries:
-            expected = _share_outcome(summaries.pop(0), text)
-        elif found := re.fullmatch(r"(\S+) / (\S+) in .*", text):
-            expected = _all_of([_mark(line) for line in evidence if f": {found[1]} / {found[2]} = " in line])
-        elif found := re.match(r"every row of (\S+) in (\[[^\]]+\]|[≥≤] [^,\s]+)", text):
-            region = _paper_region(found[2])
-            expected = _all_of([_mark(line) for line in evidence
-                                if line.startswith(f"{found[1]} (") and ": ours " in line and _line_region(line) == region])
-            if expected == "not measured here" and any(row["status"] == LIMITED for row in rows.get(found[1], [])):
-                expected = LIMITED
-        else:
-            continue  # a ranking or a rise along figures: its lines are checked one by one below
+    start = 0
+    for text, outcome, count in zip(texts, outcomes, counts):
+        lines, start = evidence[start:start + count], start + count
+        expected = condition_outcome(text, lines, rows)
+        if expected == "not measured here" and any(line.endswith("left out: generator-limited runs only") for line in lines):
+            expected = LIMITED
         if expected != outcome:
             problems.append(f"condition {text[:60]!r}: printed {outcome!r}, recomputed {expected!r}")
     for line in evidence:
         problems += _line_problems(line)
     return problems
+
+
+BEST = re.compile(r"^(.*?) ([-\d.e+]+) (ahead of|behind|cannot tell from) (.*?) ([-\d.e+]+) \((.*)\)$")
+
+
+def condition_outcome(text: str, lines: list[str], rows: dict[str, list[dict[str, str]]]) -> str:
+    if found := re.match(r"every measured row of (.+) agrees with the paper", text):
+        named = [row for name in found[1].split(", ") for row in rows.get(name, [])]
+        measured = [row for row in named if row["status"] in JUDGED]
+        if not measured:
+            return LIMITED if any(row["status"] == LIMITED for row in named) else "not measured here"
+        bad = [row for row in measured if row["status"] in ("differs", "disagrees")]
+        if bad:
+            return "other magnitude here" if all(r["side"] in ("ours lower", "ours higher") for r in bad) else "does not hold"
+        return "cannot tell" if any(r["status"] == "cannot tell" for r in measured) else "holds"
+    if lines and lines[0].startswith("not measured"):
+        return "not measured here"
+    if re.search(r"in at least \d+% of|configurations paired|pairs \(one run|along .* in every configuration", text):
+        return _share_outcome(lines[0], text)
+    if re.fullmatch(r"(\S+) / (\S+) in .*", text) or text.startswith("every row of "):
+        return _all_of([_mark(line) for line in lines if re.search(r"\((in|outside|cannot tell:) \S", line)])
+    if found := re.search(r" is the (highest|lowest) of ", text):
+        sign = 1.0 if found[1] == "highest" else -1.0
+        return _all_of([_ranked(line, sign) for line in lines if BEST.match(line)])
+    if found := re.match(r"ours (rises|falls) along ", text):
+        return _all_of([_chained(line, found[1] == "rises") for line in lines if re.search(r"\) [≈<>] ", line)])
+    raise AssertionError(f"a condition this test cannot read: {text!r}")
+
+
+def _ranked(line: str, sign: float) -> str:
+    """A ranking's line: ahead when the Welch interval of the difference lies wholly on its side
+    (without one, when its value is the better), behind when wholly on the other."""
+    found = BEST.match(line)
+    assert found, line
+    if interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
+        low, high = sorted((sign * _float(interval[1]), sign * _float(interval[2])))
+        mark = "ahead of" if low > 0 else "behind" if high < 0 else "cannot tell from"
+    else:
+        mark = "ahead of" if sign * (_float(found[2]) - _float(found[5])) > 0 else "behind"
+    assert mark == found[3], f"{line[:80]}: printed {found[3]!r}, its numbers give {mark!r}"
+    return {"ahead of": "holds", "behind": "does not hold", "cannot tell from": "cannot tell"}[mark]
+
+
+def _chained(line: str, rising: bool) -> str:
+    """A broker's rise or fall: every step the right way; a step the wrong way does not; spans that
+    overlap cannot tell where they are intervals (a bare value's overlap does not rise)."""
+    steps = re.findall(r"\) ([≈<>]) ", line)
+    if ("<" if not rising else ">") in steps:
+        return "does not hold"
+    if "≈" in steps:
+        return "cannot tell" if "[" in line else "does not hold"
+    return "holds"
 
 
 def _share_outcome(line: str, text: str) -> str:
@@ -313,10 +354,15 @@ def test_the_recomputation_finds_a_verdict_its_rule_does_not_give(tmp_path):
     _write(folder / "paper_vs_ours.csv", rows)
     claims = _read(folder / "paper_claims.csv")
     claims[0]["verdict"] = "holds" if claims[0]["verdict"] != "holds" else "cannot tell"
+    ranked = next(claim for claim in claims[1:] if " is the highest of " in claim["rule_in_full"])
+    outcomes = ranked["conditions"].split(" | ")
+    outcomes[-1] = "holds" if outcomes[-1] != "holds" else "does not hold"  # a condition its own lines do not give
+    ranked["conditions"] = " | ".join(outcomes)
     _write(folder / "paper_claims.csv", claims)
     problems = page_problems(folder)
     assert any(judged["figure"] in p and "its rule gives 'agrees'" in p for p in problems), problems
     assert any(p.startswith(f"seed003: {claims[0]['claim']}: printed") for p in problems), problems
+    assert any(p.startswith(f"seed003: {ranked['claim']}: condition") for p in problems), problems
 
 
 def test_a_share_of_clients_is_judged_by_its_binomial_interval_not_a_factor():

@@ -239,7 +239,7 @@ def _claims(section: PaperSection) -> str:
     judged = [claim for claim in section.claims if claim.conditions]
     if judged:
         lines += ["", "The rules in full, each condition with its outcome:", ""]
-        lines += [f"- **{_cell(claim.claim)}** ({claim.verdict}): " + "; and ".join(f"{_cell(text)} [{outcome}]" for text, outcome in claim.conditions)
+        lines += [f"- **{_cell(claim.claim)}** ({claim.verdict}): " + "; and ".join(f"{_cell(text)} [{outcome}]" for text, outcome, _ in claim.conditions)
                   for claim in judged]
     return "\n".join(lines)
 

@@ -40,8 +40,9 @@ class ClaimVerdict:
     verdict: str
     evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on, each with its uncertainty
     rule: str = ""  # the rule in one line (each condition's short form); or, for a claim not judged, why in one line
-    # each condition as a sentence a reader can apply by hand to the numbers beside it, and its outcome
-    conditions: list[tuple[str, str]] = field(default_factory=list)
+    # each condition as a sentence a reader can apply by hand to the numbers beside it, its outcome,
+    # and how many lines of `evidence` are its (they come in the conditions' order)
+    conditions: list[tuple[str, str, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +89,7 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
     shorts = [short_rule(check) for check in claim.check]
     short = "; and ".join(shorts) if len(shorts) <= 3 else f"{shorts[0]}; and {len(shorts) - 1} more conditions (in full below)"
     return ClaimVerdict(claim.id, claim.text, verdict, evidence, short,
-                        [(rule_text(check), outcome_word(ok)) for check, ok in zip(claim.check, results)])
+                        [(rule_text(check), outcome_word(ok), len(lines)) for check, (ok, lines) in zip(claim.check, outcomes)])
 
 
 def outcome_word(ok: Outcome) -> str:
