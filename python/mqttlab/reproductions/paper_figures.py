@@ -90,6 +90,8 @@ class FigureRow:
             parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}" + (f" ({self.interval_kind})" if self.interval_kind else ""))
         elif len(self.samples) > 1 and not self.spans:
             parts.append("no interval")
+        # A value with keys: the intervals of the keys its rules read (a share's binomial one, an estimate's).
+        parts += [f"{key} CI {_text(low)}–{_text(high)}" for key, (low, high) in self.key_intervals.items()]
         if self.limited:
             parts.append(f"{self.limited} generator-limited run{'s' * (self.limited != 1)} left out")
         return "; ".join(parts)
@@ -532,6 +534,7 @@ def _judge_share(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], cl
     row.difference = float(ours[SHARE_KEY]) - float(paper[SHARE_KEY])
     row.reason = (f"share: ours {_text(float(ours[SHARE_KEY]))} % [{_text(mine[0])}–{_text(mine[1])}], the paper's "
                   f"{_text(float(paper[SHARE_KEY]))} % [{_text(theirs[0])}–{_text(theirs[1])}]: difference {_text(low)} to {_text(high)} points")
+    row.rule += f"; the paper's share's interval {_text(theirs[0])}–{_text(theirs[1])}, the difference {_text(low)} to {_text(high)} points"
     row.status = (AGREES if -SHARE_POINTS <= low and high <= SHARE_POINTS
                   else DISAGREES if high < -SHARE_POINTS or low > SHARE_POINTS else CANNOT_TELL)
 
@@ -697,7 +700,8 @@ class SmcPaperResults:
                      "time_s": _float(r.get("time_s"))}
             where = f"{how.profile}-t{float(how.threshold_ms or 0):g}-c{how.clients}"
             return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", where, broker, None,
-                          key_intervals=self._prediction_interval(broker, how.profile, how.clients, value["h1"]))]
+                          key_intervals=self._prediction_interval(broker, how.profile, how.clients, value["h1"]),
+                          statistic=f"one SPRT per client, {how.clients} clients")]
         if how.smc == "time_ratio":
             return self._time_ratio(broker, source)
         if how.smc == "predictions":
