@@ -66,6 +66,7 @@ class Line:
     key: str = ""  # the key of the figure's value this line draws, where the value has keys
     limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
     left_out: int = 0  # runs flagged generator-limited left out of ours (the others' mean is drawn)
+    statistic: str = ""  # what ours is of its runs ("mean of 5 runs", "best of 5 runs", "range of 4 groups' means of 5 runs")
 
     def values(self, spread: bool = True) -> list[float]:
         """Every value drawn; without `spread`, less the interval and the paper's SD (which may reach below zero)."""
@@ -135,7 +136,7 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     where = ", ".join(part for part in (scenario, brokers if name_broker and brokers and brokers not in row.figure else None) if part)
     line = Line(row.figure, row.unit or "", where, broker=row.broker or "", n=len(row.samples) or (row.runs or 0), kind=row.kind,
                 interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
-                left_out=row.limited if row.status != LIMITED else 0)
+                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic)
     paper, ours = row.paper, row.ours
     if isinstance(ours, dict):
         theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
@@ -438,17 +439,23 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         runs = ("every line from runs flagged generator-limited (hollow circles, dashed ranges; this host could not hold their "
                 "schedule): shown, not judged, no interval")
     elif not counts and any(line.ours_range is not None for line in lines):
-        runs = "ours are ranges over brokers (the range's runs are in the table above)"
+        statistics = ", ".join(dict.fromkeys(line.statistic for line in lines if line.ours_range is not None and line.statistic))
+        runs = f"ours are ranges over brokers ({statistics or 'their runs are in the table above'})"
     elif not counts:
         runs = "ours computed, or read from a table of ours, not from repeated runs: no interval"
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
     elif not any(line.interval for line in judged):
-        runs = f"ours: n = {_span(counts)} runs per point without an interval (the best of them, or bytes read from captures)"
+        statistics = ", ".join(dict.fromkeys(line.statistic for line in judged if line.statistic))
+        runs = "ours: " + (statistics or f"n = {_span(counts)} runs per point") + ", without an interval"
     else:
         runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
         if single:
             runs += f"; n = 1 (no interval) for {', '.join(dict.fromkeys(single))}"
+        drawn_ours = [line for line in lines if not line.limited and (line.ours is not None or line.ours_range is not None)]
+        others = {line.figure: line.statistic for line in drawn_ours if line.statistic and not line.statistic.startswith(("mean", "one run"))}
+        if others:
+            runs += "; " + ", ".join(f"{statistic} for {figure}" for figure, statistic in others.items())
     if limited and len(limited) < len(lines):
         runs += (f"; {len(limited)} line{'s' * (len(limited) != 1)} from runs flagged generator-limited (hollow circles, dashed "
                  "ranges; this host could not hold their schedule): shown, not judged, no interval")
