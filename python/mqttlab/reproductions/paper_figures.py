@@ -484,25 +484,19 @@ def _spans_status(row: FigureRow, ours: list[Any], region: tuple[float, float], 
 
 
 def _side(row: FigureRow) -> str:
-    """Whether ours is lower or higher than the paper's where it disagrees: a different magnitude
-    here, said as such."""
-    paper = row.paper.get("mean") if isinstance(row.paper, dict) else row.paper
-    ours = row.ours.get(SHARE_KEY, row.ours.get("estimate", row.ours.get("mean"))) if isinstance(row.ours, dict) else row.ours
-    if isinstance(row.paper, dict) and SHARE_KEY in row.paper:
-        paper = row.paper[SHARE_KEY]
-    elif isinstance(row.paper, dict) and "estimate" in row.paper:
-        paper = row.paper["estimate"]
-    mine = [float(v) for v in (ours if isinstance(ours, list) else [ours]) if number(v)]
-    theirs = [float(v) for v in (paper if isinstance(paper, list) else [paper]) if number(v)]
+    """Where ours lies against the paper's figure when it disagrees: "ours lower" or "ours higher"
+    (a different magnitude here, said as such), or "other sign" for a regression term."""
+    def judged(value: Value) -> list[float]:
+        if isinstance(value, dict):  # the key its rule reads
+            value = next((value[key] for key in (SHARE_KEY, "estimate", "mean") if key in value), None)
+        return [float(v) for v in (value if isinstance(value, list) else [value]) if number(v)]
+
+    mine, theirs = judged(row.ours), judged(row.paper)
     if not mine or not theirs:
         return ""
     if row.kind == "regression_coefficient" and mine[0] * theirs[0] < 0:
         return "other sign"  # not a magnitude: the term works the other way
-    if max(mine) < min(theirs):
-        return "ours lower"
-    if min(mine) > max(theirs):
-        return "ours higher"
-    return ""
+    return "ours lower" if max(mine) < min(theirs) else "ours higher" if min(mine) > max(theirs) else ""
 
 
 SHARE_KEY = "h1_accept_pct"  # an SPRT row's share of clients accepting H1, in %
