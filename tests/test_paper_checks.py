@@ -45,7 +45,7 @@ def test_a_trend_reads_one_key_of_each_row_as_a_bare_value():
     assert lines[0] == "h1 of 4 figures: falls along c50 → c130 in 1 of 2 configurations (50%; 100% asked)"
     assert "UP1-t70-* (mosquitto): 1 → 1 ✗" in lines and "UP1-t30-* (mosquitto): 1 → 0.78" in lines
     assert _check(falls.model_copy(update={"at_least": 0.5}), rows)[0] is True
-    assert rule_text(falls).startswith("ours' h1 of a, b, c, … (4 figures) falls (step by step; bare values of a key: equal values do not fall)")
+    assert rule_text(falls).startswith("ours' h1 of a, b, c, … (4 figures) falls (step by step; where the values have intervals, overlapping steps cannot tell; bare equal values do not fall)")
 
 
 def test_best_by_the_magnitude_of_one_key_names_the_figures_of_one_broker():
@@ -73,11 +73,11 @@ def test_unchanged_compares_two_runs_row_by_row_and_says_which_is_which():
     model = Check(unchanged=["subs", "active"], key="estimate", tolerance=2.0)
     ok, lines = _check(model, tuned, other)
     assert ok is False
-    assert lines == ["estimate: tuned against as-shipped: within ×2 in 1 of 2 pairs (50%; 100% asked)",
+    assert lines == ["estimate: tuned against as-shipped: within ×2 in 1 of 2 pairs (50%; 100% asked), wholly outside in 1",
                      "subs (Subs, mosquitto): 0.0141 against 0.1285 (×0.11) ✗"]
     shares = Check(unchanged=["t30", "t50"], key="h1_accept_pct", within=[-10, 10])
     ok, lines = _check(shares, tuned, other)
-    assert ok is False and lines[0] == "h1_accept_pct: tuned against as-shipped: -10 ≤ tuned − as-shipped ≤ 10 in 1 of 2 pairs (50%; 100% asked)"
+    assert ok is False and lines[0] == "h1_accept_pct: tuned against as-shipped: -10 ≤ tuned − as-shipped ≤ 10 in 1 of 2 pairs (50%; 100% asked), wholly outside in 1"
     assert lines[1] == "t30 (UP1-t30-c50, mosquitto): 100 against 0 (100) ✗"
     assert "against the same rows of a second run of the pipeline in another configuration" in rule_text(shares)
     # One run alone cannot judge it: not measured, and the line says what would.
@@ -91,7 +91,7 @@ def test_unchanged_compares_two_runs_row_by_row_and_says_which_is_which():
 def test_a_checks_note_follows_the_line_of_what_was_found():
     rows = {"a": [_sprt("a", "UP1-t30-c50", 1.0, 100)]}
     claim = Claim(id="c", text="t", check=[Check(each=["a"], key="h1_accept_pct", within=[90, 100], note="one stream")])
-    assert judge_claim(claim, rows).evidence == ["h1_accept_pct in [90, 100] in 1 of 1 rows (100%; 100% asked)", "one stream"]
+    assert judge_claim(claim, rows).evidence == ["h1_accept_pct wholly in [90, 100] in 1 of 1 rows (100%; 100% asked), wholly outside in 0", "one stream"]
 
 
 def _smc_directory(path: Path, configuration: str, result_30ms: str, subs_us: float) -> Path:

@@ -140,7 +140,7 @@ def test_report_shows_paper_figures_ours_and_verdicts_in_html_csv_and_json(repor
     assert claims["rtt-milliseconds"] == (LIMITED if limited and all(limited) else HOLDS)
 
     paper = json.loads((report / "comparison.json").read_text())["paper"]
-    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 52
+    assert paper["seed"] == "002" and paper["coverage"]["figures"] == 56  # the paper file's figures, bundling counts among them
     flagged = [row for row in paper["figures"] if row["flagged"]]
     assert ("publish-overhead", 46, 7) in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
     assert ("publish-overhead", 46, 46) not in [(row["figure"], row["paper"], row["ours"]) for row in flagged]
@@ -167,7 +167,7 @@ def test_compare_writes_a_reproduction_page_and_keeps_the_hand_written_text(suit
     # Paper, ours (measured), the computed figure as expected and status side by side; the differing
     # exact figure flagged with its reason.
     assert "| figure | where | paper | ours | expected (computed) | ours/paper | status | rule |" in text
-    assert "| publish-overhead | full-bandwidth-qos0-p1B-r10, rumqttd | 46 bytes | 46 bytes (n = 1) | 46 bytes | 1 | matches | equal (exact) |" in text
+    assert "| publish-overhead | full-bandwidth-qos0-p1B-r10, rumqttd | 46 bytes | 46 bytes (one run) | 46 bytes | 1 | matches | equal (exact) |" in text
     assert "⚑ **publish-overhead**: ours 7 ≠ the paper's 46" in text and "| ⚑ differs |" in text
     assert "| publish-overhead-46 |" in text and f"| {DOES_NOT_HOLD} |" in text and f"| {HOLDS} |" in text
     # One run each, marked "⚑ all" where a busy host flagged it generator-limited; flagged runs are
@@ -352,7 +352,8 @@ def test_generator_limited_rows_never_judge_and_the_verdict_says_so():
     assert verdict.verdict == LIMITED and "1 configuration(s) left out: generator-limited runs only" in verdict.evidence
     kept = _runs("mqtt", "s01-1p1s-r10-mqtt", [50.0])
     verdict = judge_claim(claim, {"mqtt": [limited, kept]})
-    assert verdict.verdict == HOLDS and verdict.rule == "every row of mqtt in [0, 100]"  # the 500 ms run does not count
+    assert verdict.verdict == HOLDS and verdict.rule == "figure: mqtt in [0, 100]" and [c[:2] for c in verdict.conditions] == [
+        ("every row of mqtt in [0, 100], its interval wholly inside where it has one (across an edge: cannot tell)", HOLDS)]  # the 500 ms run does not count
 
 
 def test_a_row_prints_its_tolerance_and_an_interval_across_the_edge_cannot_tell():
@@ -366,11 +367,11 @@ def test_a_row_prints_its_tolerance_and_an_interval_across_the_edge_cannot_tell(
     row = _runs("lat", "s", [150.0])
     row.paper = 200
     _judge(row, paper.figure("lat"), paper.figure("lat").reproduce, "")
-    assert (row.status, row.rule, row.uncertainty) == (AGREES, "within ×2 (default tolerance) of the paper's 200 ms, i.e. in [100, 400]", "n = 1")
+    assert (row.status, row.rule, row.uncertainty) == (AGREES, "within ×2 (default tolerance) of the paper's 200 ms, i.e. in [100, 400]", "one run")
     row = _runs("lat3", "s", [120.0, 140.0, 160.0])
     row.paper, row.interval = 200, [90.0, 190.0]
     _judge(row, paper.figure("lat3"), paper.figure("lat3").reproduce, "")
-    assert row.status == CANNOT_TELL and row.rule.startswith("within ×1.5 of the paper's 200 ms") and row.uncertainty == "CI 90–190, n = 3"
+    assert row.status == CANNOT_TELL and row.rule.startswith("within ×1.5 of the paper's 200 ms") and row.uncertainty == "3 runs; CI 90–190"
 
 
 def test_a_rise_ratio_or_range_whose_intervals_overlap_the_edge_cannot_tell():
@@ -404,9 +405,10 @@ def test_each_judges_a_share_of_rows_by_one_key_of_their_values():
     rows = {"a": [sprt("a", "H1", 100.0)], "b": [sprt("b", "99% H1", 99.0)], "c": [sprt("c", "H0", 0.0)]}
     most = Check(each=["a", "b", "c", "d"], key="h1_accept_pct", within=[90, 100], at_least=0.5)
     ok, lines = _check(most, rows)
-    assert ok is True and lines == ["h1_accept_pct in [90, 100] in 2 of 3 rows (67%; 50% asked)", "c: 0 ✗"]
+    assert ok is True and lines == ["h1_accept_pct wholly in [90, 100] in 2 of 3 rows (67%; 50% asked), wholly outside in 1", "c: 0 ✗"]
     assert _check(most.model_copy(update={"at_least": 0.75}), rows)[0] is False
-    assert rule_text(most) == "ours' h1_accept_pct in [90, 100] in at least 50% of the rows of 4 figures (a, b, c, …)"
+    assert rule_text(most) == ("ours' h1_accept_pct wholly in [90, 100] (its interval, where it has one) in at least 50% of the rows of 4 figures (a, b, c, …); "
+                                "too many wholly outside for that share: does not hold; else cannot tell")
     with pytest.raises(ValueError, match="key: only with each"):
         Check(figure="a", within=[0, 1], key="h1_accept_pct")
 
@@ -448,3 +450,20 @@ def test_a_trend_step_whose_intervals_overlap_cannot_tell():
     assert ok == CANNOT_TELL
     assert lines[0] == "rtt: rises along loss-1 → loss-10 in 1 of 2 configurations (50%; 100% asked), cannot tell in 1 (intervals overlap)"
     assert any(line.startswith("*-qos1 (mosquitto): ") and line.endswith(" ?") for line in lines)
+
+
+def test_bundling_is_read_per_packet_type_and_direction_from_a_capture():
+    from mqttlab.reproductions.captured import _one
+    from mqttlab.reproductions.paper_file import PaperFileError, validate_paper
+
+    by_type = [{"type": "PUBLISH", "direction": "up", "max_per_segment": 1, "shared_segments": 100},
+               {"type": "PUBCOMP", "direction": "down", "max_per_segment": 2, "shared_segments": 0},
+               {"type": "PUBCOMP", "direction": "up", "max_per_segment": 1, "shared_segments": 7}]
+    data = {"figures": {"bundling": {"by_type": by_type}}}
+    assert _one("bundled", data, {}, "PUBCOMP", "mqtt", None, "down") == 2
+    assert _one("shared", data, {}, "PUBCOMP", "mqtt", None, "up") == 7
+    assert _one("bundled", data, {}, "PUBREL", "mqtt", None, "up") is None  # not in the capture: no figure
+    figure = {"id": "b", "quote": "q", "where": "w", "kind": "k", "exact": False, "value": 1,
+              "reproduce": {"capture": "bundled", "packet": "PUBCOMP", "scenario": "x"}}
+    with pytest.raises(PaperFileError, match="direction: up or down"):
+        validate_paper({"seed": "002", "title": "t", "figures": [figure]}, "test")

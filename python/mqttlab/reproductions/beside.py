@@ -37,6 +37,10 @@ LOG_SPAN = 5.0  # values spanning more than this factor get a log axis (as the r
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 RANGE_OF_OURS = "#17becf"  # ours as a range over brokers: a colour no broker has
 MEAN_KEYS, SPREAD_KEYS = ("mean", "estimate"), ("std", "std_error")  # a value with its spread ({mean, std}, a coefficient)
+# What a key of an SPRT row is, on an axis: H1 is the model's Monte Carlo prediction, not the SPRT's result.
+KEY_NAMES = {"h0": "H0 (the model's prediction − 0.1)", "h1": "H1 (the model's Monte Carlo prediction)",
+             "h1_accept_pct": "share of clients accepting H1 (SPRT on the broker)", "time_s": "SPRT wall time",
+             "mean_samples": "SPRT samples per client", "estimate": "regression coefficient", "t_value": "t value"}
 KEY_UNITS = {"h0": "probability", "h1": "probability", "h1_accept_pct": "%", "time_s": "s", "mean_samples": "samples"}
 
 
@@ -62,6 +66,7 @@ class Line:
     key: str = ""  # the key of the figure's value this line draws, where the value has keys
     limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
     left_out: int = 0  # runs flagged generator-limited left out of ours (the others' mean is drawn)
+    statistic: str = ""  # what ours is of its runs ("mean of 5 runs", "best of 5 runs", "range of 4 groups' means of 5 runs")
 
     def values(self, spread: bool = True) -> list[float]:
         """Every value drawn; without `spread`, less the interval and the paper's SD (which may reach below zero)."""
@@ -113,7 +118,7 @@ def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str]
             read = (keys or {}).get(figure, key)
             for line in _lines(row, read, where, name_broker=not one_broker):
                 factor = (tolerances or {}).get(figure)
-                if figure in (rules or {}) and line.key and line.key == read:
+                if figure in (rules or {}) and (line.key or None) == read:
                     line.region, line.rule = (rules or {})[figure], True
                 elif factor and line.paper and line.ours is not None and not row.exact and read is None:
                     # A claim that reads one key of the value judges that key by its own rule, not by
@@ -131,7 +136,7 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     where = ", ".join(part for part in (scenario, brokers if name_broker and brokers and brokers not in row.figure else None) if part)
     line = Line(row.figure, row.unit or "", where, broker=row.broker or "", n=len(row.samples) or (row.runs or 0), kind=row.kind,
                 interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
-                left_out=row.limited if row.status != LIMITED else 0)
+                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic)
     paper, ours = row.paper, row.ours
     if isinstance(ours, dict):
         theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
@@ -160,11 +165,33 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     return [line]
 
 
+def _against_other(lines: list[Line], checks: dict[str, Any]) -> list[Line]:
+    """Each line as this run's value against the other run's, by its check's rule: their ratio
+    (a `tolerance` factor, its region [1/t, t]) or their difference (`within`, its region that)."""
+    found = []
+    for line in lines:
+        check = checks.get(line.figure)
+        if check is None or line.ours is None or line.other is None:
+            continue
+        if check.within is not None:
+            found.append(replace(line, ours=line.ours - line.other, unit=f"{line.unit}, this run − the other", other=None, paper=None,
+                                 paper_spread=None, interval=None, region=(check.within[0], check.within[1]), rule=True))
+        elif line.ours * line.other > 0:
+            found.append(replace(line, ours=line.ours / line.other, unit="this run / the other", other=None, paper=None, paper_spread=None,
+                                 interval=None, region=(1 / check.tolerance, check.tolerance), rule=True))
+        else:
+            found.append(replace(line, ours=None, unit="this run / the other", other=None, paper=None, paper_spread=None, interval=None,
+                                 where=", ".join(part for part in (line.where, "sign changed") if part)))
+    return found
+
+
 def _runs(section: PaperSection) -> str:
     """Which run is which on a figure that draws two: this section's and its reference's."""
-    ours = section.configuration or "this run"
-    theirs = (section.reference.configuration if section.reference is not None else "") or "the other run"
-    return f"filled: ours {ours}, hollow circles: ours {theirs}"
+    return f"filled: ours {section.configuration or 'this run'}, hollow circles: ours {_runs_other(section)}"
+
+
+def _runs_other(section: PaperSection) -> str:
+    return (section.reference.configuration if section.reference is not None else "") or "the other run"
 
 
 def _check_key(claim: Any) -> Optional[str]:
@@ -203,11 +230,20 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
         # clients in [90, 100] %): drawn instead of a tolerance factor around the paper's number.
         rules = {name: (check.within[0], check.within[1]) for check in claim.check or [] if check.each and check.key and check.within
                  for name in check.each}
+        # So is a `figure` check's range on its figure (an RTT in [0, 1000] ms, a time ratio ≥ 1).
+        rules.update({check.figure: (check.within[0], check.within[1]) for check in claim.check or [] if check.figure and check.within})
         settings = any(check.unchanged for check in claim.check or [])
         if settings and section.reference is None and all(check.unchanged for check in claim.check or []):
             continue  # one run: nothing to set beside it, and the paper beside ours says nothing about settings
         other = section.reference if settings else None
         configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other)
+        runs_drawn = _runs(section) if other is not None else ""
+        if other is not None and all(check.unchanged for check in claim.check or []):
+            # A claim about settings compares the two runs, not the paper: drawn as this run against
+            # the other, so that a change is seen at its own scale (a ×9 shift of a 0.005 ms term).
+            checks = {name: check for check in claim.check or [] for name in check.unchanged or []}
+            configs = {config: _against_other(lines, checks) for config, lines in configs.items()}
+            runs_drawn = f"each point ours {section.configuration or 'this run'} against ours {_runs_other(section)}: their ratio, or difference"
         same = tuple((config, tuple((line.figure, line.where) for line in lines)) for config, lines in configs.items())
         if same and same in drawn:  # seed 002's claims on RTT by QoS and payload all rest on one figure: drawn once
             written += [replace(earlier, claim=claim.id, verdict=verdicts.get(claim.id, ""), same_as=earlier.claim) for earlier in drawn[same]]
@@ -222,7 +258,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 figure = draw(part, title, claim.text, scale=lines)
                 save(figure, path)
                 written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path,
-                                            caption(part, config, confidence, _runs(section) if other is not None else ""), part))
+                                            caption(part, config, confidence, runs_drawn), part))
         drawn[same] = written[first:]
     return written
 
@@ -272,8 +308,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
             end = line.paper_range[1] if line.paper_range[1] is not None else right
             axis.barh(y, end - start, left=start, height=0.7, color="0.85", edgecolor="0.25", linewidth=0.8, zorder=1)
         if line.region is not None:
-            # just under the line, so that the paper's SD (dashed, on the line) stays apart from it
-            axis.plot(line.region, [y - 0.25, y - 0.25], color="black", linestyle=":", linewidth=1, marker="|", markersize=7, zorder=2)
+            # just under the line, so that the paper's SD (dashed, on the line) stays apart from it; an open end to the axis's edge
+            region = (max(line.region[0], left), min(line.region[1], right))
+            axis.plot(region, [y - 0.25, y - 0.25], color="black", linestyle=":", linewidth=1, marker="|", markersize=7, zorder=2)
         color = colors.get(line.broker, RANGE_OF_OURS)
         if line.ours_range is not None:
             bar = axis.errorbar([(line.ours_range[0] + line.ours_range[1]) / 2], [y], xerr=[[(line.ours_range[1] - line.ours_range[0]) / 2]] * 2,
@@ -287,6 +324,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
             xerr = [[line.ours - max(line.interval[0], floor)], [line.interval[1] - line.ours]] if line.interval else None
             axis.errorbar([line.ours], [y], xerr=xerr, fmt="o", color=color, markersize=6, capsize=4, elinewidth=1.5, zorder=3,
                           markerfacecolor="white" if line.limited else color, markeredgewidth=1.5)
+            if line.interval and line.interval[0] < floor:
+                # An interval reaching below the axis (to 0, on a log axis) goes on: an arrow says so, not a cap.
+                axis.plot([floor], [y], marker="<", color=color, markersize=7, zorder=3)
         if line.paper is not None:
             spread = [[line.paper - max(line.paper - line.paper_spread, floor)], [line.paper_spread]] if line.paper_spread else None
             drawn = axis.errorbar([line.paper], [y], xerr=spread, fmt="D", markersize=8, markerfacecolor="none", markeredgecolor="black",
@@ -298,7 +338,7 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
         if line is None:
             tick.set_fontweight("bold")
     axis.set_ylim(-0.7, len(slots) - 0.3)
-    named = list(dict.fromkeys(_kind(line.kind, unit) for line in lines if line.kind))
+    named = list(dict.fromkeys(KEY_NAMES.get(line.key, line.key) if line.key else _kind(line.kind, unit) for line in lines if line.kind))
     # "latency" (a range of means) and "latency mean" on one axis are one quantity: the longer name says it
     kinds = ", ".join(name for name in named if not any(other != name and other.startswith(name) for other in named))
     axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}" + (", log scale)" if log else ")"), fontsize=9)
@@ -399,17 +439,23 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         runs = ("every line from runs flagged generator-limited (hollow circles, dashed ranges; this host could not hold their "
                 "schedule): shown, not judged, no interval")
     elif not counts and any(line.ours_range is not None for line in lines):
-        runs = "ours are ranges over brokers (the range's runs are in the table above)"
+        statistics = ", ".join(dict.fromkeys(line.statistic for line in lines if line.ours_range is not None and line.statistic))
+        runs = f"ours are ranges over brokers ({statistics or 'their runs are in the table above'})"
     elif not counts:
         runs = "ours computed, or read from a table of ours, not from repeated runs: no interval"
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
     elif not any(line.interval for line in judged):
-        runs = f"ours: n = {_span(counts)} runs per point without an interval (the best of them, or bytes read from captures)"
+        statistics = ", ".join(dict.fromkeys(line.statistic for line in judged if line.statistic))
+        runs = "ours: " + (statistics or f"n = {_span(counts)} runs per point") + ", without an interval"
     else:
         runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
         if single:
             runs += f"; n = 1 (no interval) for {', '.join(dict.fromkeys(single))}"
+        drawn_ours = [line for line in lines if not line.limited and (line.ours is not None or line.ours_range is not None)]
+        others = {line.figure: line.statistic for line in drawn_ours if line.statistic and not line.statistic.startswith(("mean", "one run"))}
+        if others:
+            runs += "; " + ", ".join(f"{statistic} for {figure}" for figure, statistic in others.items())
     if limited and len(limited) < len(lines):
         runs += (f"; {len(limited)} line{'s' * (len(limited) != 1)} from runs flagged generator-limited (hollow circles, dashed "
                  "ranges; this host could not hold their schedule): shown, not judged, no interval")

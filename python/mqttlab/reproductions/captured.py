@@ -13,6 +13,10 @@ Kinds (`capture:`), each over the runs of `scenario:` that were captured:
 - `disconnect_acks`: the bytes of the broker's segment that acknowledges the DISCONNECT, a bare
   ACK or the broker's FIN (which of the two, connection by connection, is said beside it);
 - `publish_overhead`: PUBLISH bytes at the MQTT layer minus the run's payload size;
+- `bundled` (with `packet:` and `direction: up | down`): the most packets of that type the run's
+  captures saw in one TCP segment in that direction (1: never bundled);
+- `shared` (the same): how many segments carrying that packet type also carried another packet
+  (a PUBREL riding behind a PUBLISH), per run;
 - `fin`: the shark fin's fall, per run (analysis/captures.fin_fall): the lowest round trip after
   the highest, as a share of the highest, over the messages sent during the measured load
   (warm-up left out); 1 when the highest is the last echo (no fall), near 0 when the round trip
@@ -34,7 +38,7 @@ from mqttlab.analysis.captures import CaptureAnalysisError, capture_figures, fin
 from mqttlab.analysis.configuration import scenario_value
 from mqttlab.engine import client_topic, expand_template
 
-CAPTURED = ("packet", "exchange", "connect_acks", "disconnect_acks", "publish_overhead", "fin")
+CAPTURED = ("packet", "exchange", "connect_acks", "disconnect_acks", "publish_overhead", "fin", "bundled", "shared")
 PACKETS = ("CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP", "SUBSCRIBE", "SUBACK", "DISCONNECT")
 SOURCE = "measured from the run's packet capture"
 # Who sends each packet that only one side sends (MQTT 3.1.1, section 3): a row of one in the other
@@ -67,7 +71,7 @@ def _figures(directory: str) -> Optional[dict[str, Any]]:
 
 
 def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, layer: str = "mqtt",
-                   keys: Optional[list[str]] = None) -> Optional[Captured]:
+                   keys: Optional[list[str]] = None, direction: Optional[str] = None) -> Optional[Captured]:
     """The figure `kind` over `runs` (analysis.runs.Run of one configuration on one broker); None
     when none of them was captured. `keys` are the paper figure's own keys when it has several."""
     per_run: list[Value] = []
@@ -80,7 +84,7 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
         elif data is not None and data["figures"].get("capture_dropped"):
             lossy += 1  # the kernel dropped packets before the capture saw them: its counts are short
         elif data is not None:
-            per_run.append(_one(kind, data, run.results.scenario, packet, layer, keys))
+            per_run.append(_one(kind, data, run.results.scenario, packet, layer, keys, direction))
             used_runs.append(data)
     numbers = [float(v) for v in per_run if isinstance(v, (int, float))]
     tables = [v for v in per_run if isinstance(v, dict)]
@@ -93,10 +97,10 @@ def captured_value(kind: str, runs: list[Any], *, packet: Optional[str] = None, 
     else:
         return None
     used = len(numbers) or len(tables)
-    what = f"{kind}" + (f" {packet}" if packet else "") + (f", {layer} layer" if kind == "packet" else "")
+    what = f"{kind}" + (f" {packet}" if packet else "") + (f", {layer} layer" if kind == "packet" else "") + (f", {direction}" if direction else "")
     what += _setting(kind, packet, runs[0].results.scenario)
     if kind == "exchange":
-        what += _breakdown(runs)
+        what += _breakdown(used_runs)
     elif kind in ("connect_acks", "disconnect_acks"):
         what += _acks_seen(kind, used_runs)
     elif kind == "fin":
@@ -118,15 +122,18 @@ def _setting(kind: str, packet: Optional[str], scenario: dict[str, Any]) -> str:
     return ""
 
 
-def _breakdown(runs: list[Any]) -> str:
-    """What an exchange's frames were, per PUBLISH (the first captured run): why its bytes differ."""
-    for run in runs:
-        data = _figures(str(run.results.path))
-        if data is not None and len(data["figures"]["exchanges"]) == 1:
-            row = data["figures"]["exchanges"][0]
-            return (f"; per PUBLISH: {row['ack_frames_per_publish']:g} frames of acknowledgements, {row['bare_acks_per_publish']:g} "
-                    f"bare TCP ACKs, {row['piggybacked_acks_per_publish']:g} acknowledgements riding with a PUBLISH")
-    return ""
+def _breakdown(runs: list[dict[str, Any]]) -> str:
+    """What an exchange's frames were per PUBLISH, the mean over the runs the figure is of: why its bytes differ."""
+    rows = [data["figures"]["exchanges"][0] for data in runs if len(data["figures"]["exchanges"]) == 1]
+    if not rows:
+        return ""
+
+    def per_publish(key: str) -> str:
+        return f"{mean(row[key] for row in rows):.4g}"
+
+    return (f"; per PUBLISH, the mean of {len(rows)} run{'s' * (len(rows) != 1)}: {per_publish('ack_frames_per_publish')} frames of "
+            f"acknowledgements, {per_publish('bare_acks_per_publish')} bare TCP ACKs, {per_publish('piggybacked_acks_per_publish')} "
+            "acknowledgements riding with a PUBLISH")
 
 
 def _acks_seen(kind: str, runs: list[dict[str, Any]]) -> str:
@@ -147,8 +154,13 @@ def _acks_seen(kind: str, runs: list[dict[str, Any]]) -> str:
 
 
 def _one(kind: str, data: dict[str, Any], scenario: dict[str, Any], packet: Optional[str], layer: str,
-         keys: Optional[list[str]]) -> Value:
+         keys: Optional[list[str]], direction: Optional[str] = None) -> Value:
     figures = data["figures"]
+    if kind in ("bundled", "shared"):
+        rows = [r for r in figures["bundling"]["by_type"] if r["type"] == packet and r["direction"] == direction]
+        if not rows:
+            return None
+        return rows[0]["max_per_segment"] if kind == "bundled" else rows[0]["shared_segments"]
     if kind == "fin":
         return fin_fall(trips_from_rows(data["round_trips"])) if data.get("round_trips") else None
     if kind == "packet":

@@ -15,6 +15,7 @@ from mqttlab.analysis import Comparison
 from mqttlab.reproductions.beside import BesideFigure
 from mqttlab.reproductions.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, value_text
 from mqttlab.reproductions.section import PaperSection
+from mqttlab.reproductions.verdicts import COMBINATION
 from mqttlab.results import INVOCATIONS
 
 START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
@@ -146,10 +147,13 @@ def _figure_table(section: PaperSection) -> str:
              + (f"{coverage['limited']} from generator-limited runs only, " if coverage["limited"] else "")
              + (f"{coverage['not_run']} of configurations these results did not run, " if coverage["not_run"] else "")
              + f"{coverage['not_here']} not reproducible here. Exact figures must be "
-             "equal (⚑ when not); a measured one is judged by the rule beside it (the paper's range, or a tolerance "
-             "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval "
+             "equal (⚑ when not); a measured one is judged by exactly the rule beside it (the paper's range, or a tolerance "
+             "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval of the mean "
              "(Student's t, clipped at 0 for figures that cannot be negative) must lie wholly inside (across an edge: "
-             "cannot tell); n = 1, or a best of n runs, has no interval and says so. Runs flagged generator-limited "
+             "cannot tell); a share of clients has its binomial (Clopper–Pearson) interval, a regression estimate its standard "
+             "error; one run, or a best of n runs, has no interval and says so. Each figure of ours says what it is of its runs "
+             "(mean, best, one run, a range over groups). Where ours disagrees, the status says whether it is lower or higher "
+             "than the paper's: a different magnitude here, not by itself a contradiction. Runs flagged generator-limited "
              "are left out of every verdict on a measured figure; an exact figure (a packet's bytes, an SPRT's arithmetic) keeps "
              "them, as it does not depend on whether the generator kept its schedule."
              + (f" The paper's plots without numbers ({plots} points) are left out of this table: ours are under "
@@ -177,11 +181,16 @@ def _figure_table(section: PaperSection) -> str:
         scenario = row.scenario if len(rows) == 1 else f"{len(rows)} configurations"
         where = ", ".join(part for part in (scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
-        status = ("⚑ " if row.flagged else "") + row.status
+        status = ("⚑ " if row.flagged else "") + row.status + (f" ({row.side})" if row.side else "")
         ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
         computed = f"{_cell(_value(row.expected, row.unit)) if row.expected is not None else ''} | " if expected else ""
-        lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(_value(row.paper, row.unit))} | "
+        paper = _value(row.paper, row.unit) + (" (derived, not printed)" if row.derived else "")
+        lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(paper)} | "
                      f"{_cell(ours)} | {computed}{ratio} | {status} | {_cell(row.rule)} |")
+    derived = {row.figure: row.derived for rows in same.values() for row in rows if row.derived}
+    if derived:
+        lines += ["", "Figures in the paper's column that the paper does not print, with how they follow from what it prints:", ""]
+        lines += [f"- **{_cell(figure)}**: {_cell(how)}" for figure, how in derived.items()]
     return "\n".join(lines)
 
 
@@ -221,11 +230,17 @@ def _not_measured(section: PaperSection) -> str:
 def _claims(section: PaperSection) -> str:
     if not section.claims:
         return ""
-    lines = ["### The paper's claims", "", "| claim | the paper says | verdict here | rule | the numbers it rests on |", "|---|---|---|---|---|"]
+    lines = ["### The paper's claims", "", COMBINATION, "",
+             "| claim | the paper says | verdict here | rule (in full below) | the numbers it rests on |", "|---|---|---|---|---|"]
     for claim in section.claims:
         evidence = claim.evidence[:EVIDENCE_SHOWN] + ([f"… {len(claim.evidence) - EVIDENCE_SHOWN} more in paper_claims.csv"]
                                                       if len(claim.evidence) > EVIDENCE_SHOWN else [])
         lines.append(f"| {_cell(claim.claim)} | {_cell(claim.text)} | {claim.verdict} | {_cell(claim.rule)} | {_cell('; '.join(evidence))} |")
+    judged = [claim for claim in section.claims if claim.conditions]
+    if judged:
+        lines += ["", "The rules in full, each condition with its outcome:", ""]
+        lines += [f"- **{_cell(claim.claim)}** ({claim.verdict}): " + "; and ".join(f"{_cell(text)} [{outcome}]" for text, outcome, _ in claim.conditions)
+                  for claim in judged]
     return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ MEASURED = (MATCHES, DIFFERS, AGREES, DISAGREES, CANNOT_TELL)
 HOST_DEPENDENT_KEYS = {"time_s"}
 FRAME_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32 with timestamps, as seed 002's captures counted
 DEFAULT_TOLERANCE = 2.0  # a mapping without `tolerance:`; every row judged with it says "(default)"
+COMPUTED_HERE = "computed, not measured"  # what a `computed:` figure of ours is, said beside it
 
 Value = Union[float, str, list, dict, None]
 
@@ -67,18 +68,30 @@ class FigureRow:
     interval: Optional[list[float]] = None  # the confidence interval of `ours`, from the samples (n >= 2)
     limited: int = 0  # runs flagged generator-limited, left out of `ours` (or, when all are, of every verdict)
     expected: Value = None  # beside a measured figure: the same figure computed from the protocol, never judged
+    statistic: str = ""  # what `ours` is of its runs: "mean of 5 runs", "best of 5 runs", "one run", "range of 4 brokers' means"
+    # A range of ours over brokers: each broker's figure as [low, high] (its interval, or its value twice)
+    spans: list[list[float]] = field(default_factory=list)
+    # Intervals of keys of a value with keys (an SPRT row's share of clients: binomial), which the rules use
+    key_intervals: dict[str, list[float]] = field(default_factory=dict)
+    side: str = ""  # where ours lies when it disagrees: "ours lower" or "ours higher" than the paper's, or "other sign"
+    derived: str = ""  # the paper's figure is not printed but computed from what is: how
+    interval_kind: str = ""  # which interval `interval` is, where not the runs' t interval ("binomial")
 
     @property
     def uncertainty(self) -> str:
-        """`n = 1`, or `95% CI 140–160, n = 3`; and how many generator-limited runs were left out."""
+        """What ours is (`mean of 3 runs`, `best of 5 runs, no interval`, `one run`) with its interval;
+        and how many generator-limited runs were left out."""
         parts = []
-        if self.interval is not None:
-            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}, n = {len(self.samples)}")
-        elif len(self.samples) == 1:
-            parts.append("n = 1")
+        if self.statistic:
+            parts.append(self.statistic)
         elif self.samples:
-            # The best of n runs (as seed 003's paper reported) or a mean without a spread: no interval to judge by.
-            parts.append(f"{'best of' if ', best of ' in self.source else 'n ='} {len(self.samples)}, no interval")
+            parts.append("one run" if len(self.samples) == 1 else f"{len(self.samples)} runs")
+        if self.interval is not None:
+            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}" + (f" ({self.interval_kind})" if self.interval_kind else ""))
+        elif len(self.samples) > 1 and not self.spans:
+            parts.append("no interval")
+        # A value with keys: the intervals of the keys its rules read (a share's binomial one, an estimate's).
+        parts += [f"{key} CI {_text(low)}–{_text(high)}" for key, (low, high) in self.key_intervals.items()]
         if self.limited:
             parts.append(f"{self.limited} generator-limited run{'s' * (self.limited != 1)} left out")
         return "; ".join(parts)
@@ -90,7 +103,8 @@ class FigureRow:
 def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
     how = figure.reproduce
     paper = _paper_value(figure)
-    base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper}
+    base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper,
+                            "derived": figure.derived or ""}
     if how.not_here is not None:
         return [FigureRow(**base, ours=None, status=NOT_HERE, source="", reason=how.not_here)]
     if how.computed is not None:
@@ -111,7 +125,8 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
     rows = []
     for match in found:
         row = FigureRow(**base, ours=match.value, status="", scenario=match.scenario, broker=match.broker, runs=match.runs,
-                        source=match.source, samples=match.samples, interval=match.interval, limited=match.limited)
+                        source=match.source, samples=match.samples, interval=match.interval, limited=match.limited,
+                        statistic=match.statistic, spans=match.spans, key_intervals=match.key_intervals, interval_kind=match.interval_kind)
         if figure.exact:
             # A protocol figure (bytes of a packet, an SPRT's sample count) does not depend on
             # whether the host kept the schedule: no run is left out of it.
@@ -139,6 +154,10 @@ class _Ours:
     interval: Optional[list[float]] = None
     limited: int = 0
     limited_only: bool = False
+    statistic: str = ""
+    spans: list[list[float]] = field(default_factory=list)
+    key_intervals: dict[str, list[float]] = field(default_factory=dict)
+    interval_kind: str = ""
 
 
 def _paper_value(figure: Figure) -> Value:
@@ -194,24 +213,58 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
             interval[0] = 0.0
         n = len(runs)
         limited = len(group.runs) - len(usable)
-        found.append(_Ours(value, f"{how.metric}, {'best' if how.statistic == 'best' else 'mean'} of {n} run{'s' * (n != 1)}",
-                           scenario, broker, n, samples=per_run, interval=interval, limited=limited, limited_only=not usable))
+        statistic = "one run" if n == 1 else f"{'best' if how.statistic == 'best' else 'mean'} of {n} runs"
+        kind = ""
+        if how.metric == "loss" and usable and how.statistic == "mean":
+            pooled = _loss_interval(usable, confidence)
+            if pooled is not None:
+                # A share of messages has its binomial uncertainty; the runs' spread, where wider, is kept.
+                interval = pooled if interval is None else [min(interval[0], pooled[0]), max(interval[1], pooled[1])]
+                kind = "the wider of t and the pooled count's binomial" if n > 1 else "binomial"
+        found.append(_Ours(value, f"{how.metric}, {statistic}", scenario, broker, n, samples=per_run, interval=interval,
+                           limited=limited, limited_only=not usable, statistic=statistic, interval_kind=kind))
     if how.aggregate == "max" and found:
         judged = [f for f in found if not f.limited_only] or found
         top = max((f for f in judged if number(f.value)), key=lambda f: float(f.value), default=None)  # type: ignore[arg-type]
         if top is None:
             return []
         top.source = f"{top.source}: the highest of {len(judged)} broker/configuration groups ({top.broker})"
+        top.statistic = f"the highest of {len(judged)} groups' {_plural(top.statistic)}"
         return [top]
     if how.aggregate == "range" and found:
         judged = [f for f in found if not f.limited_only] or found
-        numbers = [float(f.value) for f in judged if number(f.value)]
-        if not numbers:
+        judged = [f for f in judged if number(f.value)]
+        if not judged:
             return []
+        numbers = [float(f.value) for f in judged]  # type: ignore[arg-type]
+        # Each group's interval (or, without one, its value) is what the range's rule judges.
+        spans = [list(f.interval) if f.interval else [float(f.value), float(f.value)] for f in judged]  # type: ignore[arg-type]
+        statistics = sorted({_plural(f.statistic) for f in judged})
         return [_Ours([min(numbers), max(numbers)], f"{how.metric}: range over {len(numbers)} broker/configuration groups",
                       how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in judged)), sum(f.runs or 0 for f in judged),
-                      limited=sum(f.limited for f in found), limited_only=all(f.limited_only for f in found))]
+                      limited=sum(f.limited for f in found), limited_only=all(f.limited_only for f in found),
+                      statistic=f"range of {len(numbers)} groups' {' or '.join(statistics)}", spans=spans)]
     return found
+
+
+def _loss_interval(runs: list[RunFigures], confidence: float) -> Optional[list[float]]:
+    """The Clopper–Pearson interval, in %, of the runs' lost deliveries of those expected, pooled."""
+    from mqttlab.smc.stats import clopper_pearson
+
+    counts = [run.results.summary.get("messages") or {} for run in runs]
+    expected = sum(int(c.get("expected") or 0) for c in counts)
+    if expected <= 0:
+        return None
+    low, high = clopper_pearson(sum(int(c.get("lost") or 0) for c in counts), expected, confidence)
+    return [100 * low, 100 * high]
+
+
+def _plural(statistic: str) -> str:
+    """"mean of 5 runs" as one of several groups' figures: "means of 5 runs"; "one run": "single runs"."""
+    if statistic == "one run":
+        return "single runs"
+    head, _, rest = statistic.partition(" of ")
+    return f"means of {rest}" if head == "mean" else statistic
 
 
 # A paper metric read from a run figure of another name, in another unit: (figure, factor).
@@ -248,9 +301,10 @@ def _captured(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
     keys = [str(key) for key in figure.values] if isinstance(figure.values, dict) else None
     found = []
     for scenario, broker, group in _groups(how, comparison):
-        got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys)
+        got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys, direction=how.direction)
         if got is not None:
-            found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples))
+            found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples,
+                               statistic="one run" if got.runs == 1 else f"mean of {got.runs} runs"))
     return found
 
 
@@ -274,14 +328,14 @@ def _computed(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
 
         epsilon, delta = float(config["epsilon"]), float(config["delta"])
         return [_Ours(chernoff_sample_size(epsilon, delta), "computed: mqttlab.smc chernoff_sample_size",
-                      inputs=f"ε = {epsilon:g}, δ = {delta:g}: ⌈ln(2/δ) / (2ε²)⌉")]
+                      inputs=f"ε = {epsilon:g}, δ = {delta:g}: ⌈ln(2/δ) / (2ε²)⌉", statistic=COMPUTED_HERE)]
     if how.computed == "sprt_samples_all_successes":
         from mqttlab.smc.sprt import SPRT
 
         p0, p1, alpha, beta = (float(config[k]) for k in ("p0", "p1", "alpha", "beta"))
         result = SPRT(p0, p1, alpha, beta).run(itertools.repeat(True))
         return [_Ours(result.samples, "computed: mqttlab.smc SPRT on a stream of successes",
-                      inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success")]
+                      inputs=f"H0 {p0:g}, H1 {p1:g}, α = {alpha:g}, β = {beta:g}, every sample a success", statistic=COMPUTED_HERE)]
     if how.computed == "publish_overhead":
         return _per_run_plan(how, comparison, lambda sizes, plan: _publish_overhead(sizes, plan, extra, layer))
     return _per_run_plan(how, comparison, lambda sizes, plan: _connect_figure(figure, sizes, plan, extra, layer))
@@ -307,7 +361,8 @@ def _per_run_plan(how: Reproduce, comparison: Optional[Comparison], figure: Any)
     for scenario, broker, group in _groups(how, comparison) if how.scenario else _all_groups(comparison):
         plan = group.runs[0].results.plan
         value, inputs = figure(packet_sizes(plan), plan)
-        found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs))
+        found.append(_Ours(value, "computed: the engine's encoding of the run's packet", scenario, broker, len(group.runs), inputs,
+                           statistic=COMPUTED_HERE))
     return found
 
 
@@ -352,9 +407,14 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
     if ours is None:
         row.status, row.reason = NOT_MEASURED, "no value in these results"
         return
-    if isinstance(paper, dict):
-        _judge_values(row, paper, ours if isinstance(ours, dict) else {}, tolerance)
-        row.rule = "equal key by key (exact)" if figure.exact else f"each key within {factor} of the paper's"
+    if isinstance(paper, dict) and figure.kind == "sprt_result":
+        _judge_share(row, paper, ours if isinstance(ours, dict) else {}, int(figure.config.get("clients") or 0))
+    elif isinstance(paper, dict) and figure.kind == "regression_coefficient":
+        _judge_estimate(row, paper, ours if isinstance(ours, dict) else {}, tolerance, factor)
+    elif isinstance(paper, dict):
+        compared = _judge_values(row, paper, ours if isinstance(ours, dict) else {}, tolerance)
+        row.rule = (f"{', '.join(compared)} equal (exact)" if figure.exact
+                    else f"each of {', '.join(compared)} within {factor} of the paper's (one value each, no interval)")
     elif isinstance(paper, list) and len(paper) == 2 and all(v is None or number(v) for v in paper) and paper != [None, None]:
         # An open end (the paper's "20–30+ ms": [20, null]) bounds one side only.
         low = float(paper[0]) if paper[0] is not None else -math.inf
@@ -364,9 +424,11 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
             row.status = NO_PAPER_NUMBER
             return
         if isinstance(ours, list):
-            # A range of ours (over brokers or configurations) agrees when it overlaps the paper's.
-            row.status = AGREES if span[0] <= high and span[1] >= low else DISAGREES
-            row.rule = f"our range overlaps the paper's {_range_text(low, high)}{unit}"
+            # A range of ours (over brokers or configurations) agrees when it overlaps the paper's:
+            # one group's interval wholly inside it; none does when every one lies wholly outside.
+            row.status = _spans_status(row, span, (low, high), every=False)
+            row.rule = (f"agrees when one group's interval lies wholly in the paper's {_range_text(low, high)}{unit} (the ranges "
+                        "overlap), disagrees when every one lies wholly outside, else cannot tell")
         else:
             row.rule = f"in the paper's range {_range_text(low, high)}{unit}"
             row.status = AGREES if low <= float(span[0]) <= high else DISAGREES
@@ -374,8 +436,10 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
     elif number(paper):
         value = float(paper)
         if isinstance(ours, list) and all(number(v) for v in ours):
-            row.status = AGREES if all(_within(float(v), value, tolerance) for v in ours) else DISAGREES
-            row.rule = f"both ends within {factor} of the paper's {_text(value)}{unit}"
+            region = (value / tolerance, value * tolerance)
+            row.status = _spans_status(row, ours, region, every=True)
+            row.rule = (f"agrees when every group's interval lies wholly within {factor} of the paper's {_text(value)}{unit}, i.e. in "
+                        f"[{_text(region[0])}, {_text(region[1])}]; disagrees when one lies wholly outside, else cannot tell")
         elif number(ours):
             row.difference = float(ours) - value
             row.ratio = float(ours) / value if value else None
@@ -392,6 +456,8 @@ def _judge(row: FigureRow, figure: Figure, how: Reproduce, inputs: str) -> None:
         row.status = NO_PAPER_NUMBER
     if row.status == NO_PAPER_NUMBER:
         row.rule = "shown, not judged: the paper gives no number"
+    if row.status == DISAGREES and not figure.exact:
+        row.side = _side(row)
     if row.status == DIFFERS or (figure.exact and row.status == DISAGREES):
         row.status, row.flagged = DIFFERS, True
         row.reason = _why(row, figure, inputs)
@@ -404,11 +470,95 @@ def _range_text(low: float, high: float) -> str:
         f"≥ {_text(low)}" if math.isfinite(low) else f"≤ {_text(high)}")
 
 
+def _spans_status(row: FigureRow, ours: list[Any], region: tuple[float, float], every: bool) -> str:
+    """A range of ours judged on each group's interval (its value, without one): `every` group
+    inside the region, or (not every) at least one; a group straddling an edge cannot tell."""
+    spans = row.spans or [[float(ours[0]), float(ours[0])], [float(ours[1]), float(ours[1])]]
+    inside = [region[0] <= low and high <= region[1] for low, high in spans]
+    outside = [high < region[0] or low > region[1] for low, high in spans]
+    if all(inside) if every else any(inside):
+        return AGREES
+    if any(outside) if every else all(outside):
+        return DISAGREES
+    return CANNOT_TELL
+
+
+def _side(row: FigureRow) -> str:
+    """Where ours lies against the paper's figure when it disagrees: "ours lower" or "ours higher"
+    (a different magnitude here, said as such), or "other sign" for a regression term."""
+    def judged(value: Value) -> list[float]:
+        if isinstance(value, dict):  # the key its rule reads
+            value = next((value[key] for key in (SHARE_KEY, "estimate", "mean") if key in value), None)
+        return [float(v) for v in (value if isinstance(value, list) else [value]) if number(v)]
+
+    mine, theirs = judged(row.ours), judged(row.paper)
+    if not mine or not theirs:
+        return ""
+    if row.kind == "regression_coefficient" and mine[0] * theirs[0] < 0:
+        return "other sign"  # not a magnitude: the term works the other way
+    return "ours lower" if max(mine) < min(theirs) else "ours higher" if min(mine) > max(theirs) else ""
+
+
+SHARE_KEY = "h1_accept_pct"  # an SPRT row's share of clients accepting H1, in %
+SHARE_POINTS = 10.0  # how far our share may lie from the paper's, in percentage points, and still agree
+CONFIDENCE = 0.95  # of the binomial and normal intervals drawn here
+
+
+def share_interval(percent: float, clients: int) -> list[float]:
+    """The Clopper–Pearson interval, in %, of a share of `clients` given in %: k = its count."""
+    from mqttlab.smc.stats import clopper_pearson
+
+    k = min(clients, max(0, round(percent * clients / 100)))
+    low, high = clopper_pearson(k, clients, CONFIDENCE)
+    return [100 * low, 100 * high]
+
+
+def _judge_share(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], clients: int) -> None:
+    """An SPRT row: the share of its clients that accepted H1, ours against the paper's, each a
+    count of the same number of clients with its binomial interval; their difference's bounds
+    from the two intervals must lie within ±SHARE_POINTS (wholly outside: disagrees)."""
+    row.rule = (f"ours − the paper's share of the {clients} clients accepting H1 within ±{SHARE_POINTS:g} points, bounded by the two "
+                f"{CONFIDENCE:.0%} Clopper–Pearson intervals (h0, h1 and samples shown, not judged)")
+    if not number(paper.get(SHARE_KEY)) or not number(ours.get(SHARE_KEY)) or clients <= 0:
+        row.status = NO_PAPER_NUMBER
+        return
+    mine, theirs = share_interval(float(ours[SHARE_KEY]), clients), share_interval(float(paper[SHARE_KEY]), clients)
+    row.key_intervals[SHARE_KEY] = mine
+    low, high = mine[0] - theirs[1], mine[1] - theirs[0]
+    row.difference = float(ours[SHARE_KEY]) - float(paper[SHARE_KEY])
+    row.reason = (f"share: ours {_text(float(ours[SHARE_KEY]))} % [{_text(mine[0])}–{_text(mine[1])}], the paper's "
+                  f"{_text(float(paper[SHARE_KEY]))} % [{_text(theirs[0])}–{_text(theirs[1])}]: difference {_text(low)} to {_text(high)} points")
+    row.rule += f"; the paper's share's interval {_text(theirs[0])}–{_text(theirs[1])}, the difference {_text(low)} to {_text(high)} points"
+    row.status = (AGREES if -SHARE_POINTS <= low and high <= SHARE_POINTS
+                  else DISAGREES if high < -SHARE_POINTS or low > SHARE_POINTS else CANNOT_TELL)
+
+
+def _judge_estimate(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], tolerance: float, factor: str) -> None:
+    """A regression coefficient: our estimate's normal interval (± z standard errors) within the
+    tolerance factor of the paper's estimate, same sign."""
+    from scipy.stats import norm
+
+    if not number(paper.get("estimate")) or not number(ours.get("estimate")):
+        row.status = NO_PAPER_NUMBER
+        return
+    theirs, mine = float(paper["estimate"]), float(ours["estimate"])
+    spread = float(norm.ppf(0.5 + CONFIDENCE / 2)) * float(ours.get("std_error") or 0.0)
+    row.key_intervals["estimate"] = [mine - spread, mine + spread]
+    region = sorted((theirs / tolerance, theirs * tolerance))
+    row.rule = (f"estimate: our {CONFIDENCE:.0%} interval (± {norm.ppf(0.5 + CONFIDENCE / 2):.3g} standard errors) within {factor} of "
+                f"the paper's {_text(theirs)}, same sign, i.e. in [{_text(region[0])}, {_text(region[1])}] (other keys shown, not judged)")
+    row.ratio, row.difference = (mine / theirs if theirs else None), mine - theirs
+    low, high = row.key_intervals["estimate"]
+    row.status = (AGREES if region[0] <= low and high <= region[1]
+                  else DISAGREES if high < region[0] or low > region[1] else CANNOT_TELL)
+
+
 def _interval_status(row: FigureRow, region: tuple[float, float]) -> None:
     """With an interval on ours: agrees when it lies wholly in the region, disagrees when wholly
-    outside, else cannot tell (one run, or no interval: the point decides, and the page says n = 1)."""
+    outside, else cannot tell (one run, or no interval: the point decides, and the page says so)."""
     if row.interval is None:
         return
+    row.rule += ": our interval wholly inside (wholly outside: disagrees; across an edge: cannot tell)"
     low, high = row.interval
     if region[0] <= low and high <= region[1]:
         row.status = AGREES
@@ -418,29 +568,28 @@ def _interval_status(row: FigureRow, region: tuple[float, float]) -> None:
         row.status = CANNOT_TELL
 
 
-def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], tolerance: float) -> None:
-    """Key by key on the keys both have; exact figures must be equal except in host-dependent keys."""
-    compared, differing = 0, []
+def _judge_values(row: FigureRow, paper: dict[str, Any], ours: dict[str, Any], tolerance: float) -> list[str]:
+    """Key by key on the numeric keys both have (the keys it compared, which the rule names);
+    exact figures must be equal except in host-dependent keys."""
+    compared, differing = [], []
     for key, theirs in paper.items():
         mine = ours.get(key, ours.get(str(key)))
-        if theirs is None or mine is None or (isinstance(mine, float) and math.isnan(mine)):
+        if not number(theirs) or not number(mine):
             continue
-        compared += 1
-        if number(theirs) and number(mine):
-            same = (math.isclose(float(mine), float(theirs), rel_tol=1e-9, abs_tol=1e-9) if row.exact and key not in HOST_DEPENDENT_KEYS
-                    else _within(float(mine), float(theirs), tolerance))
-        else:
-            same = str(mine) == str(theirs)
+        compared.append(str(key))
+        same = (math.isclose(float(mine), float(theirs), rel_tol=1e-9, abs_tol=1e-9) if row.exact and key not in HOST_DEPENDENT_KEYS
+                else _within(float(mine), float(theirs), tolerance))
         if not same:
             differing.append(f"{key}: ours {_text(mine)}, the paper's {_text(theirs)}")
     if not compared:
         row.status = NO_PAPER_NUMBER
-        return
+        return compared
     if "mean" in paper and number(paper.get("mean")) and number(ours.get("mean")):
         row.difference = float(ours["mean"]) - float(paper["mean"])
         row.ratio = float(ours["mean"]) / float(paper["mean"]) if paper["mean"] else None
     row.status = AGREES if not differing else DISAGREES
     row.reason = "; ".join(differing)
+    return compared
 
 
 def _within(ours: float, paper: float, tolerance: float) -> bool:
@@ -544,7 +693,9 @@ class SmcPaperResults:
                      "h1_accept_pct": _accept_pct(str(r["result"])), "mean_samples": _float(r.get("samples")),
                      "time_s": _float(r.get("time_s"))}
             where = f"{how.profile}-t{float(how.threshold_ms or 0):g}-c{how.clients}"
-            return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", where, broker, None)]
+            return [_Ours(value, source + " (H1 predicted by the paper's model on our broker)", where, broker, None,
+                          key_intervals=self._prediction_interval(broker, how.profile, how.clients, value["h1"]),
+                          statistic=f"one SPRT per client, {how.clients} clients")]
         if how.smc == "time_ratio":
             return self._time_ratio(broker, source)
         if how.smc == "predictions":
@@ -565,6 +716,20 @@ class SmcPaperResults:
         if how.smc == "r_squared":
             return [_Ours(learned["r_squared_ols"], source, None, broker)] if learned else []
         return self._coefficient(broker, how.term or "", source)
+
+    def _prediction_interval(self, broker: str, profile: Optional[str], clients: Optional[int], h1: Any) -> dict[str, list[float]]:
+        """H1 is a Monte Carlo estimate on the model: its Clopper–Pearson interval from Table 2's
+        sample count for the same profile and client count (none when the table lacks it)."""
+        from mqttlab.smc.stats import clopper_pearson
+
+        part = self._rows(self.table2, broker, profile, model="paper")
+        if part is None or not number(h1) or "samples" not in part:
+            return {}
+        part = part[part["clients"] == clients]
+        samples = int(part["samples"].iloc[0]) if not part.empty and number(float(part["samples"].iloc[0])) else 0
+        if samples <= 0:
+            return {}
+        return {"h1": list(clopper_pearson(min(samples, round(float(h1) * samples)), samples, CONFIDENCE))}
 
     def _coefficient(self, broker: str, term: str, source: str) -> list[_Ours]:
         import pandas as pd

@@ -82,6 +82,7 @@ class Reproduce(_Strict):
     # measured from the suite's packet captures (reproductions/captured.py), with the computed figure beside it
     capture: Optional[str] = None
     packet: Optional[str] = None  # capture: packet: which MQTT packet (CONNECT, PUBACK, ...)
+    direction: Optional[Literal["up", "down"]] = None  # capture: bundled / shared: client to broker, or back
     expected: Optional[str] = None  # a `computed:` name, shown as the expected figure
     # seed 000's `smc paper` directory
     smc: Optional[str] = None
@@ -127,8 +128,10 @@ def _capture_problems(how: Reproduce) -> list[str]:
         problems.append(f"capture: unknown {how.capture!r}; choose among {', '.join(CAPTURED)}")
     if how.scenario is None:
         problems.append("scenario: required with capture (a glob over the suite's captured scenarios)")
-    if how.capture == "packet" and how.packet not in PACKETS:
-        problems.append(f"packet: required with capture: packet, one of {', '.join(PACKETS)}")
+    if how.capture in ("packet", "bundled", "shared") and how.packet not in PACKETS:
+        problems.append(f"packet: required with capture: {how.capture}, one of {', '.join(PACKETS)}")
+    if (how.capture in ("bundled", "shared")) != (how.direction is not None):
+        problems.append("direction: up or down, with capture: bundled or shared only")
     if how.expected is not None and how.expected not in COMPUTED:
         problems.append(f"expected: unknown {how.expected!r}; choose among {', '.join(COMPUTED)}")
     return problems
@@ -148,6 +151,8 @@ class Figure(BaseModel):
     values: Any = None
     range: Optional[list[Optional[float]]] = None
     note: Optional[str] = None
+    # A figure the paper does not print but that follows from what it prints: how (printed beside it)
+    derived: Optional[str] = None
     reproduce: Reproduce
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from mqttlab.analysis import Comparison
 from mqttlab.reports import write_report_bundle
@@ -23,8 +23,8 @@ BAD = (DIFFERS, DISAGREES, DOES_NOT_HOLD)
 EXPLANATION = (
     "Each figure the paper states beside ours for the same configuration, as the paper file's "
     "<code>reproduce:</code> maps it. Exact figures (protocol bytes, sample sizes) must be equal: one that differs is "
-    "flagged with the reason. Others agree when ours lies in the paper's range (a range of ours over brokers: when the "
-    "ranges overlap) or within the mapping's tolerance factor of the paper's number, each row printing its rule; with "
+    "flagged with the reason. Others agree when ours lies in the paper's range (a range of ours over brokers: when one "
+    "broker's interval lies wholly inside it) or within the mapping's tolerance factor of the paper's number, each row printing its rule; with "
     "two or more runs the confidence interval of ours must lie wholly inside (wholly outside: disagrees; across an "
     "edge: cannot tell). Runs flagged generator-limited are left out. Figures drawn without a number show ours alone. "
     "A claim holds when every condition of its rule holds on the measured figures; claims without a rule say why."
@@ -39,11 +39,21 @@ def paper_rows(section: PaperSection) -> Table:
         "ratio": row.ratio, "difference": row.difference, "status": row.status,
         "flagged": row.flagged, "scenario": row.scenario, "broker": row.broker, "runs": row.runs,
         "source": row.source, "reason": row.reason, "quote": row.quote, "rule": row.rule, "uncertainty": row.uncertainty,
+        "statistic": row.statistic, "interval": _numbers(row.interval), "spans": " ".join(_numbers(span) for span in row.spans),
+        "key_intervals": " ".join(f"{key}={_numbers(bounds)}" for key, bounds in row.key_intervals.items()), "side": row.side,
+        "derived": row.derived,
     } for row in section.rows]  # fmt: skip
 
 
+def _numbers(bounds: Optional[list[float]]) -> str:
+    """An interval as the CSV keeps it, exactly (repr), for a reader who recomputes a verdict: "low/high"."""
+    return f"{bounds[0]!r}/{bounds[1]!r}" if bounds else ""
+
+
 def claim_rows(section: PaperSection) -> Table:
-    return [{"claim": c.claim, "verdict": c.verdict, "rule": c.rule, "evidence": " | ".join(c.evidence), "text": c.text}
+    return [{"claim": c.claim, "verdict": c.verdict, "rule": c.rule, "evidence": " | ".join(c.evidence), "text": c.text,
+             "conditions": " | ".join(outcome for _, outcome, _ in c.conditions), "rule_in_full": " | ".join(text for text, _, _ in c.conditions),
+             "condition_lines": " | ".join(str(lines) for *_, lines in c.conditions)}
             for c in section.claims]
 
 

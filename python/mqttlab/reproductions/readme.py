@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from mqttlab.reproductions.paper_figures import CANNOT_TELL
 from mqttlab.reproductions.paper_section import CLAIMS_CSV
+from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS, MAGNITUDE
 
 START = "<!-- verdicts: made by `python -m mqttlab.reproductions.readme` from docs/reproductions/*/paper_claims.csv; not edited by hand -->"
 END = "<!-- end of the verdicts -->"
-ORDER = ("holds", "does not hold", "cannot tell")  # then every other verdict (not judged, not measured here, ...)
+ORDER = (HOLDS, DOES_NOT_HOLD, MAGNITUDE, CANNOT_TELL)  # then every other verdict (not judged, not measured here, ...)
 
 
 def verdicts(pages: Path) -> dict[str, dict[str, list[str]]]:
@@ -33,7 +35,7 @@ def verdicts(pages: Path) -> dict[str, dict[str, list[str]]]:
 
 
 def block(pages: Path, readme_dir: Path) -> str:
-    lines = [START, "", "| page | holds | does not hold | cannot tell | not judged here |", "|---|---|---|---|---|"]
+    lines = [START, "", "| page | " + " | ".join(ORDER) + " | not judged here |", "|---|" + "---|" * (len(ORDER) + 1)]
     for name, by_verdict in verdicts(pages).items():
         link = (pages / f"{name}.md").relative_to(readme_dir).as_posix() if (pages / f"{name}.md").is_file() else None
         cells = [_claims(by_verdict.get(v, [])) for v in ORDER]

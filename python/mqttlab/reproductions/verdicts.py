@@ -5,7 +5,9 @@ interval, or n = 1). Rows whose runs were all flagged generator-limited never ju
 with nothing else says "not judged: generator-limited runs only".
 
 A check's outcome is True (holds), False (does not hold), None (not measured), CANNOT_TELL (an
-interval straddles the edge of what the rule asks) or LIMITED."""
+interval straddles the edge of what the rule asks), LIMITED, or MAGNITUDE: an `agree` check whose
+rows disagree with the paper's figures only by lying wholly lower or wholly higher (a different
+magnitude on this host, which is not a contradiction of the claim's substance and is said as such)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,13 @@ from mqttlab.reproductions.paper_figures import (
 from mqttlab.reproductions.paper_file import Check, Claim
 
 HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", "not measured here", "not judged"
-Outcome = Union[bool, None, str]  # True, False, None (not measured), CANNOT_TELL, LIMITED
+MAGNITUDE = "other magnitude here"  # the claim's figures measured wholly lower or higher than the paper's, nothing else failing
+Outcome = Union[bool, None, str]  # True, False, None (not measured), CANNOT_TELL, LIMITED, MAGNITUDE
+# How a claim's conditions make its verdict, printed on every page beside the claims.
+COMBINATION = (f"A claim {HOLDS} when every condition of its rule holds; it {DOES_NOT_HOLD} when one fails; when the only failures "
+               f"are figures of ours lying wholly lower or wholly higher than the paper's (its rows of the table above), it is "
+               f"\"{MAGNITUDE}\" (ours lower or higher, said), not a contradiction of the claim; else a condition that cannot tell "
+               f"makes it \"{CANNOT_TELL}\".")
 CONFIDENCE = 0.95  # of the Welch interval on a difference of two configurations
 
 
@@ -31,7 +39,10 @@ class ClaimVerdict:
     text: str
     verdict: str
     evidence: list[str] = field(default_factory=list)  # the numbers the verdict rests on, each with its uncertainty
-    rule: str = ""  # the rule applied, with its tolerance; or, for a claim not judged, why in one line
+    rule: str = ""  # the rule in one line (each condition's short form); or, for a claim not judged, why in one line
+    # each condition as a sentence a reader can apply by hand to the numbers beside it, its outcome,
+    # and how many lines of `evidence` are its (they come in the conditions' order)
+    conditions: list[tuple[str, str, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,20 +81,53 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
         outcomes.append((ok, lines))
     evidence = [line for _, lines in outcomes for line in lines]
     results = [ok for ok, _ in outcomes]
-    if any(ok is False for ok in results):
-        verdict = DOES_NOT_HOLD
-    elif any(ok == CANNOT_TELL for ok in results):
-        verdict = CANNOT_TELL
-    elif all(ok is None for ok in results):
-        verdict = NOT_MEASURED_HERE
-    elif all(ok is None or ok == LIMITED for ok in results):
-        verdict = LIMITED
-    else:
-        verdict = HOLDS
+    verdict = combine_verdict(results)
+    if verdict == HOLDS:
         unjudged = sum(ok is None or ok == LIMITED for ok in results)
         if unjudged:
             evidence.append(f"{unjudged} of {len(results)} conditions not judged here (not measured, or generator-limited only)")
-    return ClaimVerdict(claim.id, claim.text, verdict, evidence, "; and ".join(rule_text(check) for check in claim.check))
+    shorts = [short_rule(check) for check in claim.check]
+    short = "; and ".join(shorts) if len(shorts) <= 3 else f"{shorts[0]}; and {len(shorts) - 1} more conditions (in full below)"
+    return ClaimVerdict(claim.id, claim.text, verdict, evidence, short,
+                        [(rule_text(check), outcome_word(ok), len(lines)) for check, (ok, lines) in zip(claim.check, outcomes)])
+
+
+def outcome_word(ok: Outcome) -> str:
+    """A condition's outcome as the page and paper_claims.csv print it."""
+    return {True: HOLDS, False: DOES_NOT_HOLD, None: NOT_MEASURED_HERE}.get(ok, str(ok))  # type: ignore[arg-type]
+
+
+def combine_verdict(results: list[Outcome]) -> str:
+    """The claim's verdict from its conditions' outcomes, by COMBINATION."""
+    if any(ok is False for ok in results):
+        return DOES_NOT_HOLD
+    if any(ok == MAGNITUDE for ok in results):
+        return MAGNITUDE
+    if any(ok == CANNOT_TELL for ok in results):
+        return CANNOT_TELL
+    if all(ok is None for ok in results):
+        return NOT_MEASURED_HERE
+    if all(ok is None or ok == LIMITED for ok in results):
+        return LIMITED
+    return HOLDS
+
+
+def short_rule(check: Check) -> str:
+    """The check in a few words, for the claims table's one-line rule (rule_text says it in full):
+    its kind, the figures it reads, and its region, direction and share."""
+    kind = next(name for name in ("agree", "increasing", "decreasing", "best", "ratio", "difference", "each", "figure", "trend", "unchanged")
+                if getattr(check, name) is not None)
+    names = list(dict.fromkeys(check.figure_ids()))
+    if check.best is not None:
+        names = [check.best]
+    listed = names[0] if len(names) == 1 else " / ".join(names) if check.ratio else f"{names[0]} … ({len(names)} figures)"
+    how = [f"{check.key} of" if check.key else "", listed]
+    how.append({"best": "highest" if check.higher_is_better else "lowest", "trend": str(check.trend)}.get(kind, ""))
+    how.append(f"along {' → '.join(check.along)}" if check.along and kind == "trend" else "")
+    how.append(f"in {_region(*check.within)}{f' {check.unit}' if check.unit else ''}" if check.within is not None else "")
+    how.append(f"within ×{check.tolerance:g}" if kind == "unchanged" and check.within is None or check.trend == "flat" else "")
+    how.append(f"in ≥ {check.at_least:.0%}" if check.at_least < 1 else "")
+    return f"{kind}: " + " ".join(part for part in how if part)
 
 
 def rule_text(check: Check) -> str:
@@ -92,7 +136,9 @@ def rule_text(check: Check) -> str:
         return f"every measured row of {', '.join(check.agree)} agrees with the paper (each row's tolerance beside it)"
     if check.increasing is not None or check.decreasing is not None:
         names = check.increasing or check.decreasing or []
-        return f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping"
+        return (f"ours {'rises' if check.increasing else 'falls'} along {' → '.join(names)}, per broker, spans not overlapping (a span: "
+                "the figure's values and intervals; overlapping intervals cannot tell, overlapping bare values do not "
+                f"{'rise' if check.increasing else 'fall'})")
     if check.best is not None:
         bar = "|" if check.absolute else ""
         what = f"{bar}{check.key}{bar} of " if check.key else (f"{bar}ours{bar} of " if check.absolute else "")
@@ -104,7 +150,8 @@ def rule_text(check: Check) -> str:
     within = _region(*(check.within or [0.0, 0.0]))
     share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
     if check.ratio is not None:
-        return f"{check.ratio[0]} / {check.ratio[1]} in {within}"
+        return (f"{check.ratio[0]} / {check.ratio[1]} in {within}, bounded from the two figures' intervals where they have them "
+                "(across an edge: cannot tell)")
     if check.difference is not None:
         first, second = check.along or ["", ""]
         return (f"{check.difference[0]} − {check.difference[1]} in {within}" + (f" {check.unit}" if check.unit else "")
@@ -113,12 +160,14 @@ def rule_text(check: Check) -> str:
                 f"{CONFIDENCE:.0%} interval must lie inside (straddling an edge: cannot tell)")
     if check.each is not None:
         what = f"ours' {check.key}" if check.key else "ours"
-        return f"{what} in {within} in at least {check.at_least:.0%} of the rows of {len(check.each)} figures ({', '.join(check.each[:3])}" + (
-            ", …)" if len(check.each) > 3 else ")")
+        return (f"{what} wholly in {within} (its interval, where it has one) in at least {check.at_least:.0%} of the rows of "
+                f"{len(check.each)} figures ({', '.join(check.each[:3])}" + (", …)" if len(check.each) > 3 else ")")
+                + "; too many wholly outside for that share: does not hold; else cannot tell")
     if check.trend is not None:
-        what = (f"flat (highest / lowest within ×{check.tolerance:g})" if check.trend == "flat"
-                else f"{check.trend} (step by step; bare values of a key: equal values do not {check.trend.removesuffix('s')})" if check.key
-                else f"{check.trend} (step by step; where runs give intervals, overlapping steps cannot tell)")
+        what = (f"flat (highest / lowest within ×{check.tolerance:g}: from the intervals, at most max(high) / min(low) within it "
+                 "holds, at least max(low) / min(high) beyond it does not, else cannot tell)" if check.trend == "flat"
+                else f"{check.trend} (step by step; where the values have intervals, overlapping steps cannot tell; bare equal values do "
+                     f"not {check.trend.removesuffix('s')})")
         names = check.figures or []
         listed = ", ".join(names[:3]) + (f", … ({len(names)} figures)" if len(names) > 3 else "")
         whose = f"ours' {check.key} of " if check.key else ""
@@ -127,11 +176,14 @@ def rule_text(check: Check) -> str:
         names = check.unchanged
         listed = ", ".join(names[:3]) + (f", … ({len(names)} figures)" if len(names) > 3 else "")
         how = (f"this run − the other in {within}" + (f" {check.unit}" if check.unit else "") if check.within is not None
-               else f"within ×{check.tolerance:g} of the other's (same sign)")
+               else f"within ×{check.tolerance:g} of the other's (same sign)") + (
+            ", bounded by the two values' intervals where they have them (a key's own: binomial for a share, ± z standard "
+            "errors for an estimate); too many wholly outside for the share: does not hold, else cannot tell")
         whose = f"ours' {check.key}" if check.key else "ours"
         return (f"{whose} of {listed} against the same rows of a second run of the pipeline in "
                 f"another configuration: {how} in at least {check.at_least:.0%} of the pairs (one run of each configuration)")
-    return f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+    return (f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
+            + ", its interval wholly inside where it has one (across an edge: cannot tell)")
 
 
 def _where_text(check: Check) -> str:
@@ -192,6 +244,17 @@ def _keyed(check: Check, row: FigureRow) -> Optional[float]:
     return float(value) if number(value) else None
 
 
+def _bounds(check: Check, row: FigureRow) -> Optional[_Span]:
+    """The number a check reads from a row with its interval: the row's interval for its whole
+    value, the key's own interval for a key (an SPRT share's binomial one); bare without one."""
+    value = _keyed(check, row)
+    if value is None:
+        return None
+    interval = row.interval if check.key is None else row.key_intervals.get(check.key)
+    low, high = interval if interval else (value, value)
+    return _Span(value, min(low, value), max(high, value), interval is not None)
+
+
 def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[Reference] = None) -> tuple[Outcome, list[str]]:
     """(True / False / None = not measured, the numbers it rests on)."""
     if check.agree is not None:
@@ -199,9 +262,10 @@ def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[R
         if not measured:
             return None, [f"not measured: {', '.join(check.agree)}"]
         bad = [row for row in measured if row.status in (DIFFERS, DISAGREES)]
-        lines = [f"{row.figure}{_at(row)}: {row.status}: ours {_text(row.ours)}{_n(row)}; rule: {row.rule}" for row in measured]
+        lines = [f"{row.figure}{_at(row)}: {row.status}{f' ({row.side})' if row.side else ''}: ours {_text(row.ours)}{_n(row)}; "
+                 f"rule: {row.rule}" for row in measured]
         if bad:
-            return False, lines
+            return (MAGNITUDE if all(row.side in ("ours lower", "ours higher") for row in bad) else False), lines
         return (CANNOT_TELL if any(row.status == CANNOT_TELL for row in measured) else True), lines
     if check.increasing is not None or check.decreasing is not None:
         names = check.increasing or check.decreasing or []
@@ -267,7 +331,7 @@ def _check(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[R
     outcomes = [_inside(row.interval[0], row.interval[1], low, high) if row.interval else _inside(v, v, low, high) for row, v in numbers]
     return _combine(outcomes), [
         f"{row.figure}{_at(row)}: ours {_text(v)}{_n(row)} ({ {True: 'in', False: 'outside', CANNOT_TELL: 'cannot tell:'}[ok]} "
-        f"[{low:g}, {high:g}])" for (row, v), ok in zip(numbers, outcomes)]
+        f"{_region(low, high)})" for (row, v), ok in zip(numbers, outcomes)]
 
 
 @dataclass
@@ -348,23 +412,21 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
         return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
 
     def span(row: FigureRow) -> _Span:
-        value = _keyed(check, row) or 0.0
-        # A row's interval is of its whole value, not of one key of it: a keyed value is bare.
-        interval = row.interval if check.key is None else None
-        low, high = interval if interval else (value, value)
-        return _Span(value, min(low, value), max(high, value), interval is not None)
+        return _bounds(check, row) or _Span(0.0, 0.0, 0.0, False)
 
     def holds(found: list[FigureRow]) -> Outcome:
-        values = [_keyed(check, row) or 0.0 for row in found]
-        if check.trend == "flat":
-            return min(values) > 0 and max(values) / min(values) <= check.tolerance
         spans = [span(row) for row in found]
+        if check.trend == "flat":
+            # The highest / lowest from the intervals: at most max(high) / min(low), at least max(low) / min(high).
+            most = max(s.high for s in spans) / min(s.low for s in spans) if min(s.low for s in spans) > 0 else math.inf
+            least = max(s.low for s in spans) / min(s.high for s in spans) if min(s.high for s in spans) > 0 else math.inf
+            return True if most <= check.tolerance else False if least > check.tolerance else CANNOT_TELL
         return _combine([_step(a, b, check.trend == "rises") for a, b in zip(spans, spans[1:])])
 
     held = {key: holds(found) for key, found in compared.items()}
     agree = sum(outcome is True for outcome in held.values())
     disagree = sum(outcome is False for outcome in held.values())
-    what = f"within ×{check.tolerance:g}" if check.trend == "flat" else check.trend
+    what = f"within ×{check.tolerance:g} (from the intervals)" if check.trend == "flat" else check.trend
     names = check.figures or []
     listed = ", ".join(names) if len(names) <= 3 else f"{len(names)} figures"
     lines = [f"{f'{check.key} of ' if check.key else ''}{listed}: {what} along {' → '.join(along)} in {agree} of {len(held)} configurations"
@@ -482,17 +544,27 @@ def _each(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
     values = []
     for name in check.each or []:
         for row in rows.get(name, []):
-            value = row.ours.get(check.key) if check.key and isinstance(row.ours, dict) else _scalar(row)
-            if number(value):
-                values.append((row, float(value)))
+            span = _bounds(check, row)
+            if span is not None:
+                values.append((row, span, _inside(span.low, span.high, low, high)))
     if not values:
         return None, [f"not measured: {', '.join(check.each or [])}"]
-    inside = [(row, v) for row, v in values if low <= v <= high]
-    share = len(inside) / len(values)
+    inside = sum(ok is True for *_, ok in values)
+    outside = sum(ok is False for *_, ok in values)
     what = f"{check.key} " if check.key else ""
-    lines = [f"{what}in [{_text(low)}, {_text(high)}] in {len(inside)} of {len(values)} rows ({share:.0%}; {check.at_least:.0%} asked)"]
-    lines += [f"{row.figure}: {_text(v)} ✗" for row, v in values if not low <= v <= high][:6]  # those outside first
-    return share >= check.at_least - 1e-9, lines
+    lines = [f"{what}wholly in [{_text(low)}, {_text(high)}] in {inside} of {len(values)} rows ({inside / len(values):.0%}; "
+             f"{check.at_least:.0%} asked), wholly outside in {outside}" + (", the rest across an edge" if inside + outside < len(values) else "")]
+    lines += [f"{row.figure}: {span.text} {'✗' if ok is False else '?'}" for row, span, ok in values if ok is not True][:6]  # those not inside
+    return _share_outcome(inside, outside, len(values), check.at_least), lines
+
+
+def _share_outcome(agree: int, disagree: int, total: int, at_least: float) -> Outcome:
+    """Holds when the rows that hold reach the share asked; does not when too many fail for it ever to."""
+    if agree >= at_least * total - 1e-9:
+        return True
+    if disagree > (1 - at_least) * total + 1e-9:
+        return False
+    return CANNOT_TELL
 
 
 def _unchanged(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[Reference]) -> tuple[Outcome, list[str]]:
@@ -507,32 +579,42 @@ def _unchanged(check: Check, rows: dict[str, list[FigureRow]], reference: Option
         theirs = {(row.scenario, row.broker): row for row in reference.rows.get(name, [])}
         for row in rows.get(name, []):
             other = theirs.get((row.scenario, row.broker))
-            a, b = _keyed(check, row), _keyed(check, other) if other is not None else None
+            a, b = _bounds(check, row), _bounds(check, other) if other is not None else None
             if a is not None and b is not None:
                 pairs.append((row, a, b))
     if not pairs:
         return None, [f"not measured in both runs: {', '.join(names[:3])}" + (", …" if len(names) > 3 else "")]
 
-    def close(a: float, b: float) -> bool:
+    def close(a: _Span, b: _Span) -> Outcome:
+        # From the two intervals (a value without one is its own), the bounds of the difference or ratio.
         if check.within is not None:
-            return check.within[0] <= a - b <= check.within[1]
-        return a == b or (a * b > 0 and 1 / check.tolerance <= a / b <= check.tolerance)
+            return _inside(a.low - b.high, a.high - b.low, check.within[0], check.within[1])
+        if a.center == b.center and a.low == a.high and b.low == b.high:
+            return True
+        if a.low * a.high <= 0 or b.low * b.high <= 0:  # an interval across zero: no ratio of a sign
+            return CANNOT_TELL if a.center * b.center > 0 else False
+        if a.center * b.center < 0:
+            return False
+        ratios = sorted(x / y for x in (a.low, a.high) for y in (b.low, b.high))
+        return _inside(ratios[0], ratios[-1], 1 / check.tolerance, check.tolerance)
 
-    held = [(row, a, b, close(a, b)) for row, a, b in pairs]
-    kept = sum(ok for *_, ok in held)
+    held = [(row, a.center, b.center, close(a, b)) for row, a, b in pairs]
+    kept = sum(ok is True for *_, ok in held)
+    broken = sum(ok is False for *_, ok in held)
     how = (f"{_text(check.within[0])} ≤ {reference.ours} − {reference.label} ≤ {_text(check.within[1])}" if check.within is not None
            else f"within ×{check.tolerance:g}")
     lines = [f"{f'{check.key}: ' if check.key else ''}{reference.ours} against {reference.label}: {how} in {kept} of {len(held)} pairs "
-             f"({kept / len(held):.0%}; {check.at_least:.0%} asked)"]
-    def size(item: tuple[FigureRow, float, float, bool]) -> float:
-        _, a, b = item[:3]
-        return abs(a - b) if check.within is not None else (abs(math.log(a / b)) if a * b > 0 else math.inf)
+             f"({kept / len(held):.0%}; {check.at_least:.0%} asked), wholly outside in {broken}"]
+
+    def size(item: tuple[FigureRow, float, float, Outcome]) -> float:
+        _, mine, theirs = item[:3]
+        return abs(mine - theirs) if check.within is not None else (abs(math.log(mine / theirs)) if mine * theirs > 0 else math.inf)
 
     # The two that changed most, after the count: a page shows a claim's first lines only.
-    for row, a, b, _ in sorted((item for item in held if not item[3]), key=size, reverse=True)[:2]:
-        change = f"{_text(a - b)}" if check.within is not None else (f"×{a / b:.3g}" if a * b > 0 else "sign changed")
-        lines.append(f"{row.figure}{_at(row)}: {_text(a)} against {_text(b)} ({change}) ✗")
-    return kept >= check.at_least * len(held) - 1e-9, lines
+    for row, this, that, ok in sorted((item for item in held if item[3] is not True), key=size, reverse=True)[:2]:
+        change = f"{_text(this - that)}" if check.within is not None else (f"×{this / that:.3g}" if this * that > 0 else "sign changed")
+        lines.append(f"{row.figure}{_at(row)}: {_text(this)} against {_text(that)} ({change}) {'✗' if ok is False else '?'}")
+    return _share_outcome(kept, broken, len(held), check.at_least), lines
 
 
 def _where(check: Check, row: FigureRow) -> bool:
