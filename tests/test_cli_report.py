@@ -12,7 +12,6 @@ from mqttlab.cli import app as cli_app
 from test_results import write_example  # tests/ is on sys.path (no package)
 
 
-
 def invoke(*args: str):
     return CliRunner().invoke(cli_app.app, list(args))
 

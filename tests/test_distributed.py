@@ -30,7 +30,6 @@ from mqttlab.planning import bind_broker, load_scenario, plan_of
 from conftest import run_losing_a_worker
 
 
-
 @pytest.fixture(scope="module")
 def mosquitto(tmp_path_factory):
     with get_launcher("mosquitto").start(tmp_path_factory.mktemp("mosquitto")) as broker:

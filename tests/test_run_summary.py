@@ -15,7 +15,6 @@ from mqttlab.brokers import get_launcher
 from mqttlab.cli import app as cli_app
 
 
-
 def invoke(*args: str):
     return CliRunner().invoke(cli_app.app, list(args), env={"COLUMNS": "120"})
 
