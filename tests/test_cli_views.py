@@ -10,7 +10,8 @@ from rich.console import Console
 
 from mqttlab.live.view import LiveProgress, snapshot_line, snapshot_table
 from mqttlab.planning import plan_of, validate_scenario
-from mqttlab.summary_view import ms, plan_line, print_summary
+from mqttlab.summary_text import ms, plan_line
+from mqttlab.summary_view import print_summary
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 
 SNAPSHOT = {

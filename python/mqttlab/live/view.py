@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 
 from mqttlab.live.state import format_seconds
-from mqttlab.summary_view import ms
+from mqttlab.summary_text import ms
 
 Progress = Optional[Mapping[str, Any]]  # RunState.progress(): elapsed_s, fraction, left_s, draining
 
