@@ -36,7 +36,7 @@ def _click_command(name: str, target: Any) -> Any:
     if isinstance(target, typer.Typer):
         command: Any = typer.main.get_group(target)
     else:
-        single = typer.Typer(add_completion=False)
+        single = typer.Typer(add_completion=False, rich_markup_mode=None)
         single.command(name)(target)
         command = typer.main.get_command(single)
     command.name = name
@@ -82,6 +82,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 

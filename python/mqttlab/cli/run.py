@@ -31,6 +31,7 @@ scenario_app = typer.Typer(
     help="Scenario files: their JSON Schema and validation.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
 )
 
 
