@@ -65,13 +65,6 @@ def test_progress_off_a_terminal_prints_one_line_per_snapshot():
     assert buffer.getvalue().count("\n") == 2
 
 
-def test_disabled_progress_prints_nothing():
-    buffer = io.StringIO()
-    with LiveProgress(Console(file=buffer), enabled=False) as live:
-        live(SNAPSHOT)
-    assert buffer.getvalue() == ""
-
-
 def test_violations_and_errors_get_their_own_tables():
     text = rendered(
         realistic_summary(

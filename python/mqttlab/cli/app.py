@@ -69,6 +69,8 @@ class _Commands(MutableMapping[str, Any]):
 
 
 class _LazyGroup(TyperGroup):
+    """The root group, its commands made on first use (_Commands)."""
+
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self.commands = _Commands()

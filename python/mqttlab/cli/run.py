@@ -216,7 +216,7 @@ def run_command(
         except ScenarioError as again:
             raise _fail(_naming_flags(again, flags), Exit.BAD_INPUT) from None
         _console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
-                                   "(--warmup to choose)", style="yellow", markup=False, highlight=False)
+                                    "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
     _name_by_shape(scenario, routing, scenario_file, assignments or [])
 
@@ -328,7 +328,7 @@ def announced_linger(server: Any, url: str) -> Iterator[Any]:
         raise
     if server.linger > 0:
         _console(stderr=True).print(f"metrics: the final figures stay at {url} for {server.linger:g} s, one scrape interval "
-                                   "(--metrics-linger 0 to end at once; Ctrl-C ends the wait)", style="dim", highlight=False)
+                                    "(--metrics-linger 0 to end at once; Ctrl-C ends the wait)", style="dim", highlight=False)
     server.stop()
 
 
