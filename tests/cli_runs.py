@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
 
-cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--pubs", "1", "--subs", "1", "--rate", "20"]  # a real run, as small as can still mean something
 

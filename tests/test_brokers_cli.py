@@ -21,7 +21,6 @@ from mqttlab.cli import brokers as brokers_cmd
 
 PYTHONPATH = str(Path(__file__).resolve().parents[1] / "python")
 runner = CliRunner()
-cli_app._register()
 app = cli_app.app
 
 

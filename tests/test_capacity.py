@@ -18,7 +18,6 @@ from mqttlab.brokers import get_launcher
 from mqttlab.capacity.knee import limits_at_knee
 from mqttlab.capacity.search import Search, Settings, clopper_pearson, round_rate
 from mqttlab.capacity.slo import SloError, judge, parse_objective, parse_objectives
-from mqttlab.cli import app as cli_app
 from mqttlab.cli.app import app
 
 # Searches for capacity and caps of CPU judge how fast things go: alone on the cores (Makefile).
@@ -26,7 +25,6 @@ pytestmark = pytest.mark.serial
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
-cli_app._register()
 
 
 # --- objectives ------------------------------------------------------------------------------

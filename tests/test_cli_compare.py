@@ -21,7 +21,6 @@ from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
 
-cli_app._register()
 FLAGS = ["--pubs", "2", "--subs", "1", "--topic", "fi/%i", "--filter", "fi/+", "--rate", "50", "--duration", "1.5s"]
 NAME = "fan-in-2-1-qos1-50ps"
 

@@ -11,8 +11,6 @@ from typer.testing import CliRunner
 from mqttlab.cli import app as cli_app
 from test_results import write_example  # tests/ is on sys.path (no package)
 
-cli_app._register()
-
 
 def invoke(*args: str):
     return CliRunner().invoke(cli_app.app, list(args))

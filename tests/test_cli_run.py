@@ -15,7 +15,6 @@ from mqttlab.cli.run import Exit, exit_code_for, flag_overrides
 from cli_runs import said  # tests/ is on sys.path (no package)
 from test_results import write_example
 
-cli_app._register()
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

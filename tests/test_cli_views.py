@@ -10,7 +10,8 @@ from rich.console import Console
 
 from mqttlab.live.view import LiveProgress, snapshot_line, snapshot_table
 from mqttlab.planning import plan_of, validate_scenario
-from mqttlab.summary_view import ms, plan_line, print_summary
+from mqttlab.summary_text import ms, plan_line
+from mqttlab.summary_view import print_summary
 from test_cli_run import realistic_summary  # tests/ is on sys.path (no package)
 
 SNAPSHOT = {
@@ -62,13 +63,6 @@ def test_progress_off_a_terminal_prints_one_line_per_snapshot():
         live(SNAPSHOT)
         live({**SNAPSHOT, "t_s": 4.0})
     assert buffer.getvalue().count("\n") == 2
-
-
-def test_disabled_progress_prints_nothing():
-    buffer = io.StringIO()
-    with LiveProgress(Console(file=buffer), enabled=False) as live:
-        live(SNAPSHOT)
-    assert buffer.getvalue() == ""
 
 
 def test_violations_and_errors_get_their_own_tables():

@@ -17,7 +17,6 @@ from mqttlab.reports import write_report_bundle
 from test_suite_run import quick_suite_dir  # tests/ is on sys.path (no package)
 
 pytestmark = pytest.mark.slow
-cli_app._register()
 
 
 def test_comparison_groups_repetitions_by_scenario_and_broker_with_intervals():

@@ -22,14 +22,12 @@ from typer.testing import CliRunner
 from mqttlab import _version, engine
 from mqttlab.brokers import get_launcher
 from mqttlab.brokers.base import free_ports
-from mqttlab.cli.app import _register, app
+from mqttlab.cli.app import app
 from mqttlab.distributed import VersionMismatch, connect, run_plan
 from mqttlab.distributed.runner import DistributedOutcome, judged_without_missing
 from mqttlab.planning import bind_broker, load_scenario, plan_of
 
 from conftest import run_losing_a_worker
-
-_register()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import pytest
 
 from mqttlab import engine
 from mqttlab.brokers import get_launcher
-from mqttlab.cli.app import _register
 from mqttlab.distributed import connect, run_plan
 from mqttlab.distributed.runner import ClusterRefused, survey
 from mqttlab.planning import bind_broker, load_scenario, plan_of
@@ -27,7 +26,6 @@ from mqttlab.planning import bind_broker, load_scenario, plan_of
 from conftest import run_losing_a_worker
 from simulated_hosts import SimulatedHosts, missing
 
-_register()
 _missing = missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
 

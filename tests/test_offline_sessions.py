@@ -117,7 +117,6 @@ def test_the_flags_make_the_common_form(tmp_path: Path) -> None:
 
     from mqttlab.cli import app as cli_app
 
-    cli_app._register()
     result = CliRunner().invoke(cli_app.app, ["run", "--broker", "mosquitto", "--pubs", "2", "--subs", "2", "--rate", "50", "--duration", "3s",
                                               "--warmup", "0s", "--offline-at", "1s", "--offline-for", "1s", "--offline-fraction", "0.5",
                                               "--out", str(tmp_path / "run"), "--json"])

@@ -17,7 +17,6 @@ from mqttlab.reproductions.paper_figures import FigureRow
 from mqttlab.reproductions.paper_file import Check, Claim
 from mqttlab.reproductions.verdicts import DOES_NOT_HOLD, HOLDS, NOT_MEASURED_HERE, Reference, _check, judge_claim, rule_text
 
-cli_app._register()
 app = cli_app.app
 
 

@@ -32,7 +32,6 @@ from mqttlab.reproductions.paper_file import Check, Claim, PaperFileError, load_
 from mqttlab.cli import app as cli_app
 from mqttlab.reproductions.paper_section import write_report_with_paper
 
-cli_app._register()
 app = cli_app.app
 
 CAPTURE = tshark_path() is not None and os.geteuid() == 0

@@ -15,7 +15,6 @@ from mqttlab.cli import app as cli_app
 from mqttlab.planning import bind_broker, load_scenario, plan_of, validate_scenario
 from mqttlab.scenario import ScenarioError
 
-cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from mqttlab.cli import app as cli_app
 from mqttlab.reproductions.evidence import CAPTURE_FIGURES, EVIDENCE, RUN_FILES
 
-cli_app._register()
 DATA = Path(__file__).resolve().parent / "data" / "reproduction"
 PAGES = ("mini", "captured")
 

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from mqttlab.cli import app as cli_app
 
-cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
 FAN_IN = ["--pubs", "4", "--subs", "1", "--topic", "fi/%i", "--filter", "fi/+", "--rate", "20"]
 

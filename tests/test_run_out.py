@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from mqttlab.cli import app as cli_app
 from test_results import write_example  # tests/ is on sys.path (no package)
 
-cli_app._register()
 SMALL = ["--pubs", "1", "--subs", "1", "--rate", "20", "--duration", "1s"]
 
 

@@ -14,8 +14,6 @@ from typer.testing import CliRunner
 from mqttlab.brokers import get_launcher
 from mqttlab.cli import app as cli_app
 
-cli_app._register()
-
 
 def invoke(*args: str):
     return CliRunner().invoke(cli_app.app, list(args), env={"COLUMNS": "120"})

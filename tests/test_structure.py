@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -103,21 +105,53 @@ HEAVY = ("numpy", "pandas", "scipy", "cryptography", "psutil", "yaml", "pydantic
          "mqttlab.engine", "mqttlab.session", "mqttlab.suite", "mqttlab.brokers", "mqttlab.results")
 
 
-def _imported_by(*arguments: str) -> set[str]:
+# What a run against a broker given by URL printing --json must not import: the launchers' parts
+# (processes, readiness probes, TLS material, containers, each broker's launcher), the display and
+# the analysis stack. The scenario models, the engine and the resource sampler it does need.
+NOT_FOR_A_URL_RUN = ("rich", "ssl", "cryptography", "numpy", "pandas", "scipy", "statsmodels", "plotly", "mqttlab.analysis",
+                     "mqttlab.reports", "mqttlab.summary_view", "mqttlab.live.view", "mqttlab.tls", "mqttlab.brokers.process",
+                     "mqttlab.brokers.probe", "mqttlab.brokers.container", "mqttlab.brokers.mosquitto", "mqttlab.brokers.rumqttd",
+                     "mqttlab.cli.brokers", "mqttlab.cli.compare", "mqttlab.cli.suite", "mqttlab.cli.smc", "mqttlab.cli.capacity")
+
+
+def _imported_by(*arguments: str, exit_codes: tuple[int, ...] = (0,)) -> set[str]:
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqttlab", *arguments], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode in exit_codes, done.stderr[-2000:]
     return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:") and "|" in line}
+
+
+def _among(imported: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in imported if any(m == name or m.startswith(name + ".") for name in names))
 
 
 def test_version_and_help_import_nothing_of_the_run_path():
     for arguments in (["--version"], ["--help"], ["run", "--help"], ["suite", "--help"], ["brokers", "--help"]):
         imported = _imported_by(*arguments)
         assert "typer" in imported  # the parse of importtime's output found the modules
-        heavy = sorted(m for m in imported if m.split(".")[0] in HEAVY or any(m == h or m.startswith(h + ".") for h in HEAVY))
+        heavy = _among(imported, HEAVY)
         assert heavy == [], f"mqttlab {' '.join(arguments)} imports {heavy}"
+
+
+def test_version_imports_no_command_module():
+    imported = _imported_by("--version")
+    assert "mqttlab.cli.app" in imported
+    assert _among(imported, ("mqttlab.cli.run", "mqttlab.cli.brokers", "mqttlab.cli.compare", "rich")) == []
+
+
+def test_a_run_against_a_broker_given_by_url_imports_no_launcher_display_or_analysis(tmp_path):
+    from mqttlab.brokers import get_launcher
+
+    launcher = get_launcher("mosquitto")
+    if not launcher.availability().available:
+        pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
+    with launcher.start(tmp_path / "broker") as broker:
+        imported = _imported_by("run", "--broker", broker.url(), "--pubs", "1", "--subs", "1", "--messages", "10", "--json",
+                                "--out", str(tmp_path / "run"), exit_codes=(0, 1))
+    assert {"mqttlab.session", "mqttlab.scenario", "mqttlab._engine", "mqttlab.brokers.external"} <= imported
+    assert _among(imported, NOT_FOR_A_URL_RUN) == []
 
 
 def test_the_version_is_the_same_in_python_pyproject_and_cargo():

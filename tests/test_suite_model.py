@@ -18,7 +18,6 @@ from mqttlab.suite import (
 )
 from mqttlab.suite import runner
 
-cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
 
 SMALL = {

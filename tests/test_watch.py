@@ -17,7 +17,6 @@ from mqttlab.engine import planned_load_s
 from mqttlab.live.state import RunState, format_seconds, suite_state, write_live
 from mqttlab.planning import plan_of, validate_scenario
 
-cli_app._register()
 ROOT = Path(__file__).resolve().parent.parent
 
 

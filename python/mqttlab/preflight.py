@@ -16,12 +16,13 @@ _VERSION_NAMES = {3: "3.1.1", 5: "5"}
 def broker_problems(scenario: Scenario) -> list[Problem]:
     """The scenario's settings a launched broker cannot serve; nothing for a broker URL (what it
     speaks is learnt by connecting) or a container image (its ports come with its options)."""
-    from mqttlab.brokers import UnknownBroker, get_launcher
     from mqttlab.session import EMBEDDED_BROKER
 
     target = scenario.broker or EMBEDDED_BROKER
     if is_url(target):
         return []
+    from mqttlab.brokers import UnknownBroker, get_launcher
+
     try:
         launcher = get_launcher(target)
     except UnknownBroker as error:

@@ -29,7 +29,7 @@ from mqttlab.live.state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.planning import load_scenario
 from mqttlab.scenario import Scenario, scenario_to_yaml
-from mqttlab.summary_view import plan_line
+from mqttlab.summary_text import plan_line
 from mqttlab.summary_types import Summary, add_section, typed
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import socket
-import ssl
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
@@ -18,13 +17,13 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mqttlab.brokers import process
 from mqttlab.brokers.errors import BrokerError, BrokerStartError, BrokerUnavailable
-from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
-from mqttlab.tls import TlsMaterial, make_tls_material
 
+# What launching, probing and TLS need (the process helpers, the MQTT probe, ssl, the TLS
+# material) is imported where a broker is launched: a broker given by URL needs none of it.
 if TYPE_CHECKING:
     from mqttlab.brokers.limits import BrokerCgroup, BrokerLimits
+    from mqttlab.tls import TlsMaterial
 
 LOOPBACK = "127.0.0.1"
 #: the path every launcher serves MQTT over WebSocket at (the convention of Mosquitto, HiveMQ,
@@ -277,6 +276,8 @@ class RunningBroker:
         if not self.can_restart():
             raise BrokerError(f"{self.name} was not started by mqttlab as a process; it cannot be restarted")
         assert self._process is not None
+        from mqttlab.brokers import process
+
         process.end(self._process, signum)
 
     def start_process(self) -> None:
@@ -289,6 +290,8 @@ class RunningBroker:
 
     def stop(self) -> None:
         if self.managed and self._process is not None:
+            from mqttlab.brokers import process
+
             process.terminate(self._process)
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -316,6 +319,11 @@ def wait_until_serving(
     """Polls until an MQTT CONNECT on `host:port` is answered with a CONNACK that accepts.
 
     Fails early if the child exits, and on timeout; both errors carry the broker's log tail."""
+    import ssl
+
+    from mqttlab.brokers import process
+    from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
+
     context = client_tls_context(str(tls_ca_file) if tls_ca_file else None) if tls else None
     if context is not None and not verify:
         # A broker deliberately serving a bad certificate is still "up" once it speaks MQTT.
@@ -347,6 +355,8 @@ def wait_until_serving(
 def wait_until_listening(host: str, port: int, *, child: subprocess.Popen | None, timeout: float,
                          log_file: Path | None = None, name: str = "broker") -> None:
     """Polls until a TCP connection to `host:port` is accepted (a listener is bound)."""
+    from mqttlab.brokers import process
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child is not None and child.poll() is not None:
@@ -499,6 +509,8 @@ class Launcher:
         certificate (signed by the same CA), for tests of TLS failures. A detached broker
         outlives this process (for `mqttlab brokers start --detach`); stopping it is then the
         caller's business."""
+        from mqttlab.tls import make_tls_material
+
         if tls_certificate not in TLS_CERTIFICATES:
             raise BrokerError(f"tls_certificate must be one of {', '.join(TLS_CERTIFICATES)}, got {tls_certificate!r}")
         self.check_config()
@@ -525,6 +537,8 @@ class Launcher:
     def _start_once(
         self, workdir: Path, material: TlsMaterial | None, version: str | None, detach: bool, verify: bool
     ) -> RunningBroker:
+        from mqttlab.brokers import process
+
         websocket = self.websocket and self.has_websocket
         picked = free_ports(1 + (1 if material else 0) + self.extra_ports + (1 + (1 if material else 0) if websocket else 0))
         ws_ports = [picked.pop() for _ in range(1 + (1 if material else 0))] if websocket else [None, None]

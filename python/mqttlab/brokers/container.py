@@ -43,6 +43,7 @@ from mqttlab.brokers.base import (
     wait_until_serving,
     which,
 )
+from mqttlab.brokers.errors import ContainerSetupError
 from mqttlab.tls import TlsMaterial
 
 IMAGE_PREFIX = "image:"
@@ -54,11 +55,6 @@ NAME_LABEL = "mqttlab.broker"
 TLS_DIR = "/mqttlab/tls"
 RUNTIMES = ("auto", "podman", "docker")
 NETWORKS = ("mapped", "host")
-
-
-class ContainerSetupError(BrokerError):
-    """The container cannot be described as asked (an image without a preset and no port, an
-    option the preset cannot honour): a scenario problem, not an unavailable broker."""
 
 
 # -- runtimes -----------------------------------------------------------------------------------

@@ -12,3 +12,8 @@ class BrokerUnavailable(BrokerError):
 
 class BrokerStartError(BrokerError):
     """The broker was launched but did not come up; the message carries its log tail."""
+
+
+class ContainerSetupError(BrokerError):
+    """The container cannot be described as asked (an image without a preset and no port, an
+    option the preset cannot honour): a scenario problem, not an unavailable broker."""

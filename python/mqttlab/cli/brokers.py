@@ -29,6 +29,7 @@ app = typer.Typer(
     help="List, install, start and stop the brokers mqttlab can test.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
 )
 
 

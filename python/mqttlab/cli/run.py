@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
 import typer
-from rich.console import Console
 
 from mqttlab.exits import Exit, exit_code_for
 
 # The run path (scenario, engine, session: pydantic, numpy, the compiled engine) is imported by
-# the commands that use it, so that `mqttlab --version` and `--help` start at once.
+# the commands that use it, so that `mqttlab --version` and `--help` start at once; the display
+# (rich) where something is shown, so that a run with --json does without it.
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from mqttlab.live.state import RunState
     from mqttlab.live.view import LiveProgress
     from mqttlab.routing import RoutingCheck
@@ -28,7 +31,14 @@ scenario_app = typer.Typer(
     help="Scenario files: their JSON Schema and validation.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
 )
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
 
 
 def _fail(message: str, code: Exit) -> typer.Exit:
@@ -219,8 +229,8 @@ def run_command(
             scenario = _load_checked(scenario_file, overrides={**overrides, "load.warmup": None}, assignments=assignments or ())
         except ScenarioError as again:
             raise _fail(_naming_flags(again, flags), Exit.BAD_INPUT) from None
-        Console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
-                                   "(--warmup to choose)", style="yellow", markup=False, highlight=False)
+        _console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
+                                    "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
     _name_by_shape(scenario, routing, scenario_file, assignments or [])
 
@@ -292,11 +302,12 @@ def _check_routing(scenario: Scenario, strict: bool) -> RoutingCheck:
     """Before anything starts: say loudly when the topics and filters leave something
     unmeasured, and refuse such a run with --strict."""
     from mqttlab import session
-    from mqttlab.summary_view import routing_panel
 
     routing = session.routing_of(scenario)
     if routing.warnings:
-        Console(stderr=True).print(routing_panel(routing.to_dict(), before=True))
+        from mqttlab.summary_view import routing_panel
+
+        _console(stderr=True).print(routing_panel(routing.to_dict(), before=True))
         if strict:
             raise _fail("error: --strict: the topics and filters above leave something unmeasured", Exit.BAD_INPUT)
     return routing
@@ -316,7 +327,7 @@ def _metrics_server(address: Optional[str], linger: str, states: list[RunState])
     except session.RunFailed as error:
         raise _fail(str(error), error.code) from None
     url = f"http://{server.host}:{server.port}/metrics"
-    Console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
+    _console(stderr=True).print(f"metrics: {url}", style="dim", highlight=False)
     return announced_linger(server, url)
 
 
@@ -330,8 +341,8 @@ def announced_linger(server: Any, url: str) -> Iterator[Any]:
         server.stop(0.0)  # after an error or Ctrl-C nobody waits for final figures
         raise
     if server.linger > 0:
-        Console(stderr=True).print(f"metrics: the final figures stay at {url} for {server.linger:g} s, one scrape interval "
-                                   "(--metrics-linger 0 to end at once; Ctrl-C ends the wait)", style="dim", highlight=False)
+        _console(stderr=True).print(f"metrics: the final figures stay at {url} for {server.linger:g} s, one scrape interval "
+                                    "(--metrics-linger 0 to end at once; Ctrl-C ends the wait)", style="dim", highlight=False)
     server.stop()
 
 
@@ -339,15 +350,22 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
     from mqttlab import session
-    from mqttlab.live.view import LiveProgress, broker_starting
-
-    err = Console(stderr=True)
 
     def display(header: str, state: RunState) -> LiveProgress:
-        return LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state)
+        from mqttlab.live.view import LiveProgress
 
+        return LiveProgress(_console(stderr=True), header=header, state=state)
+
+    def starting(name: str) -> AbstractContextManager[None]:
+        from mqttlab.live.view import broker_starting
+
+        return broker_starting(_console(stderr=True), name)
+
+    # With --json the display shows only on a terminal (the JSON is the output); without one the
+    # run imports no display at all.
+    shown = display if not as_json or sys.stderr.isatty() else None
     try:
-        outcome = session.execute(scenario, directory, display=display, starting=lambda name: broker_starting(err, name), **options)
+        outcome = session.execute(scenario, directory, display=shown, starting=starting, **options)
     except session.ResultsIncomplete as error:
         _show(error.result.summary, directory, as_json, manifest=False)
         raise _fail(str(error), error.code) from None
@@ -359,11 +377,11 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
 
 def _show_capture(section: dict[str, Any]) -> None:
     if section.get("error"):
-        Console(stderr=True).print(f"capture: {section['error']}", style="yellow", markup=False)
+        _console(stderr=True).print(f"capture: {section['error']}", style="yellow", markup=False)
         return
     from mqttlab.netem.view import render_bundling
 
-    Console().print(render_bundling(section))
+    _console().print(render_bundling(section))
 
 
 def _manifest(directory: Path) -> dict[str, Any]:
@@ -390,23 +408,23 @@ def _who(directory: Path) -> dict[str, Any]:
 def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
     """The summary as `run` prints it at the end and `report` prints it again from disk
     (`manifest`: the directory has one to name the broker from)."""
-    from mqttlab.summary_view import broker_line, print_summary
-
     if as_json:
         typer.echo(json.dumps({**summary, **_who(directory)} if manifest else summary, indent=2))
         return
-    print_summary(Console(), summary, str(directory))
+    from mqttlab.summary_view import broker_line, print_summary
+
+    print_summary(_console(), summary, str(directory))
     line = broker_line(_manifest_broker(directory)) if manifest else None
     if line is not None:
-        Console().print(line)
+        _console().print(line)
     if "network" in summary:
         from mqttlab.netem.view import render_network
 
-        Console().print(render_network(summary["network"]))
+        _console().print(render_network(summary["network"]))
     if "capture" in summary:
         _show_capture(summary["capture"])
     for fault in summary.get("faults") or []:
-        Console().print(_fault_line(fault, float(summary.get("warmup_s") or 0.0)), highlight=False, markup=False)
+        _console().print(_fault_line(fault, float(summary.get("warmup_s") or 0.0)), highlight=False, markup=False)
 
 
 def _fault_line(fault: Mapping[str, Any], warmup_s: float = 0.0) -> str:
@@ -468,13 +486,13 @@ def _runs_below(directory: Path) -> list[Path]:
 def _report(loaded: Any, as_json: bool) -> None:
     """A finished run from disk: what ran, then its summary as `run` printed it."""
     if not as_json:
-        Console().print(_what_ran(loaded.manifest, loaded.plan, loaded.summary), highlight=False, markup=False)
+        _console().print(_what_ran(loaded.manifest, loaded.plan, loaded.summary), highlight=False, markup=False)
     _show(loaded.summary, loaded.path, as_json)
 
 
 def _what_ran(manifest: Mapping[str, Any], plan: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     """`report`'s opening, as `run`'s header said it: scenario, broker, protocol and the plan line."""
-    from mqttlab.summary_view import plan_line
+    from mqttlab.summary_text import plan_line
 
     broker = manifest.get("broker") or {}
     target = plan.get("broker") or {}
@@ -498,7 +516,7 @@ def _watch(directory: Path, as_json: bool, interval: float) -> Exit:
     from mqttlab.live.state import read_live, suite_state
     from mqttlab.live.view import snapshot_line
 
-    err = Console(stderr=True)
+    err = _console(stderr=True)
     last = None
     try:
         while True:

@@ -23,6 +23,7 @@ app = typer.Typer(
     help="Statistical model checking: learn latency models from explore logs, predict by simulation.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
 )
 BAD_INPUT = Exit.BAD_INPUT
 DEFAULT_CLIENT_STEP = 20  # the paper's grid: 50, 70, ..., 150

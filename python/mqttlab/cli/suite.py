@@ -22,6 +22,7 @@ app = typer.Typer(
     help="Suites: scenarios × variants × brokers × repetitions, run and compared.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
 )
 
 BAD_INPUT, UNREACHABLE, INTERRUPTED, SOME_FAILED = Exit.BAD_INPUT, Exit.UNREACHABLE, Exit.INTERRUPTED, Exit.FINDINGS

@@ -197,7 +197,7 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
     `placement` (from a network section) runs a launched broker inside the emulated network;
     `starting` is shown while a launched broker starts."""
     from mqttlab.brokers import BrokerError, UnknownBroker, get_launcher
-    from mqttlab.brokers.container import ContainerSetupError
+    from mqttlab.brokers.errors import ContainerSetupError
     from mqttlab.brokers.external import ExternalLauncher
 
     target = scenario.broker or EMBEDDED_BROKER

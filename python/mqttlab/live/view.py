@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.table import Table
 
 from mqttlab.live.state import format_seconds
-from mqttlab.summary_view import ms
+from mqttlab.summary_text import ms
 
 Progress = Optional[Mapping[str, Any]]  # RunState.progress(): elapsed_s, fraction, left_s, draining
 
@@ -86,9 +86,9 @@ class LiveProgress:
     Nothing is shown until the first client has connected, so a run against an unreachable
     broker ends with its one error line and no display around it. `header` is printed first."""
 
-    def __init__(self, console: Console, enabled: bool = True, header: str = "", state: Any = None) -> None:
+    def __init__(self, console: Console, header: str = "", state: Any = None) -> None:
         self.console = console
-        self.enabled = enabled
+        self.enabled = True  # until the display fails
         self.header = header
         self.state = state  # a live.state.RunState, for progress toward the end and time left
         self._started = False
