@@ -38,7 +38,7 @@ def test_mosquitto_keeps_the_sessions_and_delivers_every_queued_message(tmp_path
     # Half the subscribers (one of two) went away once and came back into its session.
     assert (offline["subscribers"], offline["periods"], offline["returned"], offline["sessions_resumed"]) == (1, 1, 1, 1)
     # 100 msg/s for 1.5 s from the one publisher it is owed: about 150, every one delivered.
-    assert 120 <= offline["owed"] <= 180 and offline["delivered"] == offline["owed"] and offline["not_delivered"] == 0
+    assert 100 <= offline["owed"] <= 200 and offline["delivered"] == offline["owed"] and offline["not_delivered"] == 0
     assert result.summary["messages"]["lost"] == 0 and result.summary["violations"] == []
     # The held messages' latency is kept apart: from their intended send, so up to the time away.
     held = result.summary["latency"]["e2e_queued"]
@@ -56,9 +56,10 @@ def test_a_configured_queue_limit_drops_by_limit_not_as_loss(tmp_path: Path) -> 
     config.write_text("max_queued_messages 20\n")
     result = mqttlab.run(None, broker="mosquitto", set={**OFFLINE, "launch.config": str(config)}, out=tmp_path / "run")
     offline, queue = result.summary["offline"], verdict(result.summary, "queued messages delivered")
-    # Each of the two sessions held its 20, the rest of its ~150 dropped under the limit.
-    assert offline["sessions_resumed"] == 2 and offline["delivered"] == 40
-    assert queue["limit"] == 20 and queue["dropped_by_limit"] == offline["owed"] - 40
+    # Each of the two sessions held its 20 (a message on its way at the DISCONNECT takes a place
+    # too), the rest of its ~150 dropped under the limit.
+    assert offline["sessions_resumed"] == 2 and offline["delivered"] + offline["earlier"] == 40
+    assert queue["limit"] == 20 and queue["dropped_by_limit"] == offline["owed"] - offline["delivered"]
     assert (queue["verdict"], queue["broken"]) == ("kept", 0)
     assert not [v for v in result.summary["violations"] if v["kind"].endswith("_loss")]  # judged by the promise, not as QoS loss
 

@@ -113,7 +113,6 @@ def test_the_flags_make_the_common_form(tmp_path: Path) -> None:
 
     from mqttlab.cli import app as cli_app
 
-    cli_app._register()
     result = CliRunner().invoke(cli_app.app, ["run", "--broker", "mosquitto", "--pubs", "2", "--subs", "1", "--rate", "10", "--qos", "0",
                                               "--topic", "w/%i", "--filter", "w/+", "--filter", "will/#", "--will-leave", "close",
                                               "--will-at", "1s", "--duration", "2s", "--warmup", "0s", "--out", str(tmp_path / "run"), "--json"])

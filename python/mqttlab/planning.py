@@ -24,6 +24,8 @@ from mqttlab.scenario.fields import BrokerAddress, DEFAULT_WEBSOCKET_PATH, is_ur
 Plan = RunPlan
 
 PROTOCOL_LEVEL = {3: 4, 5: 5}  # the scenario says 3 for MQTT 3.1.1, the wire says 4
+# Fields no part of the plan reads: a scenario renamed (a run named by its shape) keeps its plan.
+_NOT_IN_THE_PLAN = {"name", "description"}
 
 __all__ = ["Plan", "bind_broker", "default_scenario", "load_scenario", "plan_of", "single_process_problem", "validate_scenario"]
 
@@ -47,7 +49,7 @@ def default_scenario() -> Scenario:
 def plan_of(scenario: Scenario) -> Plan:
     """The scenario's plan, without a broker address: the one its check compiled while the
     scenario is as it was then, else compiled now. A copy each time: the caller binds it."""
-    fingerprint = scenario.model_dump_json()
+    fingerprint = scenario.model_dump_json(exclude=_NOT_IN_THE_PLAN)
     kept = scenario._checked_plan
     if kept is None or kept[0] != fingerprint:
         kept = (fingerprint, _compile(scenario))

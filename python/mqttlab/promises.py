@@ -106,8 +106,9 @@ def _queue_delivered(plan: Mapping[str, Any], cycles: list[Mapping[str, Any]], l
     known, limit = "queued_messages" in limits, limits.get("queued_messages")
     by_limit = 0
     if limit is not None:
-        # What a session could not hold is the most the limit explains, period by period.
-        by_limit = sum(min(int(c["owed"]) - int(c["delivered"]), max(0, int(c["owed"]) - limit)) for c in resumed)
+        # What a session could not hold is the most the limit explains, period by period: the
+        # messages on their way at the DISCONNECT (`earlier`) took their places in the queue too.
+        by_limit = sum(min(int(c["owed"]) - int(c["delivered"]), max(0, int(c["owed"]) + int(c["earlier"]) - limit)) for c in resumed)
     if not known:
         allowed = "the broker's queue limit is not known here"
     elif limit is None:
