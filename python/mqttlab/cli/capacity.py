@@ -217,17 +217,18 @@ def _shape_problems(scenario: Any, knob: str) -> list[str]:
 
 def probe_line(probe: Probe, unit: str = "msg/s") -> str:
     from mqttlab.capacity.slo import describe
+    from mqttlab.environment import host_load
 
     if probe.refused:
         verdict = f"broke: the broker refused the load ({probe.summary.get('error')})"
     elif probe.generator_limited:
-        verdict = "generator-limited (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
+        blamed = "host contention" if host_load.contention(probe.summary, probe.host) else "generator-limited"
+        verdict = f"{blamed} (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
     else:
         verdict = ("met" if probe.met else f"broke ({probe.summary.get('status')})" if not probe.completed else "broke") + ": " + \
             "; ".join(describe(check) for check in probe.checks)
-    host = probe.host.get("busy_cores")
     return (f"  probe {probe.rate:g}{' ' + unit if unit else ''} #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
-            + (f"; host {host:.2f} of {probe.host.get('cores')} cores busy" if host is not None else ""))
+            + (f"; host {host_load.busy_cores(probe.host)}" if probe.host.get("busy_cores") is not None else ""))
 
 
 def _print_report(report: CapacityReport, as_json: bool) -> None:

@@ -325,6 +325,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
     from mqttlab import session
+    from mqttlab.environment import host_load
     from mqttlab.live.view import LiveProgress, broker_starting
 
     err = Console(stderr=True)
@@ -332,8 +333,13 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     def display(header: str, state: RunState) -> LiveProgress:
         return LiveProgress(err, enabled=not as_json or err.is_terminal, header=header, state=state)
 
+    before = host_load.cpu_times()
     try:
-        outcome = session.execute(scenario, directory, display=display, starting=lambda name: broker_starting(err, name), **options)
+        try:
+            outcome = session.execute(scenario, directory, display=display, starting=lambda name: broker_starting(err, name), **options)
+        finally:
+            if directory.is_dir():
+                host_load.write(directory, host_load.host_load(before, host_load.cpu_times()))
     except session.ResultsIncomplete as error:
         _show(error.result.summary, directory, as_json, manifest=False)
         raise _fail(str(error), error.code) from None
@@ -376,12 +382,14 @@ def _who(directory: Path) -> dict[str, Any]:
 def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
     """The summary as `run` prints it at the end and `report` prints it again from disk
     (`manifest`: the directory has one to name the broker from)."""
+    from mqttlab.environment import host_load
     from mqttlab.summary_view import broker_line, print_summary
 
+    host = host_load.read(directory)
     if as_json:
-        typer.echo(json.dumps({**summary, **_who(directory)} if manifest else summary, indent=2))
+        typer.echo(json.dumps({**summary, **_who(directory), "host_load": host or None} if manifest else summary, indent=2))
         return
-    print_summary(Console(), summary, str(directory))
+    print_summary(Console(), summary, str(directory), host)
     line = broker_line(_manifest_broker(directory)) if manifest else None
     if line is not None:
         Console().print(line)
