@@ -316,6 +316,30 @@ def test_the_standard_scenarios_run_quick(tmp_path: Path):
     assert connections["unit"] == "connections" and connections["slo"] == ["failed==0", "connack.p99<200ms"]
 
 
+def test_a_standard_capacity_whose_own_probe_at_half_broke_the_slo_says_so(tmp_path: Path):
+    _mosquitto()
+    out = tmp_path / "standard"
+    command = ["standard", "--broker", "mosquitto", "--family", "fan-in", "--quick", "--scale", "0.1", "--out", str(out)]
+    first = runner.invoke(app, command)
+    # Each probe says which family it searches.
+    assert "  fan-in-2-topics-2-pubs-1-sub: probe 50 #1: " in first.output, first.output
+    (row,) = json.loads((out / "standard.json").read_text())["families"]
+    if row["status"] != "bracketed" or row["at_fraction"]["generator_limited"]:
+        pytest.skip(f"no clean bracket on this host now: {row['status']}")
+    # The probe at half the capacity as a broker losing 3 of its messages would have left it; the
+    # same command resumes from the kept probes and judges them again.
+    (kept,) = (out / row["scenario"] / "at-fraction" / "probes").iterdir()
+    summary = json.loads((kept / "summary.json").read_text())
+    summary["messages"].update(lost=3, delivered=summary["messages"]["delivered"] - 3)
+    (kept / "summary.json").write_text(json.dumps(summary))
+    again = runner.invoke(app, command)
+    shown = " ".join(again.output.split())
+    assert again.exit_code == 1, again.output
+    assert f"its own probe at 50% broke the SLO (loss = {3 / summary['messages']['expected']:.4g} (loss==0: broken)): this capacity is not clean" in shown
+    (row,) = json.loads((out / "standard.json").read_text())["families"]
+    assert row["at_fraction"]["met"] is False
+
+
 def test_a_connect_rate_search_and_its_place_in_compare_and_the_report(tmp_path: Path):
     _mosquitto()
     out = tmp_path / "connect"

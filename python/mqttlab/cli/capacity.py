@@ -399,13 +399,14 @@ def standard_command(
     err.print(f"standard scenarios on {name} at scale {scale:g}; into {directory}")
     with _searching():
         rows = run_standard(name, families(scale, chosen if not unknown else FAMILIES), settings, directory, probe_duration, warmup, fraction,
-                            message_slos=slo, on_probe=_printer(err, ""),
+                            message_slos=slo, on_probe=lambda family, probe: err.print(f"  {family.name}: {probe_line(probe, '').lstrip()}"),
                             on_family=lambda f, report: err.print(report.headline()))
     if as_json:
         typer.echo((directory / STANDARD_FILE).read_text(encoding="utf-8"))
     else:
         _print_standard(rows, fraction, directory)
-    raise typer.Exit(int(Exit.OK if all(row["status"] == "bracketed" for row in rows) else Exit.FINDINGS))
+    clean = all(row["status"] == "bracketed" and (row.get("at_fraction") or {}).get("met", True) for row in rows)
+    raise typer.Exit(int(Exit.OK if clean else Exit.FINDINGS))
 
 
 def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path) -> None:
@@ -419,5 +420,10 @@ def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path
         if at and at.get("e2e_p50_us") is not None:
             line += (f"; at {fraction:.0%} ({at['rate']:g} {row['unit']}): e2e p50 {at['e2e_p50_us'] / 1000:.2f} ms, p99 {at['e2e_p99_us'] / 1000:.2f} ms"
                      + (" (generator-limited)" if at["generator_limited"] else ""))
+        if at and not at["met"] and not at["generator_limited"]:
+            # The search's probes met the SLO up to the capacity, yet a lower rate broke it: the
+            # capacity is not a clean one, and the line must not read as if it were.
+            line += (f"\n  its own probe at {fraction:.0%} broke the SLO ({'; '.join(at['broken'] or ['the run did not complete'])}): "
+                     "this capacity is not clean")
         console.print(line)
     console.print(f"{directory / 'standard.json'}; one search per scenario inside")
