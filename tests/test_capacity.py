@@ -289,6 +289,10 @@ def test_a_reconnect_storm_brings_every_client_back_into_its_session(tmp_path: P
     assert report["verdict"] == "kept: no message lost" and report["messages"]["lost"] == 0
     assert report["canary_connack_ms_before"]["count"] > 5
     assert (out / "run" / "manifest.json").is_file()
+    # The sends that fell due while their publishers were away are in the summary with the rest.
+    dropped = json.loads((out / "run" / "summary.json").read_text())["messages"]["dropped"]
+    assert report["messages"]["dropped"] == dropped
+    assert f"{dropped} sends dropped, not sent (due while their publisher was away, or its QoS window full)" in " ".join(result.output.split())
 
 
 def test_storm_options_are_checked_together():
