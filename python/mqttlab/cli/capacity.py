@@ -48,14 +48,15 @@ def capacity_command(
     rerun_limited: Annotated[bool, typer.Option("--rerun-generator-limited", help="Resuming: run again the kept probes the generator limited (on a host quieter now).")] = False,
     verify: Annotated[int, typer.Option("--verify", help="Check a found capacity with this many probes at 0.9x and at 1.2x of it.")] = 0,
     dask: Annotated[Text, typer.Option("--dask", help="Run each probe across a Dask cluster: tcp://SCHEDULER:8786 or local:N.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/, a search from flags named by its shape (fan-in-20-1-qos1).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
 ) -> None:
     """Find the highest offered rate a broker sustains under the given objectives, with its bracket."""
     from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
     from mqttlab.capacity.runner import with_rate_offered
+    from mqttlab import session
     from mqttlab.capacity.search import Settings
-    from mqttlab.cli.run import flag_overrides
+    from mqttlab.cli.run import flag_overrides, name_by_shape
     from mqttlab.planning import load_scenario
     from mqttlab.scenario import ScenarioError
 
@@ -111,6 +112,10 @@ def capacity_command(
         typer.echo("\n".join([f"capacity: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
         raise typer.Exit(int(Exit.BAD_INPUT))
     assert scenario is not None and knob is not None
+    given = scenario.name
+    name_by_shape(scenario, session.routing_of(scenario), scenario_file, assignments or [], paced=knob != "publishers.rate")
+    if scenario.name != given:
+        overrides["name"] = scenario.name  # the probes' runs carry it too
     targets = names or [broker or scenario.broker or "rumqttd"]
     root = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-capacity-{scenario.name}"
     err = Console(stderr=True, highlight=False, markup=False)

@@ -208,7 +208,7 @@ def run_command(
         Console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
                                    "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
-    _name_by_shape(scenario, routing, scenario_file, assignments or [])
+    name_by_shape(scenario, routing, scenario_file, assignments or [])
 
     addresses: dict[str, list[str]] = {}
     if source_addresses and dask is None:
@@ -244,10 +244,11 @@ def run_command(
     raise typer.Exit(int(code))
 
 
-def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str]) -> None:
+def name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str], paced: bool = True) -> None:
     """A run from flags is named by its shape (fan-in-20-1-qos1-100ps, mqttlab.shape), so that
     its results directory, `report` and `compare` say what ran; a scenario file, a `--set name=`
-    and a run of the default scenario's shape keep their name."""
+    and a run of the default scenario's shape keep their name. `paced=False` leaves the rate out
+    (a capacity search's probes each run at their own)."""
     if scenario_file is not None or any(text.partition("=")[0].strip() == "name" for text in assignments):
         return
     from mqttlab import session
@@ -255,8 +256,8 @@ def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Opt
     from mqttlab.shape import shape_name
 
     default = default_scenario()
-    name = shape_name(scenario, routing)
-    if name != shape_name(default, session.routing_of(default)):
+    name = shape_name(scenario, routing, paced)
+    if name != shape_name(default, session.routing_of(default), paced):
         scenario.name = name
 
 
