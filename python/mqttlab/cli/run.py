@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
@@ -339,8 +339,11 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
         try:
             outcome = session.execute(scenario, directory, display=display, starting=lambda name: broker_starting(err, name), **options)
         finally:
-            if directory.is_dir():
-                host_load.write(directory, host_load.host_load(before, host_load.cpu_times()))
+            # Beside the figures of a run that measured (never alone in a failed run's --out); a
+            # disk too full for it has already made the run incomplete, and says so.
+            if (directory / "summary.json").is_file():
+                with suppress(OSError):
+                    host_load.write(directory, host_load.host_load(before, host_load.cpu_times()))
     except session.ResultsIncomplete as error:
         _show(error.result.summary, directory, as_json, manifest=False)
         raise _fail(str(error), error.code) from None
@@ -388,7 +391,7 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: 
 
     host = host_load.read(directory)
     if as_json:
-        typer.echo(json.dumps({**summary, **_who(directory), "host_load": host or None} if manifest else summary, indent=2))
+        typer.echo(json.dumps({**summary, **_who(directory), **({"host_load": host} if host else {})} if manifest else summary, indent=2))
         return
     print_summary(Console(), summary, str(directory), host)
     line = broker_line(_manifest_broker(directory)) if manifest else None
