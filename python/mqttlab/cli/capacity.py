@@ -52,9 +52,9 @@ def capacity_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
 ) -> None:
     """Find the highest offered rate a broker sustains under the given objectives, with its bracket."""
+    from mqttlab import session
     from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
     from mqttlab.capacity.runner import with_rate_offered
-    from mqttlab import session
     from mqttlab.capacity.search import Settings
     from mqttlab.cli.run import flag_overrides, name_by_shape
     from mqttlab.planning import load_scenario

@@ -222,7 +222,7 @@ def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
     saturating = {scenario.scenario: scenario.first_run.saturating for scenario in comparison.scenarios}
     for key in keys:
         metric = METRIC_BY_KEY[key]
-        head.append(f"<th>{html.escape(metric.title)}<br>({metric.unit})</th>")
+        head.append(f"<th>{html.escape(metric.title)} ({metric.unit})</th>")
     body = []
     for row in rows:
         cells = [f'<td class="text">{html.escape(row["scenario"])}</td>', f'<td class="text">{html.escape(row["broker"])}</td>',
