@@ -323,10 +323,10 @@ def test_the_standard_scenarios_run_quick(tmp_path: Path):
 def test_a_standard_capacity_whose_own_probe_at_half_broke_the_slo_says_so(tmp_path: Path):
     _mosquitto()
     out = tmp_path / "standard"
-    command = ["standard", "--broker", "mosquitto", "--family", "fan-in", "--quick", "--scale", "0.1", "--out", str(out)]
+    command = ["standard", "--broker", "mosquitto", "--family", "fan-in", "--quick", "--out", str(out)]
     first = runner.invoke(app, command)
     # Each probe says which family it searches.
-    assert "  fan-in-2-topics-2-pubs-1-sub: probe 50 #1: " in first.output, first.output
+    assert "  fan-in-20-topics-20-pubs-1-sub: probe 500 #1: " in first.output, first.output
     (row,) = json.loads((out / "standard.json").read_text())["families"]
     if row["status"] != "bracketed" or row["at_fraction"]["generator_limited"]:
         pytest.skip(f"no clean bracket on this host now: {row['status']}")

@@ -80,6 +80,7 @@ def test_a_run_held_back_by_other_processes_blames_the_host_not_the_generator(mo
     assert f"host: {host['busy_cores']:.2f} of {host['cores']} cores busy while the run went" in shown, result.output
     if not summary["generator_limited"]:
         pytest.skip("the generator kept its schedule on this host despite the load beside it")
+    ours = summary["resources"]["generator"]["mean_cpu_share"]  # a broker given by URL is not sampled
     assert summary["generator"]["max_thread_cpu_share"] < 0.5 and host["busy_cores"] >= 0.9 * host["cores"], (summary["generator"], host)
-    assert "HOST CONTENTION" in shown and "other processes kept it waiting" in shown, result.output
+    assert "HOST CONTENTION" in shown and f"{max(0.0, host['busy_cores'] - ours):.2f} of them by processes other than the generator" in shown, result.output
     assert "GENERATOR-LIMITED" not in shown and "describe mqttlab's limits" not in shown

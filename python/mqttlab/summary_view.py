@@ -205,8 +205,9 @@ def _generator_limited_warning(summary: Mapping[str, Any]) -> Panel:
 def _contention_warning(summary: Mapping[str, Any], host: Mapping[str, Any]) -> Panel:
     thread = summary["generator"]["max_thread_cpu_share"]
     body = Text(f"The load generator fell behind its schedule with CPU to spare (its busiest thread used {thread:.0%} of a core) "
-                f"while the host had {host_load.busy_cores(host)}: other processes kept it waiting. These figures describe this "
-                "host's contention, neither the broker nor mqttlab; run again on a quieter host.\n", style="bold")
+                f"while the host had {host_load.busy_cores(host)}, {host_load.others_cores(summary, host):.2f} of them by processes "
+                "other than the generator and the broker: they kept it waiting. These figures describe this host's contention, "
+                "neither the broker nor mqttlab; run again on a quieter host.\n", style="bold")
     for reason in summary.get("generator_limited_reasons") or []:
         body.append(f"• {reason}\n")
     return Panel(body, title="HOST CONTENTION", border_style="bold red", expand=False)

@@ -2,9 +2,11 @@
 broker's, others'), kept beside its results as host-load.json.
 
 On a shared machine a figure is only as good as the quiet it was measured in. A generator that
-fell behind its schedule while it used little CPU, on a host whose cores were all busy, was kept
-waiting by the others' load: that is host contention, not the generator's limit. The engine's
-generator-limited flag stays as the engine set it; this reading says which of the two it was."""
+fell behind its schedule while it used little CPU, on a host whose cores were all busy and not
+with the generator and the broker alone, was kept waiting by others' load: that is host
+contention, not the generator's limit (a broker and a generator that fill the host between them
+are the generator's limit on this host). The engine's generator-limited flag stays as the engine
+set it; this reading says which of the two it was."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ HOST_LOAD = "host-load.json"
 BUSY_SHARE = 0.9
 # A generator thread under this share of a core had CPU to spare: its lateness was not its own work.
 SPARE_THREAD_SHARE = 0.5
+# Cores taken by processes other than the generator and the broker it measured: beyond this, the
+# host was busy with something else (below it, broker and generator shared the host between them).
+OTHERS_CORES = 0.5
 
 
 def cpu_times() -> tuple[float, float, float]:
@@ -52,14 +57,25 @@ def read(directory: Path) -> dict[str, Any]:
         return {}
 
 
+def others_cores(summary: Mapping[str, Any], load: Mapping[str, Any]) -> float | None:
+    """Cores the host spent on processes other than the generator and the broker (as far as the
+    broker was sampled): the host's busy cores less the run's own."""
+    if load.get("busy_cores") is None:
+        return None
+    resources = summary.get("resources") or {}
+    ours = sum((resources.get(role) or {}).get("mean_cpu_share") or 0.0 for role in ("generator", "broker"))
+    return max(0.0, float(load["busy_cores"]) - ours)
+
+
 def contention(summary: Mapping[str, Any], load: Mapping[str, Any]) -> bool:
     """Whether a run flagged generator-limited was held back by the host's other load: its busiest
-    generator thread had CPU to spare while the host's cores were (nearly) all busy."""
-    busy, cores = load.get("busy_cores"), load.get("cores")
+    generator thread had CPU to spare while the host's cores were (nearly) all busy, and not with
+    the generator and the broker alone."""
+    others, cores = others_cores(summary, load), load.get("cores")
     thread = (summary.get("generator") or {}).get("max_thread_cpu_share")
-    if not summary.get("generator_limited") or busy is None or not cores or thread is None:
+    if not summary.get("generator_limited") or others is None or not cores or thread is None:
         return False
-    return bool(thread < SPARE_THREAD_SHARE and busy >= BUSY_SHARE * cores)
+    return bool(thread < SPARE_THREAD_SHARE and load["busy_cores"] >= BUSY_SHARE * cores and others >= OTHERS_CORES)
 
 
 def busy_cores(load: Mapping[str, Any]) -> str:
