@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGE = "mqttlab-test/eclipse-mosquitto:local"
 #: the same files under a name no preset knows, its broker reading a config of its own
 GENERIC = "mqttlab-test/generic-broker:local"
+#: the preset's image again, stating its version as official images do (an OCI label)
+VERSIONED = "mqttlab-test/eclipse-mosquitto:labelled"
 MOSQUITTO = "/usr/sbin/mosquitto"
 
 
@@ -59,8 +61,9 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
     archive = rootfs.parent / "rootfs.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(rootfs, arcname=".")
-    for name, config in ((IMAGE, "/mosquitto/config/mosquitto.conf"), (GENERIC, "/etc/generic.conf")):
-        imported = subprocess.run(runtime.argv("import", "--change", f'CMD ["{MOSQUITTO}", "-c", "{config}"]', str(archive), name),
+    for name, config, *label in ((IMAGE, "/mosquitto/config/mosquitto.conf"), (GENERIC, "/etc/generic.conf"),
+                                 (VERSIONED, "/mosquitto/config/mosquitto.conf", "--change", "LABEL org.opencontainers.image.version=2.0.99")):
+        imported = subprocess.run(runtime.argv("import", "--change", f'CMD ["{MOSQUITTO}", "-c", "{config}"]', *label, str(archive), name),
                                   capture_output=True, text=True, timeout=120)
         if imported.returncode != 0:
             pytest.skip(f"podman cannot import an image here: {imported.stderr.strip().splitlines()[-1:]}")
@@ -138,6 +141,20 @@ def _run(out: Path, *extra: str, duration: str = "3s") -> subprocess.CompletedPr
          "--json", *extra],
         capture_output=True, text=True, timeout=180, env=env, cwd=ROOT,
     )
+
+
+def test_a_container_runs_broker_line_shows_the_version_the_image_states(podman: Runtime, tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", "--broker", f"image:{VERSIONED}", "--pubs", "1", "--subs", "1",
+                           "--rate", "10", "--duration", "2s", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("broker: ")]
+    assert line.startswith("broker: mqttlab-test/eclipse-mosquitto 2.0.99, config tuned") and "sha256" not in line, line
+    # The digest that names the image's content stays in the manifest.
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["broker"]["version"] == "mqttlab-test/eclipse-mosquitto 2.0.99"
+    assert manifest["broker"]["config"]["container"]["digest"].startswith("sha256:")
 
 
 def test_a_run_delivers_exactly_samples_the_container_and_a_cpu_cap_holds_it(podman: Runtime, tmp_path: Path) -> None:

@@ -287,6 +287,10 @@ def test_a_reconnect_storm_brings_every_client_back_into_its_session(tmp_path: P
     assert report["verdict"] == "kept: no message lost" and report["messages"]["lost"] == 0
     assert report["canary_connack_ms_before"]["count"] > 5
     assert (out / "run" / "manifest.json").is_file()
+    # The sends that fell due while their publishers were away are in the summary with the rest.
+    dropped = json.loads((out / "run" / "summary.json").read_text())["messages"]["dropped"]
+    assert report["messages"]["dropped"] == dropped
+    assert f"{dropped} sends dropped, not sent (due while their publisher was away, or its QoS window full)" in " ".join(result.output.split())
 
 
 def test_storm_options_are_checked_together():
@@ -312,6 +316,32 @@ def test_the_standard_scenarios_run_quick(tmp_path: Path):
             assert row["at_fraction"]["rate"] <= row["capacity"] * 0.5 + 1
     connections = rows[-1]
     assert connections["unit"] == "connections" and connections["slo"] == ["failed==0", "connack.p99<200ms"]
+
+
+def test_a_standard_capacity_whose_own_probe_at_half_broke_the_slo_says_so(tmp_path: Path):
+    _mosquitto()
+    out = tmp_path / "standard"
+    # An SLO Mosquitto breaks below what this host's generator can offer, so that the search brackets.
+    command = ["standard", "--broker", "mosquitto", "--family", "fan-in", "--quick", "--slo", "p99<1ms", "--slo", "loss==0", "--out", str(out)]
+    first = runner.invoke(app, command)
+    # Each probe says which family it searches.
+    assert "  fan-in-20-topics-20-pubs-1-sub: probe 500 #1: " in first.output, first.output
+    (row,) = json.loads((out / "standard.json").read_text())["families"]
+    if row["status"] != "bracketed" or row["at_fraction"]["generator_limited"]:
+        pytest.skip(f"no clean bracket on this host now: {row['status']}")
+    # The probe at half the capacity as a broker losing 3 of its messages would have left it; the
+    # same command resumes from the kept probes and judges them again.
+    (kept,) = (out / row["scenario"] / "at-fraction" / "probes").iterdir()
+    summary = json.loads((kept / "summary.json").read_text())
+    summary["messages"].update(lost=3, delivered=summary["messages"]["delivered"] - 3)
+    (kept / "summary.json").write_text(json.dumps(summary))
+    again = runner.invoke(app, command)
+    shown = " ".join(again.output.split())
+    assert again.exit_code == 1, again.output
+    assert "its own probe at 50% broke the SLO (" in shown and "this capacity is not clean" in shown, again.output
+    assert f"loss = {3 / summary['messages']['expected']:.4g} (loss==0: broken)" in shown.split("its own probe at 50%")[1]
+    (row,) = json.loads((out / "standard.json").read_text())["families"]
+    assert row["at_fraction"]["met"] is False
 
 
 def test_a_connect_rate_search_and_its_place_in_compare_and_the_report(tmp_path: Path):

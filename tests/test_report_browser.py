@@ -51,3 +51,30 @@ def test_report_plots_render_in_headless_chromium_without_console_messages(tmp_p
     # the error bars and the CDF curves were drawn, not just empty axes
     assert 'class="errorbar"' in dom or "class='errorbar'" in dom
     assert dom.count('class="scatterlayer') >= 1
+
+
+def test_the_summary_table_fits_a_1280_pixel_window_up_to_its_last_figure(tmp_path):
+    from cli_runs import SMALL, invoke  # tests/ is on sys.path (no package)
+
+    for broker in ("mosquitto", "rumqttd"):
+        for repetition in (1, 2):  # two runs each: every cell has its interval and its difference's
+            result = invoke("run", "--broker", broker, "--duration", "1s", "--out", str(tmp_path / "runs" / f"{broker}-{repetition}"), *SMALL)
+            assert result.exit_code in (0, 1), result.output
+    compared = invoke("compare", str(tmp_path / "runs"), "--baseline", "mosquitto", "--generator-limited", "--out", str(tmp_path / "report"), "--no-png")
+    assert compared.exit_code == 0, compared.output
+    # The page as a reader opens it, with a line that writes down, once the page has laid itself
+    # out, how far the summary table reaches beyond its box.
+    page = (tmp_path / "report" / "report.html").read_text()
+    measure = ("<script>window.addEventListener('load', () => { const box = document.getElementById('summary-table');"
+               " document.body.dataset.overflow = box.scrollWidth - box.clientWidth; });</script></body>")
+    measured = tmp_path / "report" / "measured.html"
+    measured.write_text(page.replace("</body>", measure))
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: run scripts/install-test-tools.sh")
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900", "--virtual-time-budget=10000",
+                           "--dump-dom", measured.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    overflow = re.search(r'data-overflow="(-?\d+)"', done.stdout)
+    assert overflow is not None and int(overflow.group(1)) == 0, overflow
+    header = re.search(r'id="summary-table".*?</thead>', page, re.S)
+    assert header is not None and all(title in header.group(0) for title in ("latency p99", "broker CPU", "broker RSS"))

@@ -64,3 +64,15 @@ def test_report_and_compare_name_the_shape(runs: Path, tmp_path: Path):
     assert compared.exit_code == 0, compared.output
     assert "fan-in-4-1-qos1-20ps: offered 80 msg/s; mean" in said(compared) and "default: offered 1,000 msg/s; mean" in said(compared)
     assert ">fan-in-4-1-qos1-20ps<" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_a_capacity_search_from_flags_is_named_by_its_shape_without_the_rate_it_searches(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default results/ of a user's directory
+    result = invoke("capacity", "--broker", "mosquitto", *FAN_IN[:-2], "--slo", "p99<1s", "--start", "40", "--max-rate", "80",
+                    "--probe-duration", "1s", "--warmup", "0s", "--repeats", "1")
+    assert result.exit_code in (0, 1), result.output
+    (search,) = (tmp_path / "results").iterdir()
+    assert search.name.endswith("-capacity-fan-in-4-1-qos1"), search.name
+    # The probes' runs carry the name too, so that compare names them as run does.
+    probes = sorted((search / "probes").glob("*/manifest.json"))
+    assert probes and {json.loads(path.read_text())["scenario"] for path in probes} == {"fan-in-4-1-qos1"}

@@ -52,6 +52,17 @@ def quick_suite_dir() -> Path:
     return out
 
 
+def test_a_users_own_suite_has_no_seed_sections(tmp_path: Path):
+    out = quick_suite_dir()  # repeated runs of a suite of the user's, no seed's
+    compared = subprocess.run([sys.executable, "-m", "mqttlab", "compare", str(out), "--out", str(tmp_path / "report")],
+                              capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    for page in (out / "report" / "report.html", tmp_path / "report" / "report.html"):
+        text = page.read_text()
+        assert "The seeds' statistics" not in text and "As in seed 001" not in text, page
+    assert not (tmp_path / "report" / "figures" / "mean-sd.png").exists()
+
+
 def manifests(out: Path) -> dict[str, dict]:
     return {str(path.parent.relative_to(out / "runs")): json.loads(path.read_text()) for path in sorted((out / "runs").rglob("manifest.json"))}
 

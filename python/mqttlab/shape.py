@@ -46,10 +46,11 @@ def pacing(publishers: Any) -> str:
     return f"{publishers.rate:g}ps" + ("-poisson" if publishers.arrival == "poisson" else "")
 
 
-def shape_name(scenario: Any, routing: RoutingCheck) -> str:
-    """<shape>-<publishers>-<subscribers>-qos<Q>[-<pacing>], e.g. fan-in-20-1-qos1-100ps."""
+def shape_name(scenario: Any, routing: RoutingCheck, paced: bool = True) -> str:
+    """<shape>-<publishers>-<subscribers>-qos<Q>[-<pacing>], e.g. fan-in-20-1-qos1-100ps; without
+    the pacing when it is not the scenario's own (`paced=False`: a capacity search sets the rate)."""
     pubs, subs = scenario.publishers, scenario.subscribers
     parts = [shape_word(routing, list(subs.filters or [])), str(pubs.count), str(subs.count), f"qos{pubs.qos if pubs.count else subs.qos}"]
-    if pubs.count:
+    if pubs.count and paced:
         parts.append(pacing(pubs))
     return "-".join(parts)

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mqttlab.environment import host_load
 from mqttlab.summary_text import counted, followed_line, measurement_line, ms
 
 LATENCY_ROWS = (
@@ -39,12 +40,15 @@ LATE_SEND_MS = 1.0
 FEW_SAMPLES = 100
 
 
-def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = None) -> RenderableType:
+def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = None,
+                   host: Optional[Mapping[str, Any]] = None) -> RenderableType:
+    """`host`: the host's CPU load while the run went (environment/host_load.py), when it was kept."""
     parts: list[RenderableType] = [_headline(summary)]
     if (summary.get("routing") or {}).get("warnings"):
         parts.append(routing_panel(summary["routing"]))
     if summary.get("generator_limited"):
-        parts.append(_generator_limited_warning(summary))
+        held_back = host_load.contention(summary, host or {})
+        parts.append(_contention_warning(summary, host or {}) if held_back else _generator_limited_warning(summary))
     parts += [_messages_table(summary), _latency_table(summary)]
     few = _few_samples_warning(summary)
     if few is not None:
@@ -65,6 +69,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
     resources = _resources_line(summary)
     if resources is not None:
         parts.append(resources)
+    if host and host.get("busy_cores") is not None:
+        parts.append(Text.assemble(("host: ", "dim"), f"{host_load.busy_cores(host)} while the run went "
+                                   "(every process: the broker's, mqttlab's and others')"))
     if summary.get("distributed"):
         parts.append(_distributed_lines(summary["distributed"]))
     if results_path:
@@ -72,8 +79,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
     return Group(*parts)
 
 
-def print_summary(console: Console, summary: Mapping[str, Any], results_path: Optional[str] = None) -> None:
-    console.print(render_summary(summary, results_path))
+def print_summary(console: Console, summary: Mapping[str, Any], results_path: Optional[str] = None,
+                  host: Optional[Mapping[str, Any]] = None) -> None:
+    console.print(render_summary(summary, results_path, host))
 
 
 def _headline(summary: Mapping[str, Any]) -> Text:
@@ -120,6 +128,17 @@ def _generator_limited_warning(summary: Mapping[str, Any]) -> Panel:
     for reason in reasons:
         body.append(f"• {reason}\n")
     return Panel(body, title="GENERATOR-LIMITED", border_style="bold red", expand=False)
+
+
+def _contention_warning(summary: Mapping[str, Any], host: Mapping[str, Any]) -> Panel:
+    thread = summary["generator"]["max_thread_cpu_share"]
+    body = Text(f"The load generator fell behind its schedule with CPU to spare (its busiest thread used {thread:.0%} of a core) "
+                f"while the host had {host_load.busy_cores(host)}, {host_load.others_cores(summary, host):.2f} of them by processes "
+                "other than the generator and the broker: they kept it waiting. These figures describe this host's contention, "
+                "neither the broker nor mqttlab; run again on a quieter host.\n", style="bold")
+    for reason in summary.get("generator_limited_reasons") or []:
+        body.append(f"• {reason}\n")
+    return Panel(body, title="HOST CONTENTION", border_style="bold red", expand=False)
 
 
 def _messages_table(summary: Mapping[str, Any]) -> Table:

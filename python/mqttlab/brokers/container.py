@@ -5,7 +5,9 @@ Known images get a preset (`PRESETS`: ports, how config and TLS files reach the 
 settings); any other image runs with its MQTT port given (`launch.container.port`). The broker is
 reached on a free 127.0.0.1 port mapped to the container's, or on the host's network. CPU and
 memory limits become the runtime's `--cpus`/`--memory`; the container's main process (and its
-children) is the PID mqttlab samples; the image's digest is the broker's version.
+children) is the PID mqttlab samples; the image's stated version is the broker's version (its
+OCI version label, or a tag that is a version), else the image's digest, which the manifest keeps
+in either case.
 
 Clean-up, in three layers like brokers/process.py's: the run's exit stack stops the container
 (end of run, Ctrl-C, SIGTERM); atexit removes any still live; and every container carries the
@@ -51,6 +53,7 @@ IMAGE_PREFIX = "image:"
 #: recycled PID is never taken for its owner) and for which broker
 OWNER_LABEL = "mqttlab.owner"
 NAME_LABEL = "mqttlab.broker"
+VERSION_LABEL = "org.opencontainers.image.version"  # the OCI annotation an image states its version in
 #: where the run's TLS files and config files appear inside the container
 TLS_DIR = "/mqttlab/tls"
 RUNTIMES = ("auto", "podman", "docker")
@@ -175,6 +178,17 @@ def image_digest(runtime: Runtime, reference: str) -> str:
     if ours or digests:
         return (ours or digests)[0].split("@", 1)[1]
     return local_id if local_id.startswith("sha256:") else f"sha256:{local_id}"
+
+
+def image_version(runtime: Runtime, reference: str) -> str | None:
+    """The version the image states: its `org.opencontainers.image.version` label, else its tag
+    when the tag is a version (`5.8`, `v2.0.18`); None for `latest`, `local` and the like."""
+    labels = json.loads(runtime.call("image", "inspect", "--format", "{{json .Config.Labels}}", reference, timeout=30) or "null") or {}
+    if labels.get(VERSION_LABEL):
+        return str(labels[VERSION_LABEL])
+    name = reference.split("@", 1)[0]
+    tag = name[len(repository_of(name)) + 1:]
+    return tag if tag[:1].isdigit() or (tag[:1] == "v" and tag[1:2].isdigit()) else None
 
 
 def qualified(runtime: Runtime, reference: str) -> str:
@@ -512,7 +526,10 @@ class ContainerLauncher(Launcher):
         return Availability(True, self.version(), f"image, run by {runtime.program}")
 
     def version(self) -> str | None:
-        return f"{self.reference}@{image_digest(self.runtime, self.reference)}"
+        """`emqx/emqx 5.8.0` when the image states its version, else the digest that names its
+        content (`reference@sha256:…`), which the manifest keeps in either case."""
+        stated = image_version(self.runtime, self.reference)
+        return f"{repository_of(self.reference)} {stated}" if stated else f"{self.reference}@{image_digest(self.runtime, self.reference)}"
 
     def install(self) -> None:
         if self.find():
@@ -634,7 +651,8 @@ class ContainerLauncher(Launcher):
 
     def _config_with_name(self, name: str) -> dict[str, object]:
         record = self.config_record()
-        record["container"] = {**record["container"], "name": name}  # type: ignore[dict-item]
+        record["container"] = {**record["container"], "name": name,  # type: ignore[dict-item]
+                               "digest": image_digest(self.runtime, self.reference)}
         return record
 
     def _limit_flags(self) -> list[str]:

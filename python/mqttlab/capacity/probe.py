@@ -9,17 +9,15 @@ capacity is only as good as the quiet it was measured in."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from mqttlab.capacity.slo import Check, Objective, judge
+from mqttlab.environment import host_load
 from mqttlab.exits import Exit, LoadRefused, RunFailed
 
-HOST_LOAD = "host-load.json"
 REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
 # The unit of what each knob sets, as reports print it.
 UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections"}
@@ -126,7 +124,7 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
     session.prepare(directory)
-    before = _cpu_times()
+    before = host_load.cpu_times()
     try:
         run = session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
                               command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
@@ -138,8 +136,8 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         directory.mkdir(parents=True, exist_ok=True)
         (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
-    host = _host_load(before, _cpu_times())
-    (directory / HOST_LOAD).write_text(json.dumps(host, indent=2) + "\n", encoding="utf-8")
+    host = host_load.host_load(before, host_load.cpu_times())
+    host_load.write(directory, host)
     if run.outcome.status not in KEPT:  # the manifest's status
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
     # The run returns its summary and result; its manifest (the broker's limits, the host's
@@ -168,11 +166,7 @@ def _read_refusal(directory: Path) -> Optional[dict[str, Any]]:
 
 
 def _probe(rate: float, attempt: int, directory: Path, kept: Any, reused: bool) -> Probe:
-    try:
-        host = json.loads((directory / HOST_LOAD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        host = {}
-    return Probe(rate, attempt, directory, kept.summary, kept.result, kept.manifest, host=host, reused=reused)
+    return Probe(rate, attempt, directory, kept.summary, kept.result, kept.manifest, host=host_load.read(directory), reused=reused)
 
 
 def _read(directory: Path) -> Any:
@@ -184,23 +178,3 @@ def _read(directory: Path) -> Any:
     except results.ResultsError:
         return None
     return kept if kept.status in KEPT else None
-
-
-def _cpu_times() -> tuple[float, float, float]:
-    """(busy, total) jiffies of all CPUs, and the wall clock."""
-    fields = [int(value) for value in open("/proc/stat", encoding="ascii").readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return float(sum(fields) - idle), float(sum(fields)), time.monotonic()
-
-
-def _host_load(before: tuple[float, float, float], after: tuple[float, float, float]) -> dict[str, Any]:
-    """The whole host's CPU use while the probe ran (every process: ours, the broker's, others'),
-    in cores, and the load average at its end."""
-    busy, total = after[0] - before[0], after[1] - before[1]
-    cores = os.cpu_count() or 1
-    return {
-        "cores": cores,
-        "busy_cores": round(busy / total * cores, 3) if total > 0 else None,
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-        "seconds": round(after[2] - before[2], 2),
-    }

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from mqttlab.capacity.probe import Probe, ProbeSpec, run_probe
 from mqttlab.capacity.runner import CapacityReport, search_capacity
 from mqttlab.capacity.search import Settings, round_rate
-from mqttlab.capacity.slo import Objective, latency_us, parse_objectives
+from mqttlab.capacity.slo import Objective, describe, latency_us, parse_objectives
 
 FAMILIES = ("p2p", "fan-in", "fan-out", "shared", "connections")
 MESSAGE_SLOS = ("p99<50ms", "loss==0", "dropped==0")
@@ -86,20 +87,22 @@ def run_standard(
     warmup: str,
     fraction: float,
     message_slos: Optional[list[str]] = None,
-    on_probe: Optional[Callable[[Probe], None]] = None,
+    on_probe: Optional[Callable[[Family, Probe], None]] = None,
     on_family: Optional[Callable[[Family, CapacityReport], None]] = None,
 ) -> list[dict[str, Any]]:
     """Each family's search (directory/<family name>/) and its probe at `fraction` of the
-    capacity; standard.json with one row per family."""
+    capacity; standard.json with one row per family. `on_probe` hears each probe with the family
+    it searches."""
     rows = []
     for family in chosen:
         objectives = parse_objectives(list(message_slos) if message_slos and family.knob == "publishers.rate" else list(family.slos))
         spec = ProbeSpec(None, {"broker": broker}, family.assignments, max(1, family.publishers), duration, warmup, knob=family.knob)
         family_settings = Settings(**{**settings.__dict__, "start": family.start, "max_rate": family.start * 1024, "min_rate": min(settings.min_rate, family.start)})
-        report = search_capacity(broker, spec, objectives, family_settings, directory / family.name, on_probe=on_probe)
+        heard = partial(on_probe, family) if on_probe is not None else None
+        report = search_capacity(broker, spec, objectives, family_settings, directory / family.name, on_probe=heard)
         if on_family is not None:
             on_family(family, report)
-        rows.append(_row(family, report, spec, objectives, fraction, on_probe))
+        rows.append(_row(family, report, spec, objectives, fraction, heard))
     (directory / STANDARD_FILE).write_text(json.dumps({"broker": broker, "fraction": fraction, "families": rows}, indent=2) + "\n", encoding="utf-8")
     return rows
 
@@ -117,5 +120,6 @@ def _row(family: Family, report: CapacityReport, spec: ProbeSpec, objectives: li
         if on_probe is not None:
             on_probe(probe)
         row["at_fraction"] = {"fraction": fraction, "rate": rate, "met": probe.met, "generator_limited": probe.generator_limited,
+                              "broken": [describe(check) for check in probe.checks if not check.met],
                               **{f"e2e_{q.replace('.', '')}_us": latency_us(probe.result, "e2e", q) for q in ("p50", "p99", "p99.9")}}
     return row

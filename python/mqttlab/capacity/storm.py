@@ -139,7 +139,7 @@ def analyse(watch: Watch, clients: int, summary: dict[str, Any]) -> dict[str, An
         "sessions": fault.get("sessions"),
         "verdict": fault.get("verdict"),
         "lost_of_sent_during": fault.get("lost_of_sent_during"),
-        "messages": {k: (summary.get("messages") or {}).get(k) for k in ("sent", "expected", "delivered", "lost", "duplicated", "retransmitted")},
+        "messages": {k: (summary.get("messages") or {}).get(k) for k in ("sent", "dropped", "expected", "delivered", "lost", "duplicated", "retransmitted")},
         "status": summary.get("status"),
         "generator_limited": summary.get("generator_limited"),
     }
@@ -174,7 +174,8 @@ def storm_lines(report: dict[str, Any]) -> list[str]:
                  f"verdict: {report['verdict']}")
     m = report["messages"]
     lines.append(f"messages: {m['lost']} lost of {m['expected']} owed ({report['lost_of_sent_during']} of those sent around the fault), "
-                 f"{m['duplicated']} duplicated, {m['retransmitted']} retransmitted")
+                 f"{m['duplicated']} duplicated, {m['retransmitted']} retransmitted; {m['dropped']} sends dropped, not sent "
+                 "(due while their publisher was away, or its QoS window full)")
     if report["generator_limited"]:
         lines.append("the generator was limited during this run: its latencies are not the broker's alone")
     return lines

@@ -48,14 +48,15 @@ def capacity_command(
     rerun_limited: Annotated[bool, typer.Option("--rerun-generator-limited", help="Resuming: run again the kept probes the generator limited (on a host quieter now).")] = False,
     verify: Annotated[int, typer.Option("--verify", help="Check a found capacity with this many probes at 0.9x and at 1.2x of it.")] = 0,
     dask: Annotated[Text, typer.Option("--dask", help="Run each probe across a Dask cluster: tcp://SCHEDULER:8786 or local:N.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The search's directory; the same command again resumes it. Default: results/<time>-capacity-<scenario>/, a search from flags named by its shape (fan-in-20-1-qos1).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print capacity.json (comparison.json with --brokers) instead of text.")] = False,
 ) -> None:
     """Find the highest offered rate a broker sustains under the given objectives, with its bracket."""
+    from mqttlab import session
     from mqttlab.capacity import ProbeSpec, SloError, parse_objectives, search_capacity, write_comparison
     from mqttlab.capacity.runner import with_rate_offered
     from mqttlab.capacity.search import Settings
-    from mqttlab.cli.run import flag_overrides
+    from mqttlab.cli.run import flag_overrides, name_by_shape
     from mqttlab.planning import load_scenario
     from mqttlab.scenario import ScenarioError
 
@@ -111,6 +112,10 @@ def capacity_command(
         typer.echo("\n".join([f"capacity: {count} problem{'s' if count != 1 else ''}"] + [f"  {p}" for p in problems]), err=True)
         raise typer.Exit(int(Exit.BAD_INPUT))
     assert scenario is not None and knob is not None
+    given = scenario.name
+    name_by_shape(scenario, session.routing_of(scenario), scenario_file, assignments or [], paced=knob != "publishers.rate")
+    if scenario.name != given:
+        overrides["name"] = scenario.name  # the probes' runs carry it too
     targets = names or [broker or scenario.broker or "rumqttd"]
     root = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-capacity-{scenario.name}"
     err = Console(stderr=True, highlight=False, markup=False)
@@ -217,17 +222,18 @@ def _shape_problems(scenario: Any, knob: str) -> list[str]:
 
 def probe_line(probe: Probe, unit: str = "msg/s") -> str:
     from mqttlab.capacity.slo import describe
+    from mqttlab.environment import host_load
 
     if probe.refused:
         verdict = f"broke: the broker refused the load ({probe.summary.get('error')})"
     elif probe.generator_limited:
-        verdict = "generator-limited (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
+        blamed = "host contention" if host_load.contention(probe.summary, probe.host) else "generator-limited"
+        verdict = f"{blamed} (judges nothing): " + "; ".join(probe.summary.get("generator_limited_reasons") or [])
     else:
         verdict = ("met" if probe.met else f"broke ({probe.summary.get('status')})" if not probe.completed else "broke") + ": " + \
             "; ".join(describe(check) for check in probe.checks)
-    host = probe.host.get("busy_cores")
     return (f"  probe {probe.rate:g}{' ' + unit if unit else ''} #{probe.attempt}{' (kept)' if probe.reused else ''}: {verdict}"
-            + (f"; host {host:.2f} of {probe.host.get('cores')} cores busy" if host is not None else ""))
+            + (f"; host {host_load.busy_cores(probe.host)}" if probe.host.get("busy_cores") is not None else ""))
 
 
 def _print_report(report: CapacityReport, as_json: bool) -> None:
@@ -398,13 +404,14 @@ def standard_command(
     err.print(f"standard scenarios on {name} at scale {scale:g}; into {directory}")
     with _searching():
         rows = run_standard(name, families(scale, chosen if not unknown else FAMILIES), settings, directory, probe_duration, warmup, fraction,
-                            message_slos=slo, on_probe=_printer(err, ""),
+                            message_slos=slo, on_probe=lambda family, probe: err.print(f"  {family.name}: {probe_line(probe, '').lstrip()}"),
                             on_family=lambda f, report: err.print(report.headline()))
     if as_json:
         typer.echo((directory / STANDARD_FILE).read_text(encoding="utf-8"))
     else:
         _print_standard(rows, fraction, directory)
-    raise typer.Exit(int(Exit.OK if all(row["status"] == "bracketed" for row in rows) else Exit.FINDINGS))
+    clean = all(row["status"] == "bracketed" and (row.get("at_fraction") or {}).get("met", True) for row in rows)
+    raise typer.Exit(int(Exit.OK if clean else Exit.FINDINGS))
 
 
 def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path) -> None:
@@ -418,5 +425,10 @@ def _print_standard(rows: list[dict[str, Any]], fraction: float, directory: Path
         if at and at.get("e2e_p50_us") is not None:
             line += (f"; at {fraction:.0%} ({at['rate']:g} {row['unit']}): e2e p50 {at['e2e_p50_us'] / 1000:.2f} ms, p99 {at['e2e_p99_us'] / 1000:.2f} ms"
                      + (" (generator-limited)" if at["generator_limited"] else ""))
+        if at and not at["met"] and not at["generator_limited"]:
+            # The search's probes met the SLO up to the capacity, yet a lower rate broke it: the
+            # capacity is not a clean one, and the line must not read as if it were.
+            line += (f"\n  its own probe at {fraction:.0%} broke the SLO ({'; '.join(at['broken'] or ['the run did not complete'])}): "
+                     "this capacity is not clean")
         console.print(line)
     console.print(f"{directory / 'standard.json'}; one search per scenario inside")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
@@ -232,7 +232,7 @@ def run_command(
         _console(stderr=True).print(f"note: the scenario's warm-up does not fit --duration {duration}: {scenario.load.warmup:g}s instead "
                                     "(--warmup to choose)", style="yellow", markup=False, highlight=False)
     routing = _check_routing(scenario, strict)
-    _name_by_shape(scenario, routing, scenario_file, assignments or [])
+    name_by_shape(scenario, routing, scenario_file, assignments or [])
 
     addresses: dict[str, list[str]] = {}
     if source_addresses and dask is None:
@@ -268,10 +268,11 @@ def run_command(
     raise typer.Exit(int(code))
 
 
-def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str]) -> None:
+def name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Optional[Path], assignments: list[str], paced: bool = True) -> None:
     """A run from flags is named by its shape (fan-in-20-1-qos1-100ps, mqttlab.shape), so that
     its results directory, `report` and `compare` say what ran; a scenario file, a `--set name=`
-    and a run of the default scenario's shape keep their name."""
+    and a run of the default scenario's shape keep their name. `paced=False` leaves the rate out
+    (a capacity search's probes each run at their own)."""
     if scenario_file is not None or any(text.partition("=")[0].strip() == "name" for text in assignments):
         return
     from mqttlab import session
@@ -279,8 +280,8 @@ def _name_by_shape(scenario: Scenario, routing: RoutingCheck, scenario_file: Opt
     from mqttlab.shape import shape_name
 
     default = default_scenario()
-    name = shape_name(scenario, routing)
-    if name != shape_name(default, session.routing_of(default)):
+    name = shape_name(scenario, routing, paced)
+    if name != shape_name(default, session.routing_of(default), paced):
         scenario.name = name
 
 
@@ -350,6 +351,7 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     """The run (`session.execute`, given `options`) with the live display, then its summary; the
     exit code it means."""
     from mqttlab import session
+    from mqttlab.environment import host_load
 
     def display(header: str, state: RunState) -> LiveProgress:
         from mqttlab.live.view import LiveProgress
@@ -364,8 +366,16 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     # With --json the display shows only on a terminal (the JSON is the output); without one the
     # run imports no display at all.
     shown = display if not as_json or sys.stderr.isatty() else None
+    before = host_load.cpu_times()
     try:
-        outcome = session.execute(scenario, directory, display=shown, starting=starting, **options)
+        try:
+            outcome = session.execute(scenario, directory, display=shown, starting=starting, **options)
+        finally:
+            # Beside the figures of a run that measured (never alone in a failed run's --out); a
+            # disk too full for it has already made the run incomplete, and says so.
+            if (directory / "summary.json").is_file():
+                with suppress(OSError):
+                    host_load.write(directory, host_load.host_load(before, host_load.cpu_times()))
     except session.ResultsIncomplete as error:
         _show(error.result.summary, directory, as_json, manifest=False)
         raise _fail(str(error), error.code) from None
@@ -408,12 +418,15 @@ def _who(directory: Path) -> dict[str, Any]:
 def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
     """The summary as `run` prints it at the end and `report` prints it again from disk
     (`manifest`: the directory has one to name the broker from)."""
+    from mqttlab.environment import host_load
+
+    host = host_load.read(directory)
     if as_json:
-        typer.echo(json.dumps({**summary, **_who(directory)} if manifest else summary, indent=2))
+        typer.echo(json.dumps({**summary, **_who(directory), **({"host_load": host} if host else {})} if manifest else summary, indent=2))
         return
     from mqttlab.summary_view import broker_line, print_summary
 
-    print_summary(_console(), summary, str(directory))
+    print_summary(_console(), summary, str(directory), host)
     line = broker_line(_manifest_broker(directory)) if manifest else None
     if line is not None:
         _console().print(line)

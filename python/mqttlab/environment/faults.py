@@ -291,10 +291,11 @@ def _session_verdict(plan: Mapping[str, Any], counters: Mapping[str, Any], lost:
 
 
 def _recovery(series: Sequence[Mapping[str, Any]], begin_s: float, end_s: float) -> dict[str, Any]:
-    """The pre-fault band, and the seconds from the fault's end until a second's e2e p99 is back
-    in it. The band is the worst end-to-end latency of the measured seconds before the fault:
-    what the run saw in normal operation, with no factor to choose. Seconds are the series'
-    (t_s = 0 is the first measured second), so recovery is known to the second."""
+    """The pre-fault band, and the seconds from the fault's end until the start of the first
+    second, from the one it ended in, whose e2e p99 is in the band (0 when it is the one it ended
+    in). The band is the worst end-to-end latency of the measured seconds before the fault: what
+    the run saw in normal operation, with no factor to choose. Seconds are the series' (t_s = 0 is
+    the first measured second), so recovery is known to the second."""
     before = [row for row in series if row.get("e2e_max_us") is not None and int(row["t_s"]) >= 0 and int(row["t_s"]) + 1 <= begin_s]
     touched = [row for row in series if begin_s - 1 < int(row["t_s"]) < end_s]
     out: dict[str, Any] = {
@@ -308,17 +309,21 @@ def _recovery(series: Sequence[Mapping[str, Any]], begin_s: float, end_s: float)
     if band is not None:
         for row in series:
             t = int(row["t_s"])
-            if t >= end_s and row.get("e2e_p99_us") is not None and int(row["e2e_p99_us"]) <= band:
-                recovered_t = t  # the first whole second after the fault back in the band
+            # From the second the fault ended in: when that second is in the band, latency never
+            # left it or was back before the second was out (skipping it would count a whole
+            # second, and more, of recovery a run never needed).
+            if t + 1 > end_s and row.get("e2e_p99_us") is not None and int(row["e2e_p99_us"]) <= band:
+                recovered_t = t
                 break
     # What the messages caught in the fault waited: the worst latency from the second it began
     # until the second back in the band (the catch-up after the fault included).
-    caught = [row for row in series if begin_s - 1 < int(row["t_s"]) and (recovered_t is None or int(row["t_s"]) < recovered_t)]
+    caught = [row for row in series if begin_s - 1 < int(row["t_s"]) and (recovered_t is None or int(row["t_s"]) < max(recovered_t, end_s))]
     out["worst_e2e_us"] = max((int(row["e2e_max_us"]) for row in caught if row.get("e2e_max_us") is not None), default=None)
     if band is None:
         out.update(recovered_after_s=None, recovery_note="no measured second before the fault to set the band")
     elif recovered_t is None:
         out.update(recovered_after_s=None, recovery_note="the per-second p99 did not come back within the band before the run ended")
     else:
-        out["recovered_after_s"] = round(max(0.0, recovered_t + 1 - end_s), 3)
+        # Back by the start of the first second in the band: its p99 says that second was.
+        out["recovered_after_s"] = round(max(0.0, recovered_t - end_s), 3)
     return out

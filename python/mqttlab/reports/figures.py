@@ -26,8 +26,9 @@ NINES_LABELS = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
 
 def seeds_apply(comparison: Comparison) -> bool:
     """Whether the seeds' own statistics (seed 001's mean ± SD over runs) belong in the report:
-    for a seed's paper, or runs repeated; not for a plain comparison of single runs."""
-    return comparison.paper is not None or any(len(group.runs) > 1 for s in comparison.scenarios for group in s.groups.values())
+    for a seed's paper only (given, or found from a seed's suite), never for a user's own runs,
+    however often repeated."""
+    return comparison.paper is not None
 
 
 def log_ticks(values: list[float]) -> dict[str, Any]:

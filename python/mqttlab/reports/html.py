@@ -25,6 +25,7 @@ th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; white-spac
 th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 .note { color: #555; font-size: 0.9em; max-width: 80em; } .better { color: #1a7f37; } .worse { color: #b42318; }
 .csv { font-size: 0.8em; } .wide { overflow-x: auto; }
+table.stacked td { vertical-align: top; line-height: 1.3; } table.stacked th, table.stacked td.text { white-space: normal; }
 """
 
 
@@ -214,23 +215,28 @@ def _broker_configurations(comparison: Comparison) -> list[str]:
 
 
 def _summary_html(comparison: Comparison, rows: list[dict[str, Any]]) -> str:
+    """One column per figure, its cell stacked (mean, interval, best, difference from the baseline
+    and its interval), so that the table fits a laptop's width up to the last figure."""
     head = ['<th class="text">scenario</th>', '<th class="text">broker</th>', "<th>runs</th>"]
     keys = summary_keys(comparison)
     saturating = {scenario.scenario: scenario.first_run.saturating for scenario in comparison.scenarios}
     for key in keys:
         metric = METRIC_BY_KEY[key]
-        head.append(f"<th>{html.escape(metric.title)} ({metric.unit})<br>mean [CI]</th>")
-        head.append(f"<th>best</th><th>Δ vs {html.escape(comparison.baseline)} [CI]</th>")
+        head.append(f"<th>{html.escape(metric.title)} ({metric.unit})</th>")
     body = []
     for row in rows:
         cells = [f'<td class="text">{html.escape(row["scenario"])}</td>', f'<td class="text">{html.escape(row["broker"])}</td>',
                  f"<td>{row['runs']}</td>"]
         for key in keys:
-            cells.append(f"<td>{_with_interval(row[f'{key}_mean'], row[f'{key}_ci_low'], row[f'{key}_ci_high'])}</td>")
-            cells.append(f"<td>{_number(row[f'{key}_best'])}</td>")
-            cells.append(f"<td>{_difference(key, row[f'{key}_diff'], row[f'{key}_diff_low'], row[f'{key}_diff_high'], saturating[row['scenario']])}</td>")
+            lines = [f"<b>{_number(row[f'{key}_mean'])}</b>", _interval(row[f"{key}_mean"], row[f"{key}_ci_low"], row[f"{key}_ci_high"]),
+                     f"best {_number(row[f'{key}_best'])}" if row[f"{key}_best"] is not None else "",
+                     _difference(key, row[f"{key}_diff"], row[f"{key}_diff_low"], row[f"{key}_diff_high"], saturating[row["scenario"]])]
+            cells.append("<td>" + "<br>".join(line for line in lines if line) + "</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<div class=\"wide\"><table><thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    caption = (f'<p class="note">Each cell: the mean, its {comparison.confidence:.0%} interval, the best repetition, and the '
+               f"difference from {html.escape(comparison.baseline)} (Δ) with its interval.</p>")
+    return (f'{caption}<div class="wide" id="summary-table"><table class="stacked"><thead><tr>{"".join(head)}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _plain_html(rows: list[dict[str, Any]]) -> str:
@@ -260,20 +266,20 @@ def _number(value: Optional[float]) -> str:
     return f"{value:.4g}"
 
 
-def _with_interval(mean: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+def _interval(mean: Optional[float], low: Optional[float], high: Optional[float]) -> str:
     if mean is None:
-        return "–"
+        return ""
     if low is None or high is None:
-        return f"{_number(mean)} <span title='one repetition: no interval'>[n/a]</span>"
-    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+        return "<span title='one repetition: no interval'>[n/a]</span>"
+    return f"[{_number(low)}, {_number(high)}]"
 
 
 def _difference(key: str, diff: Optional[float], low: Optional[float], high: Optional[float], saturating: bool) -> str:
     if diff is None:
         return ""
     if low is None or high is None:
-        return f"{diff:+.4g} [n/a]"
-    text = f"{diff:+.4g} [{low:+.4g}, {high:+.4g}]"
+        return f"Δ {diff:+.4g} [n/a]"
+    text = f"Δ {diff:+.4g}<br>[{low:+.4g}, {high:+.4g}]"
     higher_is_better = merit(METRIC_BY_KEY[key], saturating)
     if (low > 0 or high < 0) and higher_is_better is not None:  # the interval excludes zero: say which way is better
         better = (diff > 0) == higher_is_better

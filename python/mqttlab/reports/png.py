@@ -14,11 +14,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from mqttlab.analysis import BrokerGroup, Comparison  # noqa: E402
 from mqttlab.analysis.runs import METRIC_BY_KEY  # noqa: E402
-from mqttlab.reports.figures import BAR_METRICS, NINES_LABELS, NINES_TICKS, broker_colors, percentile_curve  # noqa: E402
+from mqttlab.reports.figures import BAR_METRICS, NINES_LABELS, NINES_TICKS, broker_colors, percentile_curve, seeds_apply  # noqa: E402
 
 
 def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scenario: bool = True) -> list[Path]:
-    """The bar charts, the rate sweeps, seed 001's mean ± SD, seed 002's shark fins from captured
+    """The bar charts, the rate sweeps, seed 001's mean ± SD (for a seed's paper), seed 002's shark fins from captured
     runs and (with per_scenario) one latency plot per scenario."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -35,7 +35,7 @@ def write_pngs(comparison: Comparison, directory: Path, dpi: int = 150, per_scen
         path = _percentiles(comparison, scenario, directory / f"latency-{_file_name(scenario.scenario)}.png", dpi)
         if path is not None:
             written.append(path)
-    path = _mean_sd(comparison, directory / "mean-sd.png", dpi)
+    path = _mean_sd(comparison, directory / "mean-sd.png", dpi) if seeds_apply(comparison) else None
     if path is not None:
         written.append(path)
     from mqttlab.reports.shark_fin import write_shark_fins
