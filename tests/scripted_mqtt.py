@@ -31,6 +31,12 @@ class ScriptedBroker:
     def close(self) -> None:
         self.server.close()
 
+    def __enter__(self) -> "ScriptedBroker":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def _accept(self) -> None:
         while True:
             try:

@@ -86,11 +86,8 @@ SCRIPTED = {**OFFLINE, "publishers.count": 1, "subscribers.count": 1, "load.dura
 
 
 def test_a_broker_that_loses_queued_messages_is_named_with_the_count(tmp_path: Path) -> None:
-    broker = ScriptedBroker(drop_every=10)
-    try:
+    with ScriptedBroker(drop_every=10) as broker:
         result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=SCRIPTED, out=tmp_path / "run")
-    finally:
-        broker.close()
     queue = verdict(result.summary, "queued messages delivered")
     assert broker.dropped >= 5
     assert (queue["verdict"], queue["name"], queue["broken"]) == ("broken", "queued_lost", broker.dropped)
@@ -100,11 +97,8 @@ def test_a_broker_that_loses_queued_messages_is_named_with_the_count(tmp_path: P
 
 
 def test_a_broker_that_forgets_a_persistent_session_is_named_with_the_count(tmp_path: Path) -> None:
-    broker = ScriptedBroker(forget_sessions=True)
-    try:
+    with ScriptedBroker(forget_sessions=True) as broker:
         result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=SCRIPTED, out=tmp_path / "run")
-    finally:
-        broker.close()
     session = verdict(result.summary, "persistent session kept")
     assert (session["verdict"], session["name"], session["broken"], session["kept"]) == ("broken", "session_lost", 1, 0)
     assert [v["count"] for v in result.summary["violations"] if v["kind"] == "session_lost"] == [1]

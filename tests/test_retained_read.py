@@ -56,11 +56,8 @@ def test_exact_filters_are_owed_their_own_topic_only(tmp_path: Path) -> None:
 
 
 def test_a_broker_that_keeps_a_stale_retained_value_is_named_with_the_count(tmp_path: Path) -> None:
-    broker = ScriptedBroker(stale_retained=True)
-    try:
+    with ScriptedBroker(stale_retained=True) as broker:
         result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=STORM, out=tmp_path / "run")
-    finally:
-        broker.close()
     stale = verdicts(result.summary)["stale_retained"]
     # Every topic kept its first value: each of 4 subscribers got 40 stale ones.
     assert (stale["verdict"], stale["broken"], stale["kept"]) == ("broken", 160, 0)
@@ -77,3 +74,20 @@ def test_a_retained_read_that_cannot_work_is_refused_with_every_problem_named() 
     assert {"publishers.retain", "subscribers.retained.at"} <= fields
     messages = [problem.message for problem in refused.value.problems if problem.path == "subscribers.retained.at"]
     assert len(messages) == 2 and any("last update" in m for m in messages) and any("inside load.duration" in m for m in messages)
+
+
+@pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+def test_the_flags_make_the_common_form(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from mqttlab.cli import app as cli_app
+
+    result = CliRunner().invoke(cli_app.app, ["run", "--broker", "mosquitto", "--pubs", "20", "--subs", "3", "--rate", "20", "--topic", "kept/%i",
+                                              "--filter", "kept/#", "--retained-at", "0.5s", "--duration", "2s", "--warmup", "0s",
+                                              "--out", str(tmp_path / "run"), "--json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    # --retained-at alone retains one update per topic: 20 values for each of 3 subscribers.
+    retained = json.loads((tmp_path / "run" / "summary.json").read_text())["retained"]
+    assert (retained["expected"], retained["delivered"], retained["stale"]) == (60, 60, 0)

@@ -85,11 +85,8 @@ def test_an_mqtt5_will_delay_is_respected(tmp_path: Path) -> None:
 
 
 def test_a_broker_that_publishes_a_will_after_disconnect_is_named_with_the_count(tmp_path: Path) -> None:
-    broker = ScriptedBroker(will_on_disconnect=True)
-    try:
+    with ScriptedBroker(will_on_disconnect=True) as broker:
         result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set={**WILLS, **will("graceful")}, out=tmp_path / "run")
-    finally:
-        broker.close()
     unexpected = verdicts(result.summary)["will_unexpected"]
     assert (unexpected["verdict"], unexpected["broken"]) == ("broken", 4)
     assert result.exit_code == Exit.FINDINGS

@@ -55,10 +55,7 @@ impl OfflineShared {
 /// then one every `every_ms` while the load lasts. None for a subscriber that stays online.
 pub fn first_period(plan: &RunPlan, index: u32) -> Option<(u64, u64)> {
     let o = plan.subscribers.offline.as_ref()?;
-    // Spread the chosen share evenly over the indices: subscriber i leaves when the count of the
-    // first i+1 at that share steps up.
-    let chosen = ((index + 1) as f64 * o.fraction).floor() > (index as f64 * o.fraction).floor();
-    chosen.then_some((o.at_ms * 1_000_000, (o.at_ms + o.duration_ms) * 1_000_000))
+    crate::plan::in_share(index, o.fraction).then_some((o.at_ms * 1_000_000, (o.at_ms + o.duration_ms) * 1_000_000))
 }
 
 /// The period after the one that started at `start` (offsets in ns), when the plan repeats them.

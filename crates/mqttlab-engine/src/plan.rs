@@ -330,6 +330,12 @@ fn all() -> f64 {
     1.0
 }
 
+/// Whether client `index` is among a `fraction` of the clients, the share spread evenly over the
+/// indices: the client whose index makes the count of the first index+1 at that share step up.
+pub fn in_share(index: u32, fraction: f64) -> bool {
+    ((index + 1) as f64 * fraction).floor() > (index as f64 * fraction).floor()
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Load {

@@ -303,7 +303,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         }),
         offline,
         retained: crate::retained::summarize(plan, &r.retained),
-        wills: crate::wills::summarize(plan, &r.will_exits, &r.wills),
+        wills: crate::wills::summarize(plan, &units, &r.will_exits, &r.wills),
     })
 }
 

@@ -54,8 +54,7 @@ fn will_topic(plan: &RunPlan, index: u32) -> String {
 /// The share `fraction` is spread evenly over the indices, as for offline subscribers.
 pub fn leave_offset(plan: &RunPlan, index: u32) -> Option<u64> {
     let w = plan.publishers.will.as_ref()?;
-    let chosen = ((index + 1) as f64 * w.fraction).floor() > (index as f64 * w.fraction).floor();
-    chosen.then_some(w.at_ms * 1_000_000)
+    crate::plan::in_share(index, w.fraction).then_some(w.at_ms * 1_000_000)
 }
 
 /// Each publisher's exit instant (CLOCK_MONOTONIC ns, 0 before it leaves), seen by every worker.
@@ -133,9 +132,8 @@ pub struct WillSummary {
 }
 
 /// The summary of a run's wills; None for a run without them.
-pub fn summarize(plan: &RunPlan, exits: &[WillExit], deliveries: &[WillDelivery]) -> Option<WillSummary> {
+pub fn summarize(plan: &RunPlan, units: &UnitTable, exits: &[WillExit], deliveries: &[WillDelivery]) -> Option<WillSummary> {
     plan.publishers.will.as_ref()?;
-    let units = UnitTable::build(plan);
     let mut got: FxHashMap<(u32, u32), u64> = FxHashMap::default();
     for d in deliveries {
         *got.entry((d.publisher, d.subscriber)).or_default() += d.count;
