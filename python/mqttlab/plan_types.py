@@ -44,8 +44,11 @@ class _MqttOptions(TypedDict):
 
 
 class MqttOptions(_MqttOptions, total=False):
+    maximum_packet_size: int
     password: Optional[str]
+    receive_maximum: int
     session_expiry_s: int
+    topic_alias_maximum: int
     username: Optional[str]
 
 
@@ -101,6 +104,7 @@ class Publishers(_Publishers, total=False):
     will: Will
     complete_on: CompleteOn
     measure: Measure
+    message_expiry_s: int
     messages: Optional[int]
     reply_filter: Optional[str]
     retain: bool

@@ -165,6 +165,16 @@ def _compile(scenario: Scenario) -> Plan:
         offline = subs.offline
         plan["subscribers"]["offline"] = {"at_ms": _ms(offline.at), "duration_ms": _ms(offline.duration), "fraction": offline.fraction,
                                           "every_ms": _ms(offline.every) if offline.every is not None else 0}
+    # MQTT 5's announcements, only when asked for (absent keys keep the engine's defaults).
+    mqtt = scenario.mqtt
+    if mqtt.receive_maximum != 65535:
+        plan["mqtt"]["receive_maximum"] = mqtt.receive_maximum
+    if mqtt.maximum_packet_size is not None:
+        plan["mqtt"]["maximum_packet_size"] = mqtt.maximum_packet_size
+    if mqtt.topic_alias_maximum:
+        plan["mqtt"]["topic_alias_maximum"] = mqtt.topic_alias_maximum
+    if pubs.message_expiry is not None:
+        plan["publishers"]["message_expiry_s"] = int(pubs.message_expiry)
     if scenario.transport.kind == "mqtt-sn":
         # Absent means MQTT, so plans of MQTT runs stay as they were.
         plan["transport"] = _sn_transport(scenario)

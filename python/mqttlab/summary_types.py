@@ -47,6 +47,7 @@ class Messages(TypedDict):
     sent: int
     acked: int
     dropped: int
+    dropped_receive_maximum: int
     received: int
     expected: int
     delivered: int
@@ -168,6 +169,29 @@ Status = Literal["completed", "incomplete", "interrupted", "broker_lost", "faile
 STATUS_ORDER: tuple[str, ...] = get_args(Status)
 
 
+class BrokerLimits(TypedDict):
+    """What the broker announced in its MQTT 5 CONNACK; None: not announced (the spec's default)."""
+
+    receive_maximum: Optional[int]
+    maximum_qos: Optional[int]
+    retain_available: Optional[bool]
+    maximum_packet_size: Optional[int]
+    topic_alias_maximum: Optional[int]
+    server_keep_alive: Optional[int]
+    session_expiry_interval: Optional[int]
+    wildcard_subscription_available: Optional[bool]
+    subscription_identifiers_available: Optional[bool]
+    shared_subscription_available: Optional[bool]
+    assigned_client_identifier: bool
+
+
+class ReasonSeen(TypedDict):
+    packet: str
+    code: int
+    name: str
+    count: int
+
+
 class EngineSummary(TypedDict):
     """What the engine writes: every key of docs/schema/summary.schema.json."""
 
@@ -190,6 +214,8 @@ class EngineSummary(TypedDict):
     offline: NotRequired[Optional[OfflineSummary]]  # offline sessions only (subscribers.offline)
     retained: NotRequired[Optional[RetainedSummary]]  # retained reads only (subscribers.retained)
     wills: NotRequired[Optional[WillSummary]]  # wills only (publishers.will)
+    broker_limits: NotRequired[Optional[BrokerLimits]]  # MQTT 5: the broker's CONNACK
+    reason_codes: list[ReasonSeen]
 
 
 class Summary(EngineSummary, total=False):

@@ -57,6 +57,10 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         issues = summary.get(key) or []
         if issues:
             parts.append(_issues_table(title, issues, "detail" if key == "violations" else "example"))
+    if summary.get("reason_codes"):
+        parts.append(_reason_codes_table(summary["reason_codes"]))
+    if summary.get("broker_limits"):
+        parts.append(_broker_limits_line(summary["broker_limits"]))
     if summary.get("round_trip"):
         parts.append(_round_trip_line(summary["round_trip"]))
     if summary.get("offline"):
@@ -162,6 +166,9 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
         if verdict.get("dropped_by_limit"):
             # Not delivered, but under a queue limit the broker was configured with: not loss.
             table.add_row(f"dropped by limit {verdict['limit']:,} (in lost)", Text(f"{verdict['dropped_by_limit']:,}", style="yellow"))
+    if messages.get("dropped_receive_maximum"):
+        # MQTT 5 flow control: the broker allows fewer in flight than the plan's window.
+        table.add_row("at the broker's receive maximum (in dropped)", Text(f"{messages['dropped_receive_maximum']:,}", style="yellow"))
     if messages.get("unmeasured"):
         table.add_row("unmeasured (send record gone)", Text(f"{messages['unmeasured']:,}", style="yellow"))
     if messages.get("completion_timeouts"):
@@ -214,6 +221,45 @@ def _few_samples_warning(summary: Mapping[str, Any]) -> Optional[Text]:
     return Text(f"only {counted(count, 'message')} measured: too few for the percentiles (p99 needs at least {FEW_SAMPLES}; "
                 "here the high ones are the slowest message or two), the per-message CPU and the rates per second; "
                 "run longer (--duration) or faster (--rate, --pubs)", style="yellow")
+
+
+def _reason_codes_table(codes: list[Mapping[str, Any]]) -> Table:
+    """The broker's answers that were not a plain success, by packet and code."""
+    table = Table(title="Reason codes from the broker", title_justify="left", header_style="bold")
+    for column in ("packet", "code", "name", "count"):
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for c in codes:
+        refusal = c["code"] >= 0x80
+        table.add_row(c["packet"], f"0x{c['code']:02x}", Text(c["name"], style="bold red" if refusal else ""), f"{c['count']:,}")
+    return table
+
+
+# The CONNACK properties in the order a reader looks for them.
+BROKER_LIMITS = (
+    ("receive_maximum", "receive maximum"),
+    ("maximum_qos", "maximum QoS"),
+    ("maximum_packet_size", "maximum packet"),
+    ("topic_alias_maximum", "topic aliases"),
+    ("retain_available", "retain"),
+    ("wildcard_subscription_available", "wildcards"),
+    ("shared_subscription_available", "shared subscriptions"),
+    ("subscription_identifiers_available", "subscription ids"),
+    ("server_keep_alive", "server keep-alive"),
+    ("session_expiry_interval", "session expiry"),
+)
+
+
+def _broker_limits_line(limits: Mapping[str, Any]) -> Text:
+    """What the broker announced in its MQTT 5 CONNACK; what it left out is the spec's default."""
+    parts = []
+    for key, label in BROKER_LIMITS:
+        value = limits.get(key)
+        if isinstance(value, bool):
+            parts.append(f"{label} {'yes' if value else 'no'}")
+        elif value is not None:
+            parts.append(f"{label} {value:,}")
+    said = ", ".join(parts) + "; the rest the spec's defaults" if parts else "nothing: the spec's defaults"
+    return Text.assemble(("broker announced (CONNACK): ", "dim"), said)
 
 
 def _issues_table(title: str, issues: list[Mapping[str, Any]], text_key: str) -> Table:

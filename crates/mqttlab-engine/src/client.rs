@@ -1,18 +1,21 @@
 //! MQTT clients over TCP, TLS or WebSocket: a publisher (its sends in `sending`, paced by
 //! `pacing`; its QoS flows, reconnects and keep-alive here) and a subscriber accounting for every
 //! delivery (in `delivery`). Each is one task on its worker's runtime.
+use crate::broker_limits::BrokerLimits;
 use crate::clock::now_ns;
 use crate::conn::{packet_name, Conn, ConnectError, IoEvent};
 use crate::context::{Phase, WorkerCtx};
 use crate::delivery::{delivered, Receiver};
+use crate::inbound::Inbound;
 use crate::pacing::round_trip::{Echo, Echoes};
 use crate::pacing::Pacing;
-use crate::packets::{connect_packet, subscribe_packet};
+use crate::packets::{self, connect_packet, subscribe_packet};
 use crate::plan::Leave;
+use crate::reason_codes;
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
 use bytes::Bytes;
-use mqttlab_codec::{encode_publish, Ack, Packet, Properties, QoS};
+use mqttlab_codec::{encode_publish, Ack, Packet, Properties, Protocol, QoS};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
 use std::time::Duration;
@@ -41,9 +44,12 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
         connect.will = crate::wills::last_will(&ctx.plan, index);
     }
     match Box::pin(Conn::open_from(&ctx.target, connect, source_address(ctx, index, is_publisher))).await {
-        Ok((mut conn, _ack, t)) => {
+        Ok((mut conn, ack, t)) => {
             conn.submit_through(ctx.submitter.as_ref());
             let mut st = ctx.stats.borrow_mut();
+            if conn.protocol == Protocol::V5 && st.broker_limits.is_none() {
+                st.broker_limits = Some(BrokerLimits::from_connack(&ack.properties));
+            }
             st.record(H::Connect, t.tcp_us);
             if let Some(tls) = t.tls_us {
                 st.record(H::Tls, tls);
@@ -69,6 +75,9 @@ fn connect_failed(ctx: &WorkerCtx, e: &ConnectError, is_publisher: bool) {
         st.connections.subscribers_failed += 1;
     }
     st.error(&format!("connect_{}", e.kind), &e.message);
+    if let Some(code) = e.connack_code {
+        reason_codes::count(&mut st.reason_codes, "CONNACK", code);
+    }
     ctx.shared.set_first_error(e.clone());
     WorkerShared::inc(&ctx.shared.connect_failed);
 }
@@ -88,7 +97,53 @@ struct MqttOutlet {
     next_pkid: u16,
     topic: Vec<u8>,
     qos: QoS,
+    /// QoS 1/2 messages allowed in flight: the plan's window, or the broker's Receive Maximum
+    /// when that is smaller (`receive_maximum_binds`; MQTT 5 flow control).
     window: usize,
+    receive_maximum_binds: bool,
+    /// MQTT 5 properties every PUBLISH carries (its expiry interval, the topic alias); None when
+    /// there are none, as under 3.1.1.
+    properties: Option<Properties>,
+    /// The alias is set on this connection: later PUBLISHes name the topic by it alone.
+    alias_set: bool,
+}
+
+impl MqttOutlet {
+    fn new(ctx: &WorkerCtx, index: u32, conn: Conn, qos: QoS) -> MqttOutlet {
+        // Grows with what is really in flight: sized for the window up front, 100,000 slow
+        // publishers would each hold a table of a thousand slots.
+        let topic = ctx.plan.publisher_topic(index).into_bytes();
+        let mut out = MqttOutlet {
+            conn,
+            inflight: FxHashMap::default(),
+            next_pkid: 0,
+            topic,
+            qos,
+            window: 0,
+            receive_maximum_binds: false,
+            properties: None,
+            alias_set: false,
+        };
+        out.follow_broker(ctx);
+        out
+    }
+
+    /// Takes the limits of the connection's CONNACK: the window the broker's Receive Maximum
+    /// allows, and a topic alias when the plan asks for them and the broker accepts one (a new
+    /// connection starts with no alias set).
+    fn follow_broker(&mut self, ctx: &WorkerCtx) {
+        let asked = ctx.plan.publishers.inflight as usize;
+        let allowed = self.conn.broker_receive_max.map_or(usize::MAX, usize::from);
+        self.window = asked.min(allowed);
+        self.receive_maximum_binds = allowed < asked;
+        let mut properties = Properties::default();
+        properties.message_expiry_interval = ctx.plan.publishers.message_expiry_s;
+        if ctx.plan.mqtt.topic_alias_maximum > 0 && self.conn.broker_alias_max > 0 {
+            properties.topic_alias = Some(1);
+        }
+        self.properties = (!properties.is_empty()).then_some(properties);
+        self.alias_set = false;
+    }
 }
 
 impl Outlet for MqttOutlet {
@@ -96,10 +151,26 @@ impl Outlet for MqttOutlet {
         self.conn.pending_write() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
     }
 
+    fn full_at_receive_maximum(&self) -> bool {
+        self.receive_maximum_binds && self.qos != QoS::AtMostOnce && self.inflight.len() >= self.window
+    }
+
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
         let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(&mut self.next_pkid, &self.inflight) };
-        let n = encode_publish(&mut self.conn.wbuf, self.conn.protocol, self.qos, ctx.plan.publishers.retain, false, &self.topic, pkid, None, payload)
-            .expect("publish within MQTT limits");
+        let topic: &[u8] = if self.alias_set { &[] } else { &self.topic };
+        let n = encode_publish(
+            &mut self.conn.wbuf,
+            self.conn.protocol,
+            self.qos,
+            ctx.plan.publishers.retain,
+            false,
+            topic,
+            pkid,
+            self.properties.as_ref(),
+            payload,
+        )
+        .expect("publish within MQTT limits");
+        self.alias_set = self.properties.as_ref().is_some_and(|p| p.topic_alias.is_some());
         self.conn.bytes_out += n as u64;
         if self.qos != QoS::AtMostOnce {
             let resend = (!ctx.plan.mqtt.clean_start).then(|| Bytes::copy_from_slice(payload));
@@ -192,10 +263,7 @@ impl Publisher {
         }
         // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
         let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + echoes.is_some() as u64;
-        let window = (p.inflight as usize).min(conn.broker_receive_max.map(|r| r as usize).unwrap_or(usize::MAX));
-        // Grows with what is really in flight: sized for the window up front, 100,000 slow
-        // publishers would each hold a table of a thousand slots.
-        let out = MqttOutlet { conn, inflight: FxHashMap::default(), next_pkid: 0, topic: ctx.plan.publisher_topic(index).into_bytes(), qos, window };
+        let out = MqttOutlet::new(ctx, index, conn, qos);
         Publisher { index, client_id, out, sender: Sender::new(ctx, index, fanout), pacing: Pacing::for_publisher(ctx, index, fanout), echoes, lost: false }
     }
 
@@ -219,8 +287,9 @@ impl Publisher {
         };
         let out = &mut self.out;
         out.conn = conn;
+        out.follow_broker(ctx);
         if session_present && !ctx.plan.mqtt.clean_start {
-            resend_inflight(ctx, &mut out.conn, &out.topic, out.qos, &out.inflight);
+            resend_inflight(ctx, &mut out.conn, &out.topic, out.qos, &out.inflight, out.properties.as_ref());
         } else {
             // Unacknowledged messages died with the session.
             WorkerShared::sub(&ctx.shared.inflight, out.inflight.len() as u64);
@@ -275,10 +344,14 @@ impl Publisher {
 }
 
 /// Whether the broker ended the connection with DISCONNECT (recorded as an error with its
-/// reason): the connection is then lost, and reopened like a closed socket.
+/// reason, and the reason counted by name): the connection is then lost, and reopened like a
+/// closed socket.
 fn broker_disconnected(ctx: &WorkerCtx, client_id: &str, conn: &mut Conn) -> bool {
     let Some(reason) = conn.broker_disconnect.take() else { return false };
-    ctx.stats.borrow_mut().error("broker_disconnect", &format!("{client_id}: broker sent DISCONNECT (reason {reason:#04x})"));
+    let name = reason_codes::name(conn.protocol, "DISCONNECT", reason);
+    let mut st = ctx.stats.borrow_mut();
+    st.error("broker_disconnect", &format!("{client_id}: broker sent DISCONNECT (reason {reason:#04x} {name})"));
+    reason_codes::count(&mut st.reason_codes, "DISCONNECT", reason);
     true
 }
 
@@ -329,7 +402,9 @@ async fn reconnect(ctx: &WorkerCtx, client_id: &str, old: &mut Conn, source: Opt
 /// still unacknowledged goes out again in its original order, PUBLISH with DUP set, or PUBREL for
 /// a QoS 2 flow past its PUBREC. Each counts as retransmitted; its latency stays measured from
 /// its first intended send.
-fn resend_inflight(ctx: &WorkerCtx, conn: &mut Conn, topic: &[u8], qos: QoS, inflight: &PublishInFlight) {
+/// Resent with the PUBLISH's properties: its expiry interval goes on, and an alias in them is set
+/// again with the topic on the new connection.
+fn resend_inflight(ctx: &WorkerCtx, conn: &mut Conn, topic: &[u8], qos: QoS, inflight: &PublishInFlight, properties: Option<&Properties>) {
     let mut order: Vec<(u64, u16)> = inflight.iter().map(|(id, f)| (f.intended_ns, *id)).collect();
     order.sort_unstable();
     for (_, id) in &order {
@@ -337,7 +412,7 @@ fn resend_inflight(ctx: &WorkerCtx, conn: &mut Conn, topic: &[u8], qos: QoS, inf
         if f.released {
             conn.send(&Packet::PubRel(Ack { pkid: *id, reason: 0, properties: Properties::default() }));
         } else if let Some(payload) = &f.resend {
-            let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, ctx.plan.publishers.retain, true, topic, *id, None, payload)
+            let n = encode_publish(&mut conn.wbuf, conn.protocol, qos, ctx.plan.publishers.retain, true, topic, *id, properties, payload)
                 .expect("publish within MQTT limits");
             conn.bytes_out += n as u64;
         }
@@ -393,6 +468,7 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
             Packet::PubAck(a) => complete(ctx, inflight, &a, now, H::Puback, "PUBACK"),
             Packet::PubComp(a) => complete(ctx, inflight, &a, now, H::Pubcomp, "PUBCOMP"),
             Packet::PubRec(a) => {
+                reason_codes::count(&mut ctx.stats.borrow_mut().reason_codes, "PUBREC", a.reason);
                 if a.reason >= 0x80 {
                     complete(ctx, inflight, &a, now, H::Pubcomp, "PUBREC");
                     continue;
@@ -434,12 +510,16 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
     Ok(())
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: H, what: &'static str) {
+    if what != "PUBREC" {
+        reason_codes::count(&mut ctx.stats.borrow_mut().reason_codes, what, a.reason);
+    }
     let Some(f) = inflight.remove(&a.pkid) else {
         ctx.stats.borrow_mut().violation("unexpected_ack", &format!("{what} for unknown packet id {}", a.pkid));
         return;
     };
-    let refused = (a.reason >= 0x80).then(|| format!("{what} reason {:#04x}", a.reason));
+    let refused =
+        (a.reason >= 0x80).then(|| format!("{what} reason {:#04x} ({})", a.reason, reason_codes::name(packets::protocol(&ctx.plan.mqtt), what, a.reason)));
     // A broker without QoS 2 (RabbitMQ 3.10) answers a QoS 2 PUBLISH with PUBACK: the message left,
     // but exactly-once was never agreed (MQTT 3.1.1 §4.3.3, MQTT 5 §4.3.3).
     if refused.is_none() && matches!(h, H::Puback) && ctx.plan.publishers.qos == 2 {
@@ -450,10 +530,14 @@ fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, 
 
 /// Checks a SUBACK: a refused filter fails the client, a downgrade is reported.
 fn check_suback(ctx: &WorkerCtx, s: &mqttlab_codec::SubAck, requested: QoS, sent_at: u64, now: u64) -> Result<(), String> {
-    if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
-        return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x})"));
-    }
     let mut st = ctx.stats.borrow_mut();
+    for code in &s.return_codes {
+        reason_codes::count(&mut st.reason_codes, "SUBACK", *code);
+    }
+    if let Some(code) = s.return_codes.iter().find(|c| **c >= 0x80) {
+        let name = reason_codes::name(packets::protocol(&ctx.plan.mqtt), "SUBACK", *code);
+        return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x} {name})"));
+    }
     st.record(H::Suback, now.saturating_sub(sent_at) / 1000);
     if s.return_codes.iter().any(|c| *c < requested as u8) {
         st.error("qos_downgraded", &format!("broker granted QoS {:?} for requested {}", s.return_codes, requested as u8));
@@ -488,6 +572,8 @@ struct Subscriber {
     awaiting_release: FxHashSet<u16>,
     echo: Option<Echo>,
     receiver: Receiver,
+    /// MQTT 5: the broker's PUBLISHes held to what the subscriber announced.
+    inbound: Option<Inbound>,
 }
 
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
@@ -503,6 +589,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         awaiting_release: FxHashSet::default(),
         receiver: Receiver::new(index, plan.effective_qos()),
         echo: Echo::for_subscriber(&ctx, index, &client_id),
+        inbound: Inbound::for_plan(&plan),
     };
     // A retained read subscribes later, on its schedule: connected is ready.
     let mut subscribe_at = crate::retained::subscribe_offset(&plan, index);
@@ -580,6 +667,9 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     conn = new_conn;
                     conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
                     sub.awaiting_release.clear();
+                    if let Some(inbound) = sub.inbound.as_mut() {
+                        inbound.reconnected();
+                    }
                 }
             }
             _ = keepalive.notified() => {
@@ -626,6 +716,9 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
         match Box::pin(Conn::open_from(&ctx.target, connect, source_address(ctx, index, false))).await {
             Ok((mut conn, connack, t)) => {
                 conn.submit_through(ctx.submitter.as_ref());
+                if let Some(inbound) = sub.inbound.as_mut() {
+                    inbound.reconnected();
+                }
                 let now = now_ns();
                 window.back(shared, index, now, connack.session_present);
                 let mut st = ctx.stats.borrow_mut();
@@ -678,9 +771,17 @@ fn keep_state(ctx: &WorkerCtx, sub: &mut Subscriber) {
 
 fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, now: u64) -> Result<(), String> {
     let ack = |pkid| Ack { pkid, reason: 0, properties: Properties::default() };
+    if let Some(inbound) = sub.inbound.as_mut() {
+        inbound.read_begins();
+    }
     while let Some(packet) = read_packet(conn)? {
         match packet {
-            Packet::Publish(p) => {
+            Packet::Publish(mut p) => {
+                if let Some(inbound) = sub.inbound.as_mut() {
+                    let new_qos2 = p.qos == QoS::ExactlyOnce && !sub.awaiting_release.contains(&p.pkid);
+                    let unreleased = sub.awaiting_release.len() + usize::from(new_qos2);
+                    inbound.check(&mut ctx.stats.borrow_mut(), &mut p, conn.last_in_size, unreleased, now);
+                }
                 if acknowledge(conn, &p, &mut sub.awaiting_release) {
                     delivered(ctx, &mut sub.receiver, &p.topic, &p.payload, p.retain, now);
                     if let Some(echo) = sub.echo.as_mut() {

@@ -191,6 +191,10 @@ pub struct Conn {
     /// Largest packet the broker accepts (5.0 CONNACK), for our own sends.
     pub broker_max_packet: Option<u32>,
     pub broker_receive_max: Option<u16>,
+    /// Topic aliases the broker accepts from us (5.0 CONNACK; none when absent).
+    pub broker_alias_max: u16,
+    /// Size on the wire of the packet `next_packet` returned last.
+    pub last_in_size: usize,
     /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
     /// shuts down cleanly sends. The connection is then as lost as a closed socket.
     pub broker_disconnect: Option<u8>,
@@ -310,6 +314,8 @@ impl Conn {
             bytes_out: 0,
             broker_max_packet: None,
             broker_receive_max: None,
+            broker_alias_max: 0,
+            last_in_size: 0,
             broker_disconnect: None,
             batch: None,
         };
@@ -345,6 +351,7 @@ impl Conn {
         }
         conn.broker_max_packet = ack.properties.maximum_packet_size;
         conn.broker_receive_max = ack.properties.receive_maximum;
+        conn.broker_alias_max = ack.properties.topic_alias_maximum.unwrap_or(0);
         let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, ws_us, connack_us: (now_ns() - t2) / 1000 };
         Ok((conn, ack, timings))
     }
@@ -356,7 +363,10 @@ impl Conn {
     }
 
     pub fn next_packet(&mut self) -> Result<Option<Packet>, DecodeError> {
-        decode(&mut self.rbuf, self.protocol, MAX_INCOMING_PACKET)
+        let before = self.rbuf.len();
+        let packet = decode(&mut self.rbuf, self.protocol, MAX_INCOMING_PACKET)?;
+        self.last_in_size = before - self.rbuf.len();
+        Ok(packet)
     }
 
     /// Bytes waiting for the socket: queued packets, those handed to the submitter and, over

@@ -4,11 +4,12 @@
 //! Data flow: `plan` (checked by `validate`) → `run` (coordinator) → `worker` threads → `client`
 //! and `sn_client` tasks (sharing `context`; paced by `pacing`: open loop, closed loop, round
 //! trip; building their packets in `packets`; sending through `sending` with `pacer`, `timer`,
-//! `payload`; receiving through `delivery`; connecting through `conn`, `tls`, `websocket`) record
-//! into `stats` → `result` (mergeable) → `summary`.
+//! `payload`; receiving through `delivery` (held to what they announced by `inbound`); connecting through `conn`, `tls`, `websocket`) record
+//! into `stats` (the broker's answers by `reason_codes` and `broker_limits`) → `result` (mergeable) → `summary`.
 //! Dependencies point one way, along that flow: no module imports one that imports it.
 
 pub mod accounting;
+pub mod broker_limits;
 pub mod client;
 pub mod clock;
 pub mod closed;
@@ -16,6 +17,7 @@ pub mod conn;
 pub mod context;
 pub mod delivery;
 pub mod histogram;
+pub mod inbound;
 pub mod limits;
 pub mod offline;
 pub mod pacer;
@@ -23,6 +25,7 @@ pub mod pacing;
 pub mod packets;
 pub mod payload;
 pub mod plan;
+pub mod reason_codes;
 pub mod result;
 pub mod retained;
 pub mod run;

@@ -22,8 +22,11 @@ pub fn connect_packet(mqtt: &MqttOptions, client_id: String) -> Connect {
         if mqtt.session_expiry_s > 0 {
             properties.session_expiry_interval = Some(mqtt.session_expiry_s);
         }
-        // Let the broker send as many QoS>0 messages as it likes: the subscriber answers at once.
-        properties.receive_maximum = Some(65535);
+        // By default the broker may send as many QoS>0 messages as it likes: the subscriber
+        // answers at once.
+        properties.receive_maximum = Some(mqtt.receive_maximum);
+        properties.maximum_packet_size = mqtt.maximum_packet_size;
+        properties.topic_alias_maximum = (mqtt.topic_alias_maximum > 0).then_some(mqtt.topic_alias_maximum);
     }
     Connect {
         protocol: protocol(mqtt),

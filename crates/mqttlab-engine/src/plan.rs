@@ -153,6 +153,23 @@ pub struct MqttOptions {
     #[serde(default)]
     pub session_expiry_s: u32,
     pub connect_timeout_ms: u64,
+    /// MQTT 5: the QoS 1/2 messages each client lets the broker have unacknowledged towards it
+    /// (CONNECT's Receive Maximum). A broker that sends more is a violation (`flow.rs`).
+    #[serde(default = "most_unacknowledged")]
+    pub receive_maximum: u16,
+    /// MQTT 5: the largest packet each client accepts (CONNECT's Maximum Packet Size); None = no
+    /// limit announced. A larger packet from the broker is a violation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum_packet_size: Option<u32>,
+    /// MQTT 5: topic aliases. Subscribers announce this Topic Alias Maximum and accept the
+    /// broker's aliases; publishers name their topic by an alias when the broker's CONNACK allows
+    /// one. 0 = off.
+    #[serde(default)]
+    pub topic_alias_maximum: u16,
+}
+
+fn most_unacknowledged() -> u16 {
+    u16::MAX
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -190,6 +207,10 @@ pub struct Publishers {
     /// the load, ungracefully or not (wills.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub will: Option<Will>,
+    /// MQTT 5: every PUBLISH carries this Message Expiry Interval (s); the broker must not deliver
+    /// a message that waited longer, and must pass on what is left of it (`expiry.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_expiry_s: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

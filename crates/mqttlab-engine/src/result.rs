@@ -28,6 +28,10 @@ pub struct Counters {
     pub received: u64,
     /// Sends that were due while the QoS window (or the write buffer) was full: not sent late.
     pub dropped: u64,
+    /// Of those, the sends that found the broker's Receive Maximum reached (MQTT 5 flow
+    /// control: the broker allows fewer in flight than the plan's window).
+    #[serde(default)]
+    pub dropped_receive_maximum: u64,
     pub errors: u64,
     /// Sends that left more than 1 ms after their intended time.
     pub late_sends: u64,
@@ -87,6 +91,7 @@ impl Counters {
         self.acked += o.acked;
         self.received += o.received;
         self.dropped += o.dropped;
+        self.dropped_receive_maximum += o.dropped_receive_maximum;
         self.errors += o.errors;
         self.late_sends += o.late_sends;
         self.retained_received += o.retained_received;
@@ -228,6 +233,12 @@ pub struct RawResult {
     pub will_exits: Vec<crate::wills::WillExit>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wills: Vec<crate::wills::WillDelivery>,
+    /// The broker's reason codes worth seeing, by packet and code (`reason_codes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reason_codes: Vec<crate::reason_codes::ReasonCount>,
+    /// What the broker announced in its MQTT 5 CONNACK (the first one seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
 }
 
 /// In the order of `stats::H`.
@@ -271,6 +282,10 @@ impl RawResult {
             out.retained.extend(r.retained.iter().cloned());
             out.will_exits.extend(r.will_exits.iter().cloned());
             out.wills.extend(r.wills.iter().cloned());
+            crate::reason_codes::add(&mut out.reason_codes, r.reason_codes.iter().cloned());
+            if out.broker_limits.is_none() {
+                out.broker_limits = r.broker_limits.clone();
+            }
         }
         // Histograms and series add by name / second.
         for name in HISTOGRAM_NAMES {
@@ -365,6 +380,8 @@ mod tests {
             retained: Vec::new(),
             will_exits: Vec::new(),
             wills: Vec::new(),
+            reason_codes: Vec::new(),
+            broker_limits: None,
         };
         add_issue(&mut r.errors, lost_kind, 2, "first");
         r

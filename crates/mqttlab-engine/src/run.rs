@@ -488,6 +488,8 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         retained: Vec::new(),
         will_exits: Vec::new(),
         wills: Vec::new(),
+        reason_codes: Vec::new(),
+        broker_limits: None,
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
@@ -532,6 +534,10 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         result.retained.append(&mut st.retained);
         result.will_exits.append(&mut st.will_exits);
         result.wills.extend(st.wills.drain().map(|(_, d)| d));
+        crate::reason_codes::add(&mut result.reason_codes, crate::reason_codes::rows(&st.reason_codes));
+        if result.broker_limits.is_none() {
+            result.broker_limits = st.broker_limits.take();
+        }
         for ((p, u), s) in st.pairs.drain() {
             let e = pairs.entry((p, u)).or_insert_with(|| PairDelivery {
                 publisher: p,

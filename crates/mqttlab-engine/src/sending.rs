@@ -17,6 +17,11 @@ use std::sync::atomic::Ordering::Relaxed;
 pub trait Outlet {
     /// Whether one more message can go now (room in the write buffer and the in-flight window).
     fn has_room(&self) -> bool;
+    /// Whether what leaves no room is the broker's Receive Maximum (MQTT 5 flow control), not
+    /// the plan's own window or an unread socket.
+    fn full_at_receive_maximum(&self) -> bool {
+        false
+    }
     /// Sends one PUBLISH carrying `payload`, intended at `due` and sent at `sent_at` (ns), and
     /// keeps it in flight until acknowledged. Returns its packet id (0 at QoS 0).
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16;
@@ -134,7 +139,7 @@ impl Sender {
                 let sent_at = now_ns();
                 self.send(ctx, out, due.min(sent_at), sent_at);
             } else {
-                count_drop(ctx, now);
+                count_drop(ctx, now, out.full_at_receive_maximum());
             }
             self.next_due = self.schedule.as_mut().expect("a due time comes from a schedule").next().map(|o| self.start_ns + o);
         }
@@ -238,10 +243,11 @@ impl Sender {
 }
 
 /// A message due that the transport could not take: dropped, counted, never sent late.
-pub fn count_drop(ctx: &WorkerCtx, now: u64) {
+pub fn count_drop(ctx: &WorkerCtx, now: u64, at_receive_maximum: bool) {
     WorkerShared::inc(&ctx.shared.dropped);
     let mut st = ctx.stats.borrow_mut();
     st.counters.dropped += 1;
+    st.counters.dropped_receive_maximum += u64::from(at_receive_maximum);
     if let Some(row) = st.second(now) {
         row.dropped += 1;
     }

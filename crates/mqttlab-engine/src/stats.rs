@@ -92,6 +92,10 @@ pub struct WorkerStats {
     /// Wills: this worker's publishers' exits, and the wills its subscribers got.
     pub will_exits: Vec<crate::wills::WillExit>,
     pub wills: FxHashMap<(u32, u32), crate::wills::WillDelivery>,
+    /// The broker's reason codes worth seeing (`reason_codes`), by packet and code.
+    pub reason_codes: crate::reason_codes::ReasonCounts,
+    /// What the broker announced in the first MQTT 5 CONNACK this worker saw.
+    pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
     /// CLOCK_MONOTONIC ns at which the measured window starts (after warm-up); 0 before the run starts.
     pub measure_start_ns: u64,
     series: Vec<SecondRow>,
@@ -117,6 +121,8 @@ impl WorkerStats {
             retained: Vec::new(),
             will_exits: Vec::new(),
             wills: FxHashMap::default(),
+            reason_codes: Default::default(),
+            broker_limits: None,
             measure_start_ns: 0,
             series: Vec::new(),
             series_packed: 0,

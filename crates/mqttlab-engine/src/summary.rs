@@ -50,6 +50,20 @@ pub struct Summary {
     /// Wills only (`publishers.will`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wills: Option<crate::wills::WillSummary>,
+    /// MQTT 5: what the broker announced in its CONNACK (an absent value: the spec's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
+    /// The broker's reason codes worth seeing (every one but a plain success, and every
+    /// DISCONNECT it sent), by packet and code, with the spec's name.
+    pub reason_codes: Vec<ReasonSeen>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ReasonSeen {
+    pub packet: String,
+    pub code: u8,
+    pub name: String,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -77,6 +91,8 @@ pub struct Messages {
     pub acked: u64,
     /// Sends due that were never made (window full, write buffer full, disconnected).
     pub dropped: u64,
+    /// Of those, the sends that found the broker's Receive Maximum reached (MQTT 5 flow control).
+    pub dropped_receive_maximum: u64,
     pub received: u64,
     /// Deliveries owed: messages sent times the receivers owed each.
     pub expected: u64,
@@ -263,6 +279,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             sent: c.sent,
             acked: c.acked,
             dropped: c.dropped,
+            dropped_receive_maximum: c.dropped_receive_maximum,
             received: c.received,
             expected,
             delivered,
@@ -304,6 +321,17 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         offline,
         retained: crate::retained::summarize(plan, &r.retained),
         wills: crate::wills::summarize(plan, &units, &r.will_exits, &r.wills),
+        broker_limits: r.broker_limits.clone(),
+        reason_codes: r
+            .reason_codes
+            .iter()
+            .map(|c| ReasonSeen {
+                packet: c.packet.clone(),
+                code: c.code,
+                name: crate::reason_codes::name(crate::packets::protocol(&plan.mqtt), &c.packet, c.code).to_string(),
+                count: c.count,
+            })
+            .collect(),
     })
 }
 

@@ -4,7 +4,7 @@
 //! scenario field it is about (the plan's fields mirror the scenario's; a plan's `load.warmup_ms`
 //! is the scenario's `load.warmup`, and durations are said in seconds), and the fields it reads.
 use crate::accounting::UnitTable;
-use crate::payload::HEADER_LEN;
+use crate::payload::{SizeSampler, HEADER_LEN};
 use crate::plan::{Arrival, CompleteOn, Leave, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
 use crate::template::expand;
 use crate::topic::matches;
@@ -176,6 +176,7 @@ impl RunPlan {
         problems.extend(offline_problems(self));
         problems.extend(retained_problems(self));
         problems.extend(will_problems(self));
+        problems.extend(mqtt5_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -195,6 +196,61 @@ impl RunPlan {
         }
         problems
     }
+}
+
+/// MQTT 5's announcements and properties exist only in MQTT 5 over TCP; a Maximum Packet Size
+/// must leave room for the plan's own messages (the broker must drop what does not fit, which
+/// would read as loss); a message's expiry is judged from its header's send time, on this host's
+/// clock.
+fn mqtt5_problems(plan: &RunPlan) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let m = &plan.mqtt;
+    let asked: Vec<&str> = [
+        ("mqtt.receive_maximum", m.receive_maximum != u16::MAX),
+        ("mqtt.maximum_packet_size", m.maximum_packet_size.is_some()),
+        ("mqtt.topic_alias_maximum", m.topic_alias_maximum > 0),
+        ("publishers.message_expiry", plan.publishers.message_expiry_s.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, set)| set.then_some(field))
+    .collect();
+    for field in &asked {
+        if m.version != 5 {
+            problems.push(problem(field, "exists only in MQTT 5: set mqtt.version: 5", &["mqtt.version"]));
+        } else if !matches!(plan.transport, Transport::Mqtt) {
+            problems.push(problem(field, "is MQTT's, not MQTT-SN's", &["transport.kind"]));
+        }
+    }
+    if m.receive_maximum == 0 {
+        problems.push(problem("mqtt.receive_maximum", "must be 1..=65535 (0 is a protocol error)", &[]));
+    }
+    if let Some(max) = m.maximum_packet_size {
+        // Fixed header (5), topic length (2), packet id (2), properties (up to 16 here).
+        let largest = SizeSampler::new(&plan.publishers.payload).max() + plan.publisher_topic(0).len() + 25;
+        if (max as usize) < largest {
+            problems.push(problem(
+                "mqtt.maximum_packet_size",
+                format!("must be at least {largest} bytes, the plan's largest PUBLISH with its headers (got {max}): the broker must drop a message that does not fit"),
+                &["publishers.payload"],
+            ));
+        }
+    }
+    if let Some(expiry) = plan.publishers.message_expiry_s {
+        if expiry == 0 {
+            problems.push(problem("publishers.message_expiry", "must be at least 1 s (MQTT counts it in whole seconds)", &[]));
+        }
+        if plan.publishers.measure != Measure::Header {
+            problems.push(problem(
+                "publishers.message_expiry",
+                "is judged from each message's header: needs publishers.measure: header",
+                &["publishers.measure"],
+            ));
+        }
+        if !plan.is_whole() {
+            problems.push(problem("publishers.message_expiry", "is judged on one clock: run every client in one engine process (not --dask)", &[]));
+        }
+    }
+    problems
 }
 
 /// Offline sessions need sessions that outlive the connection, a schedule inside the load, and

@@ -57,6 +57,16 @@ Duration = Annotated[
     ),
 ]
 
+def _whole_seconds(seconds: float) -> float:
+    # The protocol carries these in whole seconds; rounding silently would change the test.
+    if not float(seconds).is_integer():
+        raise _problem(f"must be a whole number of seconds (got {seconds}s)")
+    return seconds
+
+
+# A duration MQTT carries in whole seconds (keep-alive, expiry intervals).
+WholeSeconds = Annotated[Duration, AfterValidator(_whole_seconds)]
+
 Size = Annotated[
     int,
     BeforeValidator(_size),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
 from mqttlab.scenario.network import NetworkConditions
@@ -22,6 +22,7 @@ from mqttlab.scenario.fields import (
     MqttVersion,
     Size,
     TopicTemplate,
+    WholeSeconds,
     is_url,
 )
 
@@ -36,18 +37,20 @@ class MqttSettings(_Section):
     version: MqttVersion = Field(default=3, description="3 = MQTT 3.1.1, 5 = MQTT 5.0")
     username: Optional[str] = None
     password: Optional[str] = None
-    keepalive: Duration = Field(default=60.0, le=65535, description="Whole seconds, 0 = no keep-alive")
+    keepalive: WholeSeconds = Field(default=60.0, le=65535, description="Whole seconds, 0 = no keep-alive")
     clean_start: bool = True
-    session_expiry: Duration = Field(default=0.0, le=4294967295, description="MQTT 5 only")
+    session_expiry: WholeSeconds = Field(default=0.0, le=4294967295, description="MQTT 5 only")
     connect_timeout: Duration = Field(default=10.0, gt=0)
-
-    @field_validator("keepalive", "session_expiry")
-    @classmethod
-    def _whole_seconds(cls, seconds: float) -> float:
-        # The protocol carries these in whole seconds; rounding silently would change the test.
-        if not float(seconds).is_integer():
-            raise PydanticCustomError("mqttlab", f"must be a whole number of seconds (got {seconds}s)")
-        return seconds
+    receive_maximum: int = Field(
+        default=65535, ge=1, le=65535,
+        description="MQTT 5: the QoS 1/2 messages each client lets the broker have unacknowledged towards it; more is a violation")
+    maximum_packet_size: Optional[int] = Field(
+        default=None, ge=1, le=268435460,
+        description="MQTT 5: the largest packet each client accepts; a larger one from the broker is a violation. null = no limit")
+    topic_alias_maximum: int = Field(
+        default=0, ge=0, le=65535,
+        description="MQTT 5 topic aliases: subscribers accept this many from the broker, publishers name their topic by an alias "
+                    "when the broker accepts one. 0 = off")
 
 
 class TlsSettings(_Section):
@@ -160,6 +163,9 @@ class Publishers(_Section):
         default=None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
     )
     will: Optional["Will"] = Field(default=None, description="Wills (docs/state.md): a last will on every publisher, and when and how the chosen ones leave")
+    message_expiry: Optional[WholeSeconds] = Field(
+        default=None, ge=1, le=4294967295,
+        description="MQTT 5 Message Expiry Interval (whole seconds) on every message: a message delivered after it expired is a violation")
 
 
 class Will(_Section):

@@ -114,7 +114,7 @@ impl ClosedLoop {
             return;
         }
         if !out.has_room() {
-            count_drop(ctx, now);
+            count_drop(ctx, now, out.full_at_receive_maximum());
             self.due_at(ctx, sender, now + self.think_ns.max(1_000_000));
             return;
         }
