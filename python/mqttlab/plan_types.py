@@ -107,6 +107,7 @@ class Publishers(_Publishers, total=False):
     message_expiry_s: int
     messages: Optional[int]
     reply_filter: Optional[str]
+    request_response: bool
     retain: bool
     think_us: int
 

@@ -157,6 +157,8 @@ def _compile(scenario: Scenario) -> Plan:
     # Round-trip mode (the engine's rules want both halves); absent keeps plans as they were.
     if pubs.reply_filter is not None:
         plan["publishers"]["reply_filter"] = pubs.reply_filter
+    if pubs.request_response:
+        plan["publishers"]["request_response"] = True
     if subs.echo_topic is not None:
         plan["subscribers"]["echo_topic"] = subs.echo_topic
     if subs.retained is not None:

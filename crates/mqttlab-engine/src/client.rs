@@ -106,6 +106,8 @@ struct MqttOutlet {
     properties: Option<Properties>,
     /// The alias is set on this connection: later PUBLISHes name the topic by it alone.
     alias_set: bool,
+    /// Request/response: the topic each request names for its response.
+    response_topic: Option<String>,
 }
 
 impl MqttOutlet {
@@ -113,6 +115,9 @@ impl MqttOutlet {
         // Grows with what is really in flight: sized for the window up front, 100,000 slow
         // publishers would each hold a table of a thousand slots.
         let topic = ctx.plan.publisher_topic(index).into_bytes();
+        let p = &ctx.plan.publishers;
+        let response_topic =
+            p.reply_filter.as_ref().filter(|_| p.request_response).map(|r| crate::template::expand(r, index, &ctx.plan.publisher_client_id(index)));
         let mut out = MqttOutlet {
             conn,
             inflight: FxHashMap::default(),
@@ -123,6 +128,7 @@ impl MqttOutlet {
             receive_maximum_binds: false,
             properties: None,
             alias_set: false,
+            response_topic,
         };
         out.follow_broker(ctx);
         out
@@ -158,18 +164,10 @@ impl Outlet for MqttOutlet {
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
         let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(&mut self.next_pkid, &self.inflight) };
         let topic: &[u8] = if self.alias_set { &[] } else { &self.topic };
-        let n = encode_publish(
-            &mut self.conn.wbuf,
-            self.conn.protocol,
-            self.qos,
-            ctx.plan.publishers.retain,
-            false,
-            topic,
-            pkid,
-            self.properties.as_ref(),
-            payload,
-        )
-        .expect("publish within MQTT limits");
+        let request = self.response_topic.as_ref().map(|t| crate::pacing::round_trip::request_properties(self.properties.as_ref(), t, payload));
+        let properties = request.as_ref().or(self.properties.as_ref());
+        let n = encode_publish(&mut self.conn.wbuf, self.conn.protocol, self.qos, ctx.plan.publishers.retain, false, topic, pkid, properties, payload)
+            .expect("publish within MQTT limits");
         self.alias_set = self.properties.as_ref().is_some_and(|p| p.topic_alias.is_some());
         self.conn.bytes_out += n as u64;
         if self.qos != QoS::AtMostOnce {
@@ -785,7 +783,7 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
                 if acknowledge(conn, &p, &mut sub.awaiting_release) {
                     delivered(ctx, &mut sub.receiver, &p.topic, &p.payload, p.retain, now);
                     if let Some(echo) = sub.echo.as_mut() {
-                        echo.send(conn, &p.payload);
+                        echo.send(ctx, conn, &p);
                     }
                 }
             }

@@ -193,6 +193,11 @@ pub struct Publishers {
     /// echoes of its own messages as round trips, on its own clock.
     #[serde(default)]
     pub reply_filter: Option<String>,
+    /// Round-trip mode by MQTT 5 request/response: each message carries the reply topic as its
+    /// Response Topic and its header's first 8 bytes as Correlation Data, and the subscribers
+    /// answer on the Response Topic each request names (no `subscribers.echo_topic`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_response: bool,
     /// How a delivery is tied to its send (payload.rs): the 16-byte header, or the topic and a
     /// sequence number modulo 256^size for payloads smaller than the header.
     #[serde(default)]

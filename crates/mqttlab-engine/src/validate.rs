@@ -456,6 +456,9 @@ fn will_problems(plan: &RunPlan) -> Vec<Problem> {
 /// Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught the
 /// publisher's own messages, or a subscription that caught the echoes, would feed itself.
 fn round_trip_problems(plan: &RunPlan) -> Vec<Problem> {
+    if plan.publishers.request_response {
+        return request_response_problems(plan);
+    }
     let (reply, echo) = (&plan.publishers.reply_filter, &plan.subscribers.echo_topic);
     // A plan without subscribers (or without publishers) may have its other half elsewhere: a
     // reply filter answered by echoes another process sends.
@@ -507,6 +510,53 @@ fn round_trip_problems(plan: &RunPlan) -> Vec<Problem> {
                 format!("'{echo_0}' is matched by subscribers.filters[{k}] '{filter}': the echoes would be echoed again"),
                 &[field.as_str()],
             ));
+        }
+    }
+    problems
+}
+
+/// Request/response names its reply topic in each request: an MQTT 5 topic (no wildcard, not the
+/// publisher's own), and no echo topic beside it.
+fn request_response_problems(plan: &RunPlan) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let field = "publishers.request_response";
+    if plan.mqtt.version != 5 {
+        problems.push(problem(field, "is MQTT 5's Response Topic and Correlation Data: set mqtt.version: 5", &["mqtt.version"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem(field, "is MQTT's, not MQTT-SN's", &["transport.kind"]));
+    }
+    if plan.publishers.measure != Measure::Header {
+        problems.push(problem(field, "correlates each response by the message's header: needs publishers.measure: header", &["publishers.measure"]));
+    }
+    if plan.subscribers.echo_topic.is_some() {
+        problems.push(problem("subscribers.echo_topic", "is not used with publishers.request_response: each request names its own response topic", &[field]));
+    }
+    match &plan.publishers.reply_filter {
+        None => problems.push(problem("publishers.reply_filter", "request/response needs the topic responses come back on (%i = publisher index)", &[field])),
+        Some(reply) => {
+            let reply_0 = expand(reply, 0, &plan.publisher_client_id(0));
+            if reply_0.contains(['+', '#']) {
+                problems.push(problem("publishers.reply_filter", format!("'{reply_0}' is a filter: a Response Topic must be a topic name"), &[field]));
+            }
+            let own_topic = plan.publisher_topic(0);
+            if matches(&reply_0, &own_topic) {
+                problems.push(problem(
+                    "publishers.reply_filter",
+                    format!("'{reply_0}' is the publisher's own topic; responses must come back on another"),
+                    &["publishers.topic"],
+                ));
+            }
+            for (k, filter) in plan.subscriber_filters(0).iter().enumerate() {
+                if matches(filter, &reply_0) {
+                    let f = format!("subscribers.filters[{k}]");
+                    problems.push(problem(
+                        "publishers.reply_filter",
+                        format!("'{reply_0}' is matched by {f} '{filter}': responses would be answered again"),
+                        &[f.as_str()],
+                    ));
+                }
+            }
         }
     }
     problems

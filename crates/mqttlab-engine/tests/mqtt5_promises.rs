@@ -55,9 +55,12 @@ struct Seen {
     topics: Vec<(Bytes, Option<u16>)>,
 }
 
+/// A subscribed connection with its filters.
+type Subscribed = (Vec<String>, Arc<Mutex<TcpStream>>);
+
 struct Broker {
     script: Script,
-    subscribers: Mutex<Vec<Arc<Mutex<TcpStream>>>>,
+    subscribers: Mutex<Vec<Subscribed>>,
     forwarded: Mutex<usize>,
     received: Mutex<usize>,
     seen: Mutex<Seen>,
@@ -116,7 +119,7 @@ fn serve(b: &Arc<Broker>, mut stream: TcpStream) {
                     write(&writer, &[Packet::ConnAck(ConnAck { session_present: false, code: 0, properties })]);
                 }
                 Packet::Subscribe(s) => {
-                    b.subscribers.lock().unwrap().push(writer.clone());
+                    b.subscribers.lock().unwrap().push((s.filters.iter().map(|f| f.path.clone()).collect(), writer.clone()));
                     write(&writer, &[Packet::SubAck(SubAck { pkid: s.pkid, return_codes: vec![1; s.filters.len()], properties: Properties::default() })]);
                 }
                 Packet::Publish(mut m) => {
@@ -166,7 +169,7 @@ fn acknowledge(b: &Broker, writer: &Mutex<TcpStream>, unacked: &mut Vec<u16>, k:
         if k + 1 == after {
             let bye = Packet::Disconnect(mqttlab_codec::Disconnect { reason, properties: Properties::default() });
             write(writer, std::slice::from_ref(&bye));
-            for s in b.subscribers.lock().unwrap().iter() {
+            for (_, s) in b.subscribers.lock().unwrap().iter() {
                 write(s, std::slice::from_ref(&bye));
             }
         }
@@ -181,7 +184,10 @@ fn forward(b: &Arc<Broker>, m: Publish) {
         *f - 1
     };
     let send = move |b: &Broker| {
-        for (i, s) in b.subscribers.lock().unwrap().iter().enumerate() {
+        for (i, (filters, s)) in b.subscribers.lock().unwrap().iter().enumerate() {
+            if !filters.iter().any(|f| matches(f, &m.topic)) {
+                continue;
+            }
             let mut out = Publish {
                 dup: false,
                 qos: QoS::AtLeastOnce,
@@ -205,6 +211,14 @@ fn forward(b: &Arc<Broker>, m: Publish) {
             std::thread::sleep(b.script.hold);
             send(&b);
         });
+    }
+}
+
+/// Exact filters and a trailing `#` are all these tests use.
+fn matches(filter: &str, topic: &[u8]) -> bool {
+    match filter.strip_suffix('#') {
+        Some(prefix) => topic.starts_with(prefix.as_bytes()),
+        None => filter.as_bytes() == topic,
     }
 }
 
@@ -361,4 +375,35 @@ fn a_publisher_names_its_topic_once_then_by_its_alias_alone() {
     let (port, broker) = start(Script::default());
     run(plan(port, 5, serde_json::json!({"topic_alias_maximum": 1}), serde_json::json!({})), |_| {}).unwrap();
     assert!(broker.seen.lock().unwrap().topics.iter().all(|(t, a)| &t[..] == b"t/0" && a.is_none()));
+}
+
+/// Request/response: one requester, one responder, each request naming "r/0" for its response.
+fn request_plan(port: u16) -> RunPlan {
+    plan(port, 10, serde_json::json!({}), serde_json::json!({"reply_filter": "r/%i", "request_response": true}))
+}
+
+#[test]
+fn request_response_measures_every_round_trip_through_a_broker_that_keeps_the_properties() {
+    let (port, _) = start(Script::default());
+    let r = run(request_plan(port), |_| {}).unwrap();
+    assert_eq!((r.counters.sent, r.counters.replies), (10, 10));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+}
+
+#[test]
+fn a_broker_that_drops_the_response_topic_or_changes_the_correlation_is_named() {
+    let (port, _) = start(Script { rewrite: |_, m| m.properties.response_topic = None, ..Script::default() });
+    let r = run(request_plan(port), |_| {}).unwrap();
+    assert_eq!((violation(&r, "response_topic_missing"), r.counters.replies), (10, 0), "{:?}", r.violations);
+
+    let (port, _) = start(Script {
+        rewrite: |_, m| {
+            if m.properties.correlation_data.is_some() {
+                m.properties.correlation_data = Some(Bytes::from_static(b"changed!"));
+            }
+        },
+        ..Script::default()
+    });
+    let r = run(request_plan(port), |_| {}).unwrap();
+    assert_eq!(violation(&r, "correlation_data_changed"), 10, "{:?}", r.violations);
 }

@@ -160,8 +160,12 @@ class Publishers(_Section):
     )
     inflight: int = Field(default=100, ge=1, le=65535, description="QoS>0 window; a send due while it is full is dropped")
     reply_filter: Optional[FilterTemplate] = Field(
-        default=None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic"
+        default=None, description="Round-trip mode: each publisher subscribes here (%i = publisher index) and times the echoes of its own messages; needs subscribers.echo_topic, "
+                                  "or request_response"
     )
+    request_response: bool = Field(
+        default=False, description="Round-trip mode by MQTT 5 request/response: each message names reply_filter (a topic) as its Response Topic, with "
+                                   "Correlation Data; subscribers answer on the topic each request names (no echo_topic)")
     will: Optional["Will"] = Field(default=None, description="Wills (docs/state.md): a last will on every publisher, and when and how the chosen ones leave")
     message_expiry: Optional[WholeSeconds] = Field(
         default=None, ge=1, le=4294967295,

@@ -2,13 +2,20 @@
 //! (`Echo`), and the publisher, subscribed to its own echoes (`Echoes`), measures the round trip
 //! from the message's intended send time. In a closed loop, an echo is one of the deliveries that
 //! complete a message.
+//!
+//! With MQTT 5 request/response (`publishers.request_response`) the reply topic travels in each
+//! request as its Response Topic, with the header's first 8 bytes (publisher, sequence) as its
+//! Correlation Data: the subscriber answers on the topic the request names, carrying the
+//! correlation back, and the publisher checks that it came back unchanged. A broker that drops or
+//! changes either property is named (`response_topic_missing`, `correlation_data_changed`).
 use crate::accounting::{Arrival as Seen, PairState};
 use crate::clock::now_ns;
 use crate::conn::Conn;
 use crate::context::WorkerCtx;
 use crate::payload::Header;
 use crate::stats::{WorkerShared, H};
-use mqttlab_codec::{encode_publish, Publish, QoS};
+use bytes::Bytes;
+use mqttlab_codec::{encode_publish, Properties, Publish, QoS};
 use rustc_hash::FxHashSet;
 
 /// The publisher's side: the echoes of its own messages.
@@ -42,6 +49,12 @@ impl Echoes {
     /// time, and (closed loop on delivery) its message told it is one delivery nearer complete.
     pub fn received(&mut self, ctx: &WorkerCtx, p: &Publish, now: u64) {
         let mut st = ctx.stats.borrow_mut();
+        if ctx.plan.publishers.request_response {
+            let correlation = p.properties.values().and_then(|v| v.correlation_data.as_deref());
+            if correlation != p.payload.get(..CORRELATION_LEN) {
+                st.violation("correlation_data_changed", &format!("a response came back with correlation data {correlation:?}, not its request's"));
+            }
+        }
         let identified = match ctx.sequence.as_deref() {
             None => Header::read(&p.payload).filter(|h| h.publisher == self.index).map(|h| (h.seq, Some(h.intended_us * 1000))),
             Some(table) => table.identify_from(self.index, &p.payload).map(|m| (m.seq, m.sent.map(|s| s.0))),
@@ -68,8 +81,22 @@ impl Echoes {
     }
 }
 
-/// The subscriber's side: every delivery goes straight back on the echo topic.
+/// The bytes of a request's header that are its Correlation Data: publisher and sequence number.
+pub const CORRELATION_LEN: usize = 8;
+
+/// A request's properties: `base` (the publisher's others), the topic to answer on, and its
+/// correlation (from its payload's header).
+pub fn request_properties(base: Option<&Properties>, response_topic: &str, payload: &[u8]) -> Properties {
+    let mut properties = base.cloned().unwrap_or_default();
+    properties.response_topic = Some(response_topic.to_string());
+    properties.correlation_data = Some(Bytes::copy_from_slice(&payload[..CORRELATION_LEN.min(payload.len())]));
+    properties
+}
+
+/// The subscriber's side: every delivery goes straight back on the echo topic, or on the
+/// request's Response Topic.
 pub struct Echo {
+    /// Empty for request/response: each request names its own.
     topic: Vec<u8>,
     qos: QoS,
     /// Packet ids of echoes not yet acknowledged.
@@ -80,13 +107,12 @@ pub struct Echo {
 impl Echo {
     /// In round-trip mode, the echo of subscriber `index` (`client_id`), at the publishers' QoS.
     pub fn for_subscriber(ctx: &WorkerCtx, index: u32, client_id: &str) -> Option<Echo> {
-        let topic = ctx.plan.subscribers.echo_topic.as_ref()?;
-        Some(Echo {
-            topic: crate::template::expand(topic, index, client_id).into_bytes(),
-            qos: QoS::from_u8(ctx.plan.publishers.qos).unwrap_or(QoS::AtMostOnce),
-            inflight: FxHashSet::default(),
-            next_pkid: 1,
-        })
+        let topic = match &ctx.plan.subscribers.echo_topic {
+            Some(t) => crate::template::expand(t, index, client_id).into_bytes(),
+            None if ctx.plan.publishers.request_response => Vec::new(),
+            None => return None,
+        };
+        Some(Echo { topic, qos: QoS::from_u8(ctx.plan.publishers.qos).unwrap_or(QoS::AtMostOnce), inflight: FxHashSet::default(), next_pkid: 1 })
     }
 
     /// The broker acknowledged echo `pkid` (PUBACK, or PUBCOMP).
@@ -94,7 +120,20 @@ impl Echo {
         self.inflight.remove(&pkid);
     }
 
-    pub fn send(&mut self, conn: &mut Conn, payload: &[u8]) {
+    /// Answers delivery `p`: on the echo topic, or (request/response) on its Response Topic with
+    /// its Correlation Data, unless the broker dropped the Response Topic (a violation).
+    pub fn send(&mut self, ctx: &WorkerCtx, conn: &mut Conn, p: &Publish) {
+        let (topic, properties) = if self.topic.is_empty() {
+            let request = p.properties.values();
+            let Some(t) = request.and_then(|v| v.response_topic.as_deref()) else {
+                return ctx.stats.borrow_mut().violation("response_topic_missing", "a request came without its Response Topic");
+            };
+            let mut answer = Properties::default();
+            answer.correlation_data = request.and_then(|v| v.correlation_data.clone());
+            (t.as_bytes(), Some(answer))
+        } else {
+            (&self.topic[..], None)
+        };
         let pkid = if self.qos == QoS::AtMostOnce {
             0
         } else {
@@ -105,7 +144,8 @@ impl Echo {
                 }
             }
         };
-        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, &self.topic, pkid, None, payload).expect("echo within MQTT limits");
+        let n = encode_publish(&mut conn.wbuf, conn.protocol, self.qos, false, false, topic, pkid, properties.as_ref(), &p.payload)
+            .expect("echo within MQTT limits");
         conn.bytes_out += n as u64;
     }
 }
