@@ -112,3 +112,31 @@ def test_request_response_that_cannot_work_is_refused_with_every_problem_named()
                            "subscribers": {"echo_topic": "x/%i"}})
     found = {(p.path, p.message.split(":")[0][:30]) for p in refused.value.problems}
     assert {path for path, _ in found} >= {"publishers.request_response", "publishers.reply_filter", "subscribers.echo_topic"}, found
+
+
+# Each MQTT 5 option a broker must honour, and what its honouring looks like in the summary.
+OPTIONS = {
+    "message properties passed on": {"publishers.user_properties": {"count": 3, "size": 8}, "publishers.content_type": "application/x-test",
+                                     "publishers.payload_format": 0},
+    "subscription identifier": {"subscribers.subscription_identifier": True},
+    "no local": {"publishers.no_local": True},
+    "retain as published": {"subscribers.retain_as_published": True, "publishers.retain": True},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize("broker", [b for b in MQTT5_BROKERS if b != "mochi"])
+def test_each_option_a_broker_honours_keeps_every_message_and_breaks_nothing(broker: str, option: str, tmp_path: Path) -> None:
+    # Mochi 2.7.9 answers a QoS 1 PUBLISH carrying user properties with PUBACK reason 0x01, which
+    # is no PUBACK reason: the engine ends that connection as malformed (seen, and left out here).
+    summary = _run(broker, tmp_path, "option", **OPTIONS[option])
+    assert (summary["messages"]["delivered"], summary["messages"]["lost"]) == (100, 0)
+    assert broken_promises(summary) == [], summary["violations"]
+
+
+@pytest.mark.parametrize("broker", MQTT5_BROKERS)
+def test_retain_handling_2_gets_nothing_from_the_store(broker: str, tmp_path: Path) -> None:
+    summary = _run(broker, tmp_path, "rh2", **{"publishers.retain": True, "publishers.messages": 5, "publishers.rate": 10, "load.duration": "3s",
+                                               "subscribers.retained": {"at": "1s"}, "subscribers.retain_handling": 2})
+    assert summary["retained"]["expected"] == 0 and summary["messages"]["retained"] == 0
+    assert summary["violations"] == []

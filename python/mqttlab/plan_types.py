@@ -100,9 +100,18 @@ class Will(_Will, total=False):
     qos: int
 
 
+class UserProperties(TypedDict):
+    count: int
+    size: int
+
+
 class Publishers(_Publishers, total=False):
     will: Will
     complete_on: CompleteOn
+    content_type: Optional[str]
+    no_local: bool
+    payload_format: Optional[int]
+    user_properties: Optional[UserProperties]
     measure: Measure
     message_expiry_s: int
     messages: Optional[int]
@@ -140,7 +149,10 @@ class RetainedRead(_RetainedRead, total=False):
 class Subscribers(_Subscribers, total=False):
     echo_topic: Optional[str]
     offline: Offline
+    retain_as_published: bool
+    retain_handling: int
     retained: RetainedRead
+    subscription_identifier: bool
 
 
 class _Load(TypedDict):

@@ -177,6 +177,20 @@ def _compile(scenario: Scenario) -> Plan:
         plan["mqtt"]["topic_alias_maximum"] = mqtt.topic_alias_maximum
     if pubs.message_expiry is not None:
         plan["publishers"]["message_expiry_s"] = int(pubs.message_expiry)
+    if pubs.user_properties is not None:
+        plan["publishers"]["user_properties"] = {"count": pubs.user_properties.count, "size": pubs.user_properties.size}
+    if pubs.content_type is not None:
+        plan["publishers"]["content_type"] = pubs.content_type
+    if pubs.payload_format is not None:
+        plan["publishers"]["payload_format"] = pubs.payload_format
+    if pubs.no_local:
+        plan["publishers"]["no_local"] = True
+    if subs.subscription_identifier:
+        plan["subscribers"]["subscription_identifier"] = True
+    if subs.retain_as_published:
+        plan["subscribers"]["retain_as_published"] = True
+    if subs.retain_handling:
+        plan["subscribers"]["retain_handling"] = subs.retain_handling
     if scenario.transport.kind == "mqtt-sn":
         # Absent means MQTT, so plans of MQTT runs stay as they were.
         plan["transport"] = _sn_transport(scenario)

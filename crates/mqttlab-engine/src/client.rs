@@ -10,7 +10,7 @@ use crate::inbound::Inbound;
 use crate::pacing::round_trip::{Echo, Echoes};
 use crate::pacing::Pacing;
 use crate::packets::{self, connect_packet, subscribe_packet};
-use crate::plan::Leave;
+use crate::plan::{Leave, SubscribeOptions};
 use crate::reason_codes;
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
 use crate::stats::{WorkerShared, H};
@@ -142,8 +142,7 @@ impl MqttOutlet {
         let allowed = self.conn.broker_receive_max.map_or(usize::MAX, usize::from);
         self.window = asked.min(allowed);
         self.receive_maximum_binds = allowed < asked;
-        let mut properties = Properties::default();
-        properties.message_expiry_interval = ctx.plan.publishers.message_expiry_s;
+        let mut properties = packets::message_properties(&ctx.plan);
         if ctx.plan.mqtt.topic_alias_maximum > 0 && self.conn.broker_alias_max > 0 {
             properties.topic_alias = Some(1);
         }
@@ -256,9 +255,10 @@ impl Publisher {
         let qos = QoS::from_u8(p.qos).unwrap_or(QoS::AtMostOnce);
         let echoes = Echoes::for_publisher(ctx, index, &client_id);
         match &echoes {
-            Some(e) => conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), qos)),
+            Some(e) => conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), qos, SubscribeOptions::default())),
             None => publisher_ready(ctx),
         }
+        subscribe_no_local(ctx, index, &mut conn);
         // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
         let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + echoes.is_some() as u64;
         let out = MqttOutlet::new(ctx, index, conn, qos);
@@ -294,9 +294,10 @@ impl Publisher {
             out.inflight.clear();
         }
         if let Some(e) = self.echoes.as_mut() {
-            out.conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), out.qos));
+            out.conn.send(&subscribe_packet(std::slice::from_ref(&e.filter), out.qos, SubscribeOptions::default()));
             e.awaiting_release.clear();
         }
+        subscribe_no_local(ctx, self.index, &mut out.conn);
         self.pacing.after_outage(ctx, &mut self.sender, true);
         true
     }
@@ -338,6 +339,15 @@ impl Publisher {
         // Whatever was never acknowledged is no longer in flight once we leave.
         WorkerShared::sub(&ctx.shared.inflight, self.out.inflight.len() as u64);
         finish_connection(ctx, self.out.conn, &self.client_id, self.lost).await;
+    }
+}
+
+/// MQTT 5 No Local (`publishers.no_local`): the publisher subscribes to its own topic, at QoS 0,
+/// asking never to get its own messages back; one that comes is a violation (`publisher_packets`).
+fn subscribe_no_local(ctx: &WorkerCtx, index: u32, conn: &mut Conn) {
+    if ctx.plan.publishers.no_local {
+        let options = SubscribeOptions { no_local: true, ..SubscribeOptions::default() };
+        conn.send(&subscribe_packet(&[ctx.plan.publisher_topic(index)], QoS::AtMostOnce, options));
     }
 }
 
@@ -488,6 +498,9 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
                         r.received(ctx, &pb, now);
                     }
                 }
+                None if ctx.plan.publishers.no_local => {
+                    ctx.stats.borrow_mut().violation("no_local_delivered", "a publisher subscribed to its own topic with No Local got its own message back")
+                }
                 None => ctx.stats.borrow_mut().counters.unexpected += 1,
             },
             Packet::PubRel(a) if echoes.is_some() => {
@@ -502,6 +515,13 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
             }
             // The SUBACK of a resubscription after a reconnect.
             Packet::SubAck(_) if echoes.is_some() => {}
+            // The SUBACK of the own topic's No Local subscription: a refusal is counted by name.
+            Packet::SubAck(s) if ctx.plan.publishers.no_local => {
+                let mut st = ctx.stats.borrow_mut();
+                for code in &s.return_codes {
+                    reason_codes::count(&mut st.reason_codes, "SUBACK", *code);
+                }
+            }
             other => return Err(format!("unexpected {} from broker", packet_name(&other))),
         }
     }
@@ -587,7 +607,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         awaiting_release: FxHashSet::default(),
         receiver: Receiver::new(index, plan.effective_qos()),
         echo: Echo::for_subscriber(&ctx, index, &client_id),
-        inbound: Inbound::for_plan(&plan),
+        inbound: Inbound::for_plan(&plan, index),
     };
     // A retained read subscribes later, on its schedule: connected is ready.
     let mut subscribe_at = crate::retained::subscribe_offset(&plan, index);
@@ -595,7 +615,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         sub.receiver.retained = Some(crate::retained::RetainedWatch::new(&plan, &ctx.units, index));
         subscriber_ready(&ctx, &mut sub);
     } else {
-        conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+        conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested, plan.subscribe_options(index)));
     }
     let phase_changed = ctx.phase_changes();
     let keepalive = ctx.keepalive_ticks();
@@ -630,7 +650,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             _ = until(subscribe_due) => {
                 subscribe_at = None;
                 let now = now_ns();
-                conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+                conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested, plan.subscribe_options(index)));
                 conn.write_now();
                 sub.subscribe_sent = now;
                 sub.awaiting_suback = true;
@@ -663,7 +683,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                 if broken {
                     let Some((new_conn, _)) = reconnect(&ctx, &client_id, &mut conn, source_address(&ctx, index, false), None).await else { lost = true; break };
                     conn = new_conn;
-                    conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested));
+                    conn.send(&subscribe_packet(&plan.subscriber_filters(index), requested, plan.subscribe_options(index)));
                     sub.awaiting_release.clear();
                     if let Some(inbound) = sub.inbound.as_mut() {
                         inbound.reconnected();
@@ -733,7 +753,7 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
                         st.violation("session_lost", &format!("{client_id}: no session present on return after {away:.1} s away (clean start 0)"));
                     }
                     drop(st);
-                    conn.send(&subscribe_packet(&ctx.plan.subscriber_filters(index), sub.requested));
+                    conn.send(&subscribe_packet(&ctx.plan.subscriber_filters(index), sub.requested, ctx.plan.subscribe_options(index)));
                     sub.awaiting_release.clear();
                 }
                 sub.receiver.offline.push(window);

@@ -1,7 +1,11 @@
 //! What an MQTT 5 subscriber holds the broker's PUBLISHes to: the Receive Maximum and Maximum
 //! Packet Size it announced in its CONNECT, the topic aliases it accepts (and resolves, so the
-//! accounting sees the topic), and each message's expiry. A broken promise is a violation with its
-//! count; nothing here changes what is delivered.
+//! accounting sees the topic), each message's expiry, the properties the broker must pass on
+//! unchanged (user properties in order, content type, payload format), the Subscription Identifier
+//! of its subscription, and its subscription's retain options (Retain As Published, Retain
+//! Handling 2). A broken promise is a violation with its count; nothing here changes what is
+//! delivered, except that a live message keeping its RETAIN flag under Retain As Published is
+//! accounted as live.
 //!
 //! Receive Maximum is judged from the subscriber's side: the PUBLISHes at QoS 1 read since its
 //! acknowledgements last went out (one read's worth: acknowledgements are written after each read)
@@ -12,6 +16,7 @@ use crate::payload::Header;
 use crate::plan::RunPlan;
 use crate::stats::WorkerStats;
 use bytes::Bytes;
+use mqttlab_codec::PropertyValues;
 use mqttlab_codec::{Publish, QoS};
 use rustc_hash::FxHashMap;
 
@@ -27,11 +32,21 @@ pub struct Inbound {
     /// QoS 1 PUBLISHes read since the last acknowledgements were written.
     unacknowledged_qos1: u32,
     message_expiry_s: Option<u32>,
+    /// What each message must carry as it was published (None when the publishers set nothing).
+    passed_on: Option<PropertyValues>,
+    subscription_identifier: Option<u32>,
+    /// Live messages come with the publishers' RETAIN flag (Retain As Published).
+    retained_live: bool,
+    /// Retain Handling 2: no retained message may come at the subscribe.
+    no_retained: bool,
 }
 
 impl Inbound {
     /// The checks for a plan's subscribers; None under MQTT 3.1.1, where nothing is announced.
-    pub fn for_plan(plan: &RunPlan) -> Option<Inbound> {
+    pub fn for_plan(plan: &RunPlan, index: u32) -> Option<Inbound> {
+        let mut passed_on = crate::packets::message_properties(plan).into_values();
+        passed_on.message_expiry_interval = None; // judged apart: it must shrink
+        let s = &plan.subscribers;
         (plan.mqtt.version == 5).then(|| Inbound {
             receive_maximum: plan.mqtt.receive_maximum,
             maximum_packet_size: plan.mqtt.maximum_packet_size,
@@ -39,6 +54,11 @@ impl Inbound {
             aliases: FxHashMap::default(),
             unacknowledged_qos1: 0,
             message_expiry_s: plan.publishers.message_expiry_s,
+            passed_on: (passed_on != PropertyValues::default()).then_some(passed_on),
+            subscription_identifier: plan.subscribe_options(index).identifier,
+            // A retained read subscribes after the last live message: all it gets is the store's.
+            retained_live: s.retain_as_published && plan.publishers.retain && s.retained.is_none(),
+            no_retained: s.retain_handling == 2 && !s.retain_as_published,
         })
     }
 
@@ -80,6 +100,31 @@ impl Inbound {
         if let Some(expiry) = self.message_expiry_s {
             check_expiry(st, p, expiry, now);
         }
+        if let Some(want) = &self.passed_on {
+            check_passed_on(st, p, want);
+        }
+        if let Some(id) = self.subscription_identifier {
+            let ids = &p.properties.subscription_identifiers;
+            if !ids.contains(&id) {
+                st.violation("subscription_identifier_missing", &format!("a delivery came without its subscription's identifier {id} (it carried {ids:?})"));
+            } else if ids.iter().any(|other| *other != id) {
+                st.violation("subscription_identifier_wrong", &format!("a delivery carried identifiers {ids:?}; the subscriber's one subscription has {id}"));
+            }
+        }
+        self.check_retain(st, p);
+    }
+
+    /// Retain As Published keeps a live message's RETAIN flag (then accounted as live, not as a
+    /// replay of the store); Retain Handling 2 forbids the store's messages at the subscribe.
+    fn check_retain(&self, st: &mut WorkerStats, p: &mut Publish) {
+        if self.retained_live {
+            if !p.retain {
+                st.violation("retain_as_published_ignored", "a live message published with RETAIN came without it to a Retain As Published subscription");
+            }
+            p.retain = false;
+        } else if self.no_retained && p.retain {
+            st.violation("retained_despite_retain_handling", "a retained message came to a subscription with Retain Handling 2 (never send retained messages)");
+        }
     }
 
     fn resolve_alias(&mut self, st: &mut WorkerStats, p: &mut Publish, alias: u16) {
@@ -97,6 +142,27 @@ impl Inbound {
         } else {
             st.violation("topic_alias_unknown", &format!("the broker sent topic alias {alias} with no topic before it on this connection"));
         }
+    }
+}
+
+/// The properties a broker must pass on as they were published (MQTT 5.0, 3.3.2.3): the user
+/// properties in their order, the content type, the payload format indicator.
+fn check_passed_on(st: &mut WorkerStats, p: &Publish, want: &PropertyValues) {
+    if Header::read(&p.payload).is_some_and(|h| h.seq == crate::wills::WILL_SEQ) {
+        return; // a will carries its own properties
+    }
+    let got: &PropertyValues = &p.properties;
+    if got.user_properties != want.user_properties {
+        st.violation(
+            "user_properties_changed",
+            &format!("{} user properties came, not the {} published in their order", got.user_properties.len(), want.user_properties.len()),
+        );
+    }
+    if got.content_type != want.content_type {
+        st.violation("content_type_changed", &format!("content type {:?} came for {:?}", got.content_type, want.content_type));
+    }
+    if got.payload_format_indicator != want.payload_format_indicator {
+        st.violation("payload_format_changed", &format!("payload format {:?} came for {:?}", got.payload_format_indicator, want.payload_format_indicator));
     }
 }
 
@@ -167,7 +233,7 @@ mod tests {
 
     #[test]
     fn more_unacknowledged_than_announced_in_one_read_is_a_violation_and_a_new_read_starts_over() {
-        let mut inbound = Inbound::for_plan(&plan(2, 0, None)).unwrap();
+        let mut inbound = Inbound::for_plan(&plan(2, 0, None), 0).unwrap();
         let mut st = WorkerStats::new(false);
         let now = now_ns();
         for _ in 0..3 {
@@ -185,7 +251,7 @@ mod tests {
 
     #[test]
     fn aliases_resolve_to_the_topic_they_were_set_with_and_bad_ones_are_named() {
-        let mut inbound = Inbound::for_plan(&plan(100, 2, None)).unwrap();
+        let mut inbound = Inbound::for_plan(&plan(100, 2, None), 0).unwrap();
         let mut st = WorkerStats::new(false);
         let now = now_ns();
         let alias = |a| PropertyValues { topic_alias: Some(a), ..Default::default() };
@@ -203,7 +269,7 @@ mod tests {
 
     #[test]
     fn expiry_is_judged_from_the_wait_in_whole_seconds_with_one_to_spare() {
-        let mut inbound = Inbound::for_plan(&plan(100, 0, Some(2))).unwrap();
+        let mut inbound = Inbound::for_plan(&plan(100, 0, Some(2)), 0).unwrap();
         let mut st = WorkerStats::new(false);
         let now = now_ns() + 10_000_000_000;
         let left = |s| PropertyValues { message_expiry_interval: Some(s), ..Default::default() };

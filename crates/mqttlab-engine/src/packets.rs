@@ -1,7 +1,7 @@
 //! The MQTT packets a plan's clients send, built in one place: the clients send them, and
 //! `encoded_sizes` measures them for the overhead tables (seed 002's), so that the bytes a table
 //! states are the bytes the engine writes, never an encoding recoded elsewhere.
-use crate::plan::{MqttOptions, PayloadSize, RunPlan};
+use crate::plan::{MqttOptions, PayloadSize, RunPlan, SubscribeOptions};
 use bytes::BytesMut;
 use mqttlab_codec::{encode, encode_publish, Ack, ConnAck, Connect, Disconnect, Packet, Properties, Protocol, QoS, Subscribe, SubscribeFilter};
 use std::collections::BTreeMap;
@@ -41,12 +41,36 @@ pub fn connect_packet(mqtt: &MqttOptions, client_id: String) -> Connect {
 }
 
 /// A subscription request (the SUBACK answers it).
-pub fn subscribe_packet(filters: &[String], qos: QoS) -> Packet {
-    Packet::Subscribe(Subscribe {
-        pkid: 1,
-        filters: filters.iter().map(|f| SubscribeFilter { path: f.clone(), qos, no_local: false, retain_as_published: false, retain_handling: 0 }).collect(),
-        properties: Properties::default(),
-    })
+pub fn subscribe_packet(filters: &[String], qos: QoS, options: SubscribeOptions) -> Packet {
+    let mut properties = Properties::default();
+    if let Some(id) = options.identifier {
+        properties.subscription_identifiers = vec![id];
+    }
+    let filter = |f: &String| SubscribeFilter {
+        path: f.clone(),
+        qos,
+        no_local: options.no_local,
+        retain_as_published: options.retain_as_published,
+        retain_handling: options.retain_handling,
+    };
+    Packet::Subscribe(Subscribe { pkid: 1, filters: filters.iter().map(filter).collect(), properties })
+}
+
+/// The properties every PUBLISH of a plan's publishers carries besides its topic alias (MQTT 5:
+/// expiry, user properties, content type, payload format); what a subscriber must get back.
+pub fn message_properties(plan: &RunPlan) -> Properties {
+    let p = &plan.publishers;
+    let mut properties = Properties::default();
+    if plan.mqtt.version != 5 {
+        return properties;
+    }
+    properties.message_expiry_interval = p.message_expiry_s;
+    properties.content_type = p.content_type.clone();
+    properties.payload_format_indicator = p.payload_format;
+    if let Some(u) = &p.user_properties {
+        properties.user_properties = (0..u.count).map(|k| (format!("p{k}"), "v".repeat(u.size as usize))).collect();
+    }
+    properties
 }
 
 /// The payload size a table takes for the plan: the fixed size, else the distribution's mean
@@ -80,7 +104,10 @@ pub fn encoded_sizes(plan: &RunPlan) -> Result<BTreeMap<&'static str, usize>, St
     let mut sizes = BTreeMap::new();
     sizes.insert("connect", size(&Packet::Connect(Box::new(connect_packet(&plan.mqtt, plan.publisher_client_id(0)))))?);
     sizes.insert("connack", size(&Packet::ConnAck(ConnAck { session_present: false, code: 0, properties: Properties::default() }))?);
-    sizes.insert("subscribe", size(&subscribe_packet(&plan.subscriber_filters(0), QoS::from_u8(plan.subscribers.qos).unwrap_or(qos)))?);
+    sizes.insert(
+        "subscribe",
+        size(&subscribe_packet(&plan.subscriber_filters(0), QoS::from_u8(plan.subscribers.qos).unwrap_or(qos), plan.subscribe_options(0)))?,
+    );
     sizes.insert("publish", publish_bytes);
     sizes.insert("publish_overhead", publish_bytes - payload);
     sizes.insert("payload", payload);

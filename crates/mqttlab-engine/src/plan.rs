@@ -216,6 +216,37 @@ pub struct Publishers {
     /// a message that waited longer, and must pass on what is left of it (`expiry.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_expiry_s: Option<u32>,
+    /// MQTT 5: user properties on every PUBLISH, which the broker must pass on unchanged and in
+    /// order (inbound.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_properties: Option<UserProperties>,
+    /// MQTT 5: a Content Type on every PUBLISH, passed on unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// MQTT 5: a Payload Format Indicator on every PUBLISH (0 bytes, 1 UTF-8), passed on unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_format: Option<u8>,
+    /// MQTT 5 No Local: each publisher also subscribes to its own topic with No Local, and any
+    /// message of its own delivered back is a violation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_local: bool,
+}
+
+/// The MQTT 5 options of a SUBSCRIBE (all off under 3.1.1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SubscribeOptions {
+    pub no_local: bool,
+    pub retain_as_published: bool,
+    pub retain_handling: u8,
+    pub identifier: Option<u32>,
+}
+
+/// User properties on every PUBLISH: `count` pairs, each value `size` bytes.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserProperties {
+    pub count: u32,
+    pub size: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -288,6 +319,17 @@ pub struct Subscribers {
     /// the broker's retained store (retained.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retained: Option<RetainedRead>,
+    /// MQTT 5: each subscriber's SUBSCRIBE carries Subscription Identifier index + 1, which every
+    /// delivery must carry back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subscription_identifier: bool,
+    /// MQTT 5 Retain As Published: live messages keep the publisher's RETAIN flag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retain_as_published: bool,
+    /// MQTT 5 Retain Handling: 0 retained messages at every subscribe, 1 only at a new
+    /// subscription, 2 never.
+    #[serde(default)]
+    pub retain_handling: u8,
 }
 
 /// The publishers' last will, and how and when the chosen ones leave (wills.rs).
@@ -478,6 +520,17 @@ impl RunPlan {
     }
 
     /// The filters subscriber `i` subscribes to.
+    /// The MQTT 5 options of subscriber `i`'s SUBSCRIBE.
+    pub fn subscribe_options(&self, i: u32) -> SubscribeOptions {
+        let s = &self.subscribers;
+        SubscribeOptions {
+            no_local: false,
+            retain_as_published: s.retain_as_published,
+            retain_handling: s.retain_handling,
+            identifier: s.subscription_identifier.then_some(i + 1),
+        }
+    }
+
     pub fn subscriber_filters(&self, i: u32) -> Vec<String> {
         let cid = self.subscriber_client_id(i);
         self.subscribers.filters.iter().map(|f| expand(f, i, &cid)).collect()

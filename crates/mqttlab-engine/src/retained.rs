@@ -36,11 +36,15 @@ pub struct RetainedWatch {
 
 impl RetainedWatch {
     /// The topics subscriber `index` is owed: those of the publishers whose messages its own
-    /// subscription matches.
+    /// subscription matches; none under MQTT 5's Retain Handling 2 (no retained message at the
+    /// subscribe: one that comes is a violation, `inbound.rs`).
     pub fn new(plan: &RunPlan, units: &UnitTable, index: u32) -> RetainedWatch {
         // This subscriber's filters against each topic: P matches, not the whole table's P x F.
-        let owed =
-            (0..plan.publishers.count).filter(|&p| units.unit_for(index, &units.publisher_topics[p as usize]) == Some(index)).map(|p| (p, None)).collect();
+        let owed = (0..plan.publishers.count)
+            .filter(|_| plan.subscribers.retain_handling != 2)
+            .filter(|&p| units.unit_for(index, &units.publisher_topics[p as usize]) == Some(index))
+            .map(|p| (p, None))
+            .collect();
         let latest = plan.publishers.messages.unwrap_or(1).saturating_sub(1) as u32;
         RetainedWatch { owed, latest, subscribed_ns: 0, first_ns: 0, last_ns: 0, delivered: 0, stale: 0, duplicated: 0, unflagged: 0 }
     }

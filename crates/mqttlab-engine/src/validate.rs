@@ -210,6 +210,13 @@ fn mqtt5_problems(plan: &RunPlan) -> Vec<Problem> {
         ("mqtt.maximum_packet_size", m.maximum_packet_size.is_some()),
         ("mqtt.topic_alias_maximum", m.topic_alias_maximum > 0),
         ("publishers.message_expiry", plan.publishers.message_expiry_s.is_some()),
+        ("publishers.user_properties", plan.publishers.user_properties.is_some()),
+        ("publishers.content_type", plan.publishers.content_type.is_some()),
+        ("publishers.payload_format", plan.publishers.payload_format.is_some()),
+        ("publishers.no_local", plan.publishers.no_local),
+        ("subscribers.subscription_identifier", plan.subscribers.subscription_identifier),
+        ("subscribers.retain_as_published", plan.subscribers.retain_as_published),
+        ("subscribers.retain_handling", plan.subscribers.retain_handling != 0),
     ]
     .into_iter()
     .filter_map(|(field, set)| set.then_some(field))
@@ -220,6 +227,28 @@ fn mqtt5_problems(plan: &RunPlan) -> Vec<Problem> {
         } else if !matches!(plan.transport, Transport::Mqtt) {
             problems.push(problem(field, "is MQTT's, not MQTT-SN's", &["transport.kind"]));
         }
+    }
+    if plan.publishers.payload_format.is_some_and(|f| f > 1) {
+        problems.push(problem("publishers.payload_format", "must be 0 (bytes) or 1 (UTF-8)", &[]));
+    }
+    if plan.subscribers.retain_handling > 2 {
+        problems.push(problem("subscribers.retain_handling", "must be 0, 1 or 2", &[]));
+    }
+    if let Some(u) = &plan.publishers.user_properties {
+        if u.count == 0 || u.count > 1000 || u.size > 65535 {
+            problems.push(problem(
+                "publishers.user_properties",
+                format!("count must be 1..=1000 and size at most 65535 bytes (got {} of {} B)", u.count, u.size),
+                &[],
+            ));
+        }
+    }
+    if plan.publishers.no_local && plan.publishers.reply_filter.is_some() {
+        problems.push(problem(
+            "publishers.no_local",
+            "is not used in round-trip mode (the publishers subscribe to their replies there)",
+            &["publishers.reply_filter"],
+        ));
     }
     if m.receive_maximum == 0 {
         problems.push(problem("mqtt.receive_maximum", "must be 1..=65535 (0 is a protocol error)", &[]));

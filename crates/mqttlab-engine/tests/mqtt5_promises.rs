@@ -407,3 +407,71 @@ fn a_broker_that_drops_the_response_topic_or_changes_the_correlation_is_named() 
     let r = run(request_plan(port), |_| {}).unwrap();
     assert_eq!(violation(&r, "correlation_data_changed"), 10, "{:?}", r.violations);
 }
+
+#[test]
+fn properties_a_broker_must_pass_on_unchanged_are_named_when_it_does_not() {
+    let publishers = serde_json::json!({"user_properties": {"count": 3, "size": 4}, "content_type": "application/x-test", "payload_format": 0});
+    let (port, _) = start(Script::default());
+    let r = run(plan(port, 10, serde_json::json!({}), publishers.clone()), |_| {}).unwrap();
+    assert!(r.violations.is_empty(), "a broker passing them on breaks nothing: {:?}", r.violations);
+
+    // Every other message loses its last user property, every third its content type, and the
+    // fourth has its two first user properties swapped (order must be kept).
+    let (port, _) = start(Script {
+        rewrite: |k, m| {
+            if k % 2 == 0 {
+                m.properties.user_properties.pop();
+            }
+            if k % 3 == 0 {
+                m.properties.content_type = None;
+            }
+            if k == 3 {
+                m.properties.user_properties.swap(0, 1);
+            }
+        },
+        ..Script::default()
+    });
+    let r = run(plan(port, 10, serde_json::json!({}), publishers), |_| {}).unwrap();
+    assert_eq!((violation(&r, "user_properties_changed"), violation(&r, "content_type_changed")), (6, 4), "{:?}", r.violations);
+    assert_eq!(delivered(&r), 10);
+}
+
+#[test]
+fn a_subscription_identifier_the_broker_leaves_out_is_named_on_every_delivery() {
+    // The scripted broker never adds the subscriber's identifier; one message gets a stranger's.
+    let (port, _) = start(Script {
+        rewrite: |k, m| {
+            if k == 0 {
+                m.properties.subscription_identifiers = vec![1, 9]
+            }
+        },
+        ..Script::default()
+    });
+    let mut p = plan(port, 10, serde_json::json!({}), serde_json::json!({}));
+    p.subscribers.subscription_identifier = true;
+    let r = run(p, |_| {}).unwrap();
+    assert_eq!((violation(&r, "subscription_identifier_missing"), violation(&r, "subscription_identifier_wrong")), (9, 1), "{:?}", r.violations);
+}
+
+#[test]
+fn no_local_and_retain_options_a_broker_ignores_are_named() {
+    // The scripted broker ignores No Local: each publisher gets its 10 own messages back.
+    let (port, _) = start(Script::default());
+    let r = run(plan(port, 10, serde_json::json!({}), serde_json::json!({"no_local": true})), |_| {}).unwrap();
+    assert_eq!(violation(&r, "no_local_delivered"), 10, "{:?}", r.violations);
+    assert_eq!(delivered(&r), 10);
+
+    // It clears RETAIN on live messages: Retain As Published ignored, every message still accounted.
+    let (port, _) = start(Script::default());
+    let mut p = plan(port, 10, serde_json::json!({}), serde_json::json!({"retain": true}));
+    p.subscribers.retain_as_published = true;
+    let r = run(p, |_| {}).unwrap();
+    assert_eq!((violation(&r, "retain_as_published_ignored"), delivered(&r)), (10, 10), "{:?}", r.violations);
+
+    // It flags three messages RETAIN towards a subscription with Retain Handling 2.
+    let (port, _) = start(Script { rewrite: |k, m| m.retain = k < 3, ..Script::default() });
+    let mut p = plan(port, 10, serde_json::json!({}), serde_json::json!({}));
+    p.subscribers.retain_handling = 2;
+    let r = run(p, |_| {}).unwrap();
+    assert_eq!(violation(&r, "retained_despite_retain_handling"), 3, "{:?}", r.violations);
+}

@@ -170,6 +170,14 @@ class Publishers(_Section):
     message_expiry: Optional[WholeSeconds] = Field(
         default=None, ge=1, le=4294967295,
         description="MQTT 5 Message Expiry Interval (whole seconds) on every message: a message delivered after it expired is a violation")
+    user_properties: Optional["UserProperties"] = Field(
+        default=None, description="MQTT 5 user properties on every message, which the broker must pass on unchanged and in order")
+    content_type: Optional[str] = Field(default=None, max_length=65535, description="MQTT 5 Content Type on every message, passed on unchanged")
+    payload_format: Optional[Literal[0, 1]] = Field(
+        default=None, description="MQTT 5 Payload Format Indicator on every message (0 bytes, 1 UTF-8; the payloads are binary, so a broker "
+                                  "that checks refuses 1 with 0x99), passed on unchanged")
+    no_local: bool = Field(default=False, description="MQTT 5 No Local: each publisher also subscribes to its own topic with No Local; "
+                                                      "a message of its own delivered back is a violation")
 
 
 class Will(_Section):
@@ -185,7 +193,14 @@ class Will(_Section):
     delay: Duration = Field(default=0.0, ge=0, description="MQTT 5 Will Delay Interval (whole seconds): the broker waits this long after the exit")
 
 
-Publishers.model_rebuild()  # its `will` names the class defined after it
+class UserProperties(_Section):
+    """User properties on every message: `count` pairs, each value `size` bytes."""
+
+    count: int = Field(ge=1, le=1000)
+    size: Size = Field(default=8, le=65535)
+
+
+Publishers.model_rebuild()  # its `will` and `user_properties` name classes defined after it
 
 
 class Offline(_Section):
@@ -222,6 +237,11 @@ class Subscribers(_Section):
     retained: Optional[RetainedRead] = Field(
         default=None, description="A retained read: the subscribers subscribe late and get the retained store (needs publishers.retain and publishers.messages)"
     )
+    subscription_identifier: bool = Field(
+        default=False, description="MQTT 5: each subscription carries Subscription Identifier index + 1, which every delivery must carry back")
+    retain_as_published: bool = Field(default=False, description="MQTT 5 Retain As Published: live messages keep the publisher's RETAIN flag")
+    retain_handling: Literal[0, 1, 2] = Field(
+        default=0, description="MQTT 5 Retain Handling: 0 retained messages at every subscribe, 1 only at a new subscription, 2 never")
 
 
 class Load(_Section):
