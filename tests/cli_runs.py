@@ -35,3 +35,12 @@ def mqttlab(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
     """`python -m mqttlab ARGS` in a child process, with this tree's package."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "mqttlab", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def run_scenario(directory: Path, text: str, *args: str, timeout: float = 90) -> tuple[subprocess.CompletedProcess, Path]:
+    """`mqttlab run` of the scenario file `text` (written in `directory`) into `directory`/run, in
+    a child process: its outcome, and the results directory."""
+    scenario = directory / "scenario.yaml"
+    scenario.write_text(text)
+    out = directory / "run"
+    return mqttlab("run", str(scenario), "--out", str(out), *args, timeout=timeout), out

@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from contextlib import closing
 
 import pytest
 
@@ -165,11 +166,8 @@ def test_one_byte_payloads_are_accounted_exactly_through_several_wraps(mosquitto
 
 def test_a_gap_longer_than_the_wrap_is_counted_as_exactly_that_loss(mosquitto):
     # 300 consecutive PUBLISH packets (more than 256, the one-byte modulus) never reach the broker.
-    hop = Hop(mosquitto.port, drop=range(100, 400))
-    try:
+    with closing(Hop(mosquitto.port, drop=range(100, 400))) as hop:
         raw, s = run(plan(hop.port, qos=0, size=1, messages=1000, rate=5000.0))
-    finally:
-        hop.close()
     m = s["messages"]
     assert (m["sent"], m["expected"]) == (1000, 1000)
     assert (m["delivered"], m["lost"]) == (700, 300)
@@ -205,13 +203,10 @@ def test_round_trip_mode_times_one_byte_echoes(mosquitto):
 def test_closed_loop_sends_each_message_after_the_previous_ack(mosquitto):
     # Every PUBLISH is held 20 ms on its way to the broker. Open loop at 200 msg/s with a window of
     # one would drop most sends; closed loop sends all 30, one after the other.
-    hop = Hop(mosquitto.port, delay_s=0.02)
-    try:
+    with closing(Hop(mosquitto.port, delay_s=0.02)) as hop:
         p = plan(hop.port, subs=0, qos=1, size=16, messages=30, rate=200.0, measure="header", arrival="closed",
                  publishers__complete_on="ack", publishers__inflight=1)
         raw, s = run(p)
-    finally:
-        hop.close()
     m = s["messages"]
     assert (m["sent"], m["acked"], m["dropped"], m["completion_timeouts"]) == (30, 30, 0, 0)
     assert s["measurement"]["pacing"] == "closed"
@@ -222,13 +217,10 @@ def test_closed_loop_sends_each_message_after_the_previous_ack(mosquitto):
 
 
 def test_closed_loop_on_delivery_waits_for_every_subscriber(mosquitto):
-    hop = Hop(mosquitto.port, delay_s=0.02)
-    try:
+    with closing(Hop(mosquitto.port, delay_s=0.02)) as hop:
         p = plan(hop.port, subs=3, filters=("t/0",), qos=0, size=1, messages=25, arrival="closed",
                  publishers__complete_on="delivery", publishers__think_us=5000)
         raw, s = run(p)
-    finally:
-        hop.close()
     m = s["messages"]
     assert (m["sent"], m["delivered"], m["lost"], m["completion_timeouts"]) == (25, 75, 0, 0)
     assert s["latency"]["e2e"]["min_us"] >= 20_000
@@ -240,12 +232,9 @@ def test_closed_loop_on_delivery_waits_for_every_subscriber(mosquitto):
 
 def test_closed_loop_gives_up_a_message_that_never_completes(mosquitto):
     # The third PUBLISH is left out: at QoS 0 nobody resends it, so its delivery never comes.
-    hop = Hop(mosquitto.port, drop=range(2, 3))
-    try:
+    with closing(Hop(mosquitto.port, drop=range(2, 3))) as hop:
         p = plan(hop.port, qos=0, size=1, messages=5, arrival="closed", grace_ms=300, publishers__complete_on="delivery")
         _, s = run(p)
-    finally:
-        hop.close()
     m = s["messages"]
     assert (m["sent"], m["delivered"], m["lost"], m["completion_timeouts"]) == (5, 4, 1, 1)
 
@@ -254,13 +243,10 @@ def test_window_filling_keeps_the_window_full_and_times_each_message_from_its_sl
     # Every PUBLISH held 20 ms on its way: with a window of 5, five go at once and each of the
     # others leaves when an acknowledgement frees a slot, so the last of 50 leaves after nine
     # round trips at least, none is dropped, and latency counts from the slot's opening.
-    hop = Hop(mosquitto.port, delay_s=0.02)
-    try:
+    with closing(Hop(mosquitto.port, delay_s=0.02)) as hop:
         p = plan(hop.port, subs=1, qos=1, size=16, messages=50, rate=0.0, measure="header", arrival="window",
                  publishers__inflight=5)
         raw, s = run(p)
-    finally:
-        hop.close()
     m = s["messages"]
     assert (m["sent"], m["acked"], m["delivered"], m["dropped"], m["lost"]) == (50, 50, 50, 0, 0)
     assert s["measurement"]["pacing"] == "window"
@@ -273,13 +259,10 @@ def test_window_filling_keeps_the_window_full_and_times_each_message_from_its_sl
 
 @pytest.mark.parametrize("deadline_ms, late", [(100, 40), (3000, 0)])
 def test_deliveries_past_the_deadline_are_late_and_lost(mosquitto, deadline_ms, late):
-    hop = Hop(mosquitto.port, delay_s=0.3)
-    try:
+    with closing(Hop(mosquitto.port, delay_s=0.3)) as hop:
         p = plan(hop.port, subs=2, filters=("t/0",), qos=1, size=16, messages=20, rate=100.0, measure="header",
                  grace_ms=4000, load__deadline_ms=deadline_ms)
         _, s = run(p)
-    finally:
-        hop.close()
     m = s["messages"]
     assert m["expected"] == 40 and m["late"] == late
     assert m["lost"] == late and m["delivered"] == 40 - late

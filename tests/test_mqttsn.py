@@ -132,21 +132,16 @@ def test_a_plan_with_mqtt_sn_problems_is_refused_naming_the_fields(gateway):
 
 def test_mqttlab_run_with_transport_mqtt_sn_starts_the_gateway_and_counts_every_message(tmp_path):
     # `mqttlab run` as a user runs it: a scenario with transport mqtt-sn against mosquitto.
-    import subprocess
-    import sys
-    from pathlib import Path
+    from cli_runs import run_scenario  # tests/ is on sys.path (no package)
 
-    root = Path(__file__).resolve().parent.parent
-    scenario = tmp_path / "sn.yaml"
-    scenario.write_text(
+    done, out = run_scenario(
+        tmp_path,
         "name: sn-smoke\nbroker: mosquitto\ntransport: {kind: mqtt-sn, topic_ids: short}\n"
         "publishers: {count: 2, topic: 's%i', qos: 1, rate: 50, payload: 20}\n"
         "subscribers: {count: 2, filters: ['s%i'], qos: 1}\n"
-        "load: {duration: 1.5s, warmup: 0.5s, grace: 1s}\n"
+        "load: {duration: 1.5s, warmup: 0.5s, grace: 1s}\n",
+        "--json",
     )
-    out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=90, cwd=root)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     messages = summary["messages"]

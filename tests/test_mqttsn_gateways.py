@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from cli_runs import mqttlab, run_scenario  # tests/ is on sys.path (no package)
 from test_mqttsn import PREDEFINED, assert_exact, hist_count, run, sn_plan
 
 from mqttlab.analysis.runs import read_run, served_beside
 from mqttlab.brokers import BrokerError, get_launcher
 from mqttlab.brokers.paho_gateway import PahoGatewayLauncher
 from mqttlab.brokers.sources import SourceUnavailable
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def built(launcher):
@@ -99,16 +95,14 @@ def test_mqttlab_run_through_the_chosen_gateway_counts_every_message(tmp_path, g
     qos = 0 if gateway == "rsmb" else 1  # RSMB_QOS_STALL
     if not get_launcher("mosquitto").availability().available:
         pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
-    scenario = tmp_path / "sn.yaml"
-    scenario.write_text(
+    done, out = run_scenario(
+        tmp_path,
         f"name: sn-{gateway}\nbroker: mosquitto\ntransport: {{kind: mqtt-sn, gateway: {gateway}}}\n"
         f"publishers: {{count: 2, topic: 'sn/%i', qos: {qos}, rate: 100, payload: 20}}\n"
         f"subscribers: {{count: 2, filters: ['sn/%i'], qos: {qos}}}\n"
-        "load: {duration: 1.5s, warmup: 0.5s, grace: 1s}\n"
+        "load: {duration: 1.5s, warmup: 0.5s, grace: 1s}\n",
+        "--json", timeout=120,
     )
-    out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     messages = json.loads(done.stdout)["messages"]
     assert messages["sent"] > 0 and messages["lost"] == 0 and messages["duplicated"] == 0
@@ -128,17 +122,15 @@ def test_rsmb_beside_the_broker_is_held_to_its_limit_and_sampled_on_its_own(tmp_
     built(get_launcher("rsmb"))
     if not get_launcher("mosquitto").availability().available:
         pytest.skip("mosquitto is not installed (scripts/install-brokers.sh installs it)")
-    scenario = tmp_path / "sn.yaml"
-    scenario.write_text(
+    done, out = run_scenario(
+        tmp_path,
         "name: sn-rsmb-limited\nbroker: mosquitto\ntransport: {kind: mqtt-sn, gateway: rsmb}\n"
         "publishers: {count: 8, topic: 'sn/t', qos: 0, rate: 1000, payload: 20}\n"
         "subscribers: {count: 8, filters: ['sn/t'], qos: 0}\n"
         "load: {duration: 3s, warmup: 0s, grace: 1s, deadline: 1s}\n"
-        "launch: {limits: {cpus: 0.05, memory: 256MiB}}\n"
+        "launch: {limits: {cpus: 0.05, memory: 256MiB}}\n",
+        "--json", timeout=180,
     )
-    out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert done.returncode in (0, 1), done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     resources = json.loads(done.stdout)["resources"]
@@ -175,8 +167,7 @@ def test_a_gateway_that_cannot_serve_the_scenario_is_refused_naming_the_field(tm
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(f"name: bad\nbroker: mosquitto\ntransport: {transport}\n"
                         "publishers: {count: 1, topic: 's%i', qos: 0}\nsubscribers: {count: 1, filters: ['s%i']}\n")
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "scenario", "validate", str(scenario)],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = mqttlab("scenario", "validate", str(scenario), timeout=60)
     assert done.returncode == 2
     assert field in done.stdout + done.stderr
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runs import run_scenario  # tests/ is on sys.path (no package)
 
 from mqttlab.netem import EmulatedNetwork, capability, names
 from mqttlab.netem.probe import bulk_transfer, ping
@@ -133,22 +134,18 @@ def test_leftovers_of_a_killed_run_are_removed_at_the_next_start(tmp_path):
     assert not Path(f"/proc/{emulator}").exists()
 
 
+# One publisher to one subscriber at QoS 1, 20 msg/s for 2 s: a run small enough to cross a slow link.
+ONE_TO_ONE = ("publishers: {count: 1, rate: 20, qos: 1, payload: 64, topic: t/%i}\n"
+              "subscribers: {count: 1, qos: 1, filters: [t/%i]}\n"
+              "load: {duration: 2s, warmup: 0s, grace: 1s}\n")
+
+
 def test_mqttlab_run_with_a_network_section_against_mosquitto(tmp_path):
     from mqttlab.brokers import get_launcher
 
     if not get_launcher("mosquitto").find():
         pytest.skip("mosquitto is not installed")
-    scenario = tmp_path / "net.yaml"
-    scenario.write_text(
-        "name: net\nbroker: mosquitto\n"
-        "publishers: {count: 1, rate: 20, qos: 1, payload: 64, topic: t/%i}\n"
-        "subscribers: {count: 1, qos: 1, filters: [t/%i]}\n"
-        "load: {duration: 2s, warmup: 0s, grace: 1s}\n"
-        "network: {delay: 20ms}\n"
-    )
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "-o", str(out)],
-                          capture_output=True, text=True, timeout=90)
+    done, out = run_scenario(tmp_path, "name: net\nbroker: mosquitto\n" + ONE_TO_ONE + "network: {delay: 20ms}\n")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "Network (emulator)" in done.stdout and "On the wire per message" in done.stdout
     manifest = json.loads((out / "manifest.json").read_text())
@@ -173,17 +170,8 @@ def test_tls_over_an_emulated_seed_link_verifies_the_certificate_and_adds_the_de
 
     if not get_launcher("mosquitto").find():
         pytest.skip("mosquitto is not installed")
-    scenario = tmp_path / "tls-net.yaml"
-    scenario.write_text(
-        "name: tls-net\nbroker: mosquitto\nlaunch: {tls: true}\n"
-        "publishers: {count: 1, rate: 20, qos: 1, payload: 64, topic: t/%i}\n"
-        "subscribers: {count: 1, qos: 1, filters: [t/%i]}\n"
-        "load: {duration: 2s, warmup: 0s, grace: 1s}\n"
-        "network: {profile: ethernet-100, delay: 10ms}\n"
-    )
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "mqttlab", "run", str(scenario), "-o", str(out), "--json"],
-                          capture_output=True, text=True, timeout=90)
+    done, out = run_scenario(tmp_path, "name: tls-net\nbroker: mosquitto\nlaunch: {tls: true}\n" + ONE_TO_ONE
+                             + "network: {profile: ethernet-100, delay: 10ms}\n", "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     manifest = json.loads((out / "manifest.json").read_text())

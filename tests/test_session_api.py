@@ -32,6 +32,9 @@ def test_a_scenario_runs_from_python_and_its_figures_read_back(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == result.summary
     schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "schema" / "summary.schema.json").read_text())
     jsonschema.validate(result.summary, schema)
+    # The manifest too: the caller holds what the run wrote (the broker, the host), nothing to read back.
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text()) == result.manifest
+    assert result.manifest["broker"]["name"] == "mosquitto" and result.manifest["status"] == "completed"
 
     latency = result.latency()
     assert latency.loc["e2e", "count"] == result.summary["latency"]["e2e"]["count"] > 0

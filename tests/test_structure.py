@@ -12,15 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _checker():
+@pytest.fixture(scope="module")
+def checker():
+    """scripts/check_module_cycles.py, the check CI runs, loaded as a module."""
     spec = importlib.util.spec_from_file_location("check_module_cycles", ROOT / "scripts" / "check_module_cycles.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_engine_has_no_import_cycle():
-    checker = _checker()
+def test_the_engine_has_no_import_cycle(checker):
     graph = checker.rust_dependencies(ROOT / "crates" / "mqttlab-engine" / "src")
     assert {"plan", "validate", "context", "sending", "client", "sn_client", "worker", "run"} <= set(graph)
     assert checker.cycles(graph) == []
@@ -28,43 +29,39 @@ def test_the_engine_has_no_import_cycle():
     assert set(graph["plan"]) <= {"template"}
 
 
-def test_a_module_importing_back_is_a_cycle(tmp_path):
+def test_a_module_importing_back_is_a_cycle(tmp_path, checker):
     (tmp_path / "plan.rs").write_text("use crate::client::Thing;\n")
     (tmp_path / "client.rs").write_text("use crate::context::Ctx;\n")
     (tmp_path / "context.rs").write_text("use crate::plan::RunPlan;\n")
     (tmp_path / "topic.rs").write_text("// a leaf\n")
-    checker = _checker()
     assert checker.cycles(checker.rust_dependencies(tmp_path)) == [["client", "context", "plan"]]
 
 
-def test_the_files_inside_each_engine_module_folder_have_no_import_cycle():
-    checker = _checker()
+def test_the_files_inside_each_engine_module_folder_have_no_import_cycle(checker):
     folders = checker.rust_folders(ROOT / "crates" / "mqttlab-engine" / "src")
     assert {f.name for f in folders} >= {"smc", "pacing"}
     for folder in folders:
         assert checker.cycles(checker.rust_folder_dependencies(folder)) == [], folder.name
 
 
-def test_a_file_of_a_module_folder_importing_back_is_a_cycle_but_its_tests_are_not(tmp_path):
+def test_a_file_of_a_module_folder_importing_back_is_a_cycle_but_its_tests_are_not(tmp_path, checker):
     (tmp_path / "mod.rs").write_text("pub mod config;\npub mod explore;\npub use config::Config;\npub fn start() { explore::run(); }\n")
     (tmp_path / "config.rs").write_text("pub struct Config;\n")
     (tmp_path / "explore.rs").write_text("use super::config::Config;\nuse super::profile::after;\n")
     (tmp_path / "profile.rs").write_text("use super::{explore::Row, config::Config};\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n")
-    checker = _checker()
     graph = checker.rust_folder_dependencies(tmp_path)
     assert graph == {"mod": ["config", "explore"], "config": [], "explore": ["config", "profile"], "profile": ["config", "explore"]}
     assert checker.cycles(graph) == [["explore", "profile"]]
 
 
-def test_the_python_package_has_no_import_cycle():
-    checker = _checker()
+def test_the_python_package_has_no_import_cycle(checker):
     graph = checker.python_dependencies(ROOT / "python" / "mqttlab")
     assert {"mqttlab", "mqttlab.session", "mqttlab.cli.app", "mqttlab.brokers.base"} <= set(graph)
     assert checker.cycles(graph) == []
     assert checker.main() == 0
 
 
-def test_a_python_import_back_is_a_cycle_also_late_and_through_the_package_root(tmp_path):
+def test_a_python_import_back_is_a_cycle_also_late_and_through_the_package_root(tmp_path, checker):
     package = tmp_path / "pkg"
     (package / "cli").mkdir(parents=True)
     (package / "__init__.py").write_text("def __getattr__(name):\n    from pkg import session\n    return session\n")
@@ -73,11 +70,10 @@ def test_a_python_import_back_is_a_cycle_also_late_and_through_the_package_root(
     (package / "cli" / "app.py").write_text("def register():\n    from pkg.cli import run\n")
     (package / "cli" / "run.py").write_text("from .app import register\n")
     (package / "leaf.py").write_text("import os\n")
-    checker = _checker()
     assert checker.cycles(checker.python_dependencies(package)) == [["pkg", "pkg.session"], ["pkg.cli.app", "pkg.cli.run"]]
 
 
-def test_importing_a_file_of_another_package_runs_its_init_so_a_loop_through_it_is_a_cycle(tmp_path):
+def test_importing_a_file_of_another_package_runs_its_init_so_a_loop_through_it_is_a_cycle(tmp_path, checker):
     # The loop the check once missed: the engine imports scenario.model (which runs scenario's
     # __init__, which imports the rules), and the rules import the engine back, late.
     package = tmp_path / "pkg"
@@ -87,7 +83,6 @@ def test_importing_a_file_of_another_package_runs_its_init_so_a_loop_through_it_
     (package / "scenario" / "model.py").write_text("class Scenario: ...\n")
     (package / "scenario" / "rules.py").write_text("from pkg.scenario.model import Scenario\n\ndef check():\n    from pkg.engine import compile\n")
     (package / "engine.py").write_text("from pkg.scenario.model import Scenario\n")
-    checker = _checker()
     graph = checker.python_dependencies(package)
     assert "pkg.scenario" in graph["pkg.engine"]  # the package's __init__, not only the file
     assert "pkg.scenario" not in graph["pkg.scenario.rules"]  # its own package's __init__ has run already

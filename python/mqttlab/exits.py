@@ -35,6 +35,14 @@ class LoadRefused(RunFailed):
         self.kind = kind  # the engine's name for why (engine.ConnectFailure.kind)
 
 
+class HostLimitReached(RunFailed):
+    """This host cannot give the run what it needs (open files for all its connections), found
+    before anything starts: the generator's limit here, not the broker's."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, Exit.UNREACHABLE)
+
+
 def exit_code_for(summary: dict[str, Any]) -> Exit:
     status = summary.get("status")
     if status == "interrupted":

@@ -16,10 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
 from mqttlab import engine, planning, promises, results
 from mqttlab._version import VERSION
@@ -43,8 +43,9 @@ Progress = Callable[[dict[str, Any]], None]
 #: how long the metrics endpoint stays up after the run with the final figures: one scrape interval
 METRICS_LINGER_S = 15.0
 # Given the run's header line and live state once the broker is up and the plan is known, a
-# context (around the load) whose value receives every progress snapshot: the CLI's live display.
-Display = Callable[[str, RunState], AbstractContextManager[Progress]]
+# context (around the load) whose value, when not None, receives every progress snapshot: the
+# CLI's live display.
+Display = Callable[[str, RunState], AbstractContextManager[Optional[Progress]]]
 
 
 class ResultsIncomplete(RunFailed):
@@ -65,6 +66,7 @@ class RunResult:
     plan: engine.Plan  # the RunPlan (plan.json; mqttlab.plan_types)
     result: dict[str, Any]  # the engine's raw result (result.json)
     summary: Summary  # summary.json (mqttlab.summary_types)
+    manifest: dict[str, Any]  # manifest.json (mqttlab.results.build_manifest): the broker, the host, the seed
     exit_code: Exit  # what `mqttlab run` exits with for it
     outcome: Any  # the engine.RunOutcome (a distributed one knows its missing shards)
 
@@ -186,13 +188,66 @@ def routing_of(scenario: Scenario) -> RoutingCheck:
     return check_routing(planning.plan_of(scenario), followed=scenario.defaults_followed.get("subscribers.filters"))
 
 
-def execute(scenario: Scenario, directory: Path, **options: Any) -> RunResult:
-    """Runs `scenario` and writes its results directory (`_run_into` has the options). A run
-    that never started leaves no directory of its own behind, or, when it holds something worth
-    reading (a launched broker's log), one whose live.json says "failed" and why, never "running"."""
+def execute(
+    scenario: Scenario,
+    directory: Path,
+    *,
+    display: Optional[Display] = None,
+    dask: Optional[str] = None,
+    allow_missing_shards: bool = False,
+    source_addresses: Optional[dict[str, list[str]]] = None,
+    capture: Optional[bool] = None,
+    routing: Optional[RoutingCheck] = None,
+    states: Optional[list[RunState]] = None,
+    command_line: Optional[str] = None,
+    starting: Optional[Starting] = None,
+) -> RunResult:
+    """Runs `scenario`: brings up its environment, runs the plan once, writes the results
+    directory. `display` shows the run while it goes; `states` collects its live state (for a
+    metrics endpoint); `capture` True is `--capture` (None: as the scenario's options.capture
+    says); `routing` is the check already shown (else made here); `starting` shows a launched
+    broker's start; the rest are `mqttlab run`'s options. A run that never started leaves no
+    directory of its own behind, or, when it holds something worth reading (a launched broker's
+    log), one whose live.json says "failed" and why, never "running"."""
+    started_at = dt.datetime.now(dt.timezone.utc)
+    with _failure_recorded(directory):
+        with bring_up(scenario, directory, dask=dask, capture=capture, starting=starting) as env:
+            # The plan its check compiled, bound to the broker now that it is up (env.scenario adds
+            # what the running broker asks of its clients: its login, its CA).
+            plan = planning.bind_broker(planning.plan_of(scenario), env.url, env.scenario)
+            if dask is None:
+                _spread_source_addresses(plan)
+            if routing is None:
+                routing = check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
+            state = RunState(plan, run=directory.name, scenario=scenario.name, broker=env.broker.name, shard="all" if dask is None else "dask",
+                             directory=directory, resources=env.sampler,
+                             owed_per_message=routing.owed_per_message if not routing.unknown else None)
+            if states is not None:
+                states.append(state)
+            header = f"mqttlab {VERSION}: {scenario.name} against {env.broker.name} at {env.url}\n{plan_line(plan, scenario.defaults_followed)}"
+            try:
+                with env.measuring(), (display or _no_display)(header, state) as show:
+                    outcome = _execute(plan, _observed(state, show, env), env.url, dask, source_addresses, scenario.options.generator_cpus)
+            except engine.BrokerUnreachable as error:
+                raise LoadRefused(f"error: {error}", error.kind) from None
+            except engine.HostCannotRun as error:
+                raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
+            except engine.PlanRejected as error:
+                raise RunFailed(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
+            env.add_sections(plan, outcome)
+            broker_info = env.broker_info()
+            gateway = env.gateway
+        return _record(env.scenario, directory, plan, outcome, state, broker_info, gateway, env.sampler, routing,
+                       started_at=started_at, command_line=command_line, allow_missing_shards=allow_missing_shards, distributed=dask is not None)
+
+
+@contextmanager
+def _failure_recorded(directory: Path) -> Iterator[None]:
+    """Around a run: one that fails leaves its directory as `execute` says, except one that was
+    measured and whose directory keeps what fitted (ResultsIncomplete)."""
     existed = directory.exists()
     try:
-        return _run_into(scenario, directory, **options)
+        yield
     except ResultsIncomplete:
         raise
     except BaseException as error:
@@ -215,55 +270,6 @@ def _never_started(directory: Path, existed: bool, error: BaseException) -> None
     if live is not None:
         reason = str(error) or ("interrupted" if isinstance(error, KeyboardInterrupt) else type(error).__name__)
         write_live(directory, {**live, "status": "failed", "error": reason.removeprefix("error: ")})
-
-
-def _run_into(
-    scenario: Scenario,
-    directory: Path,
-    *,
-    display: Optional[Display] = None,
-    dask: Optional[str] = None,
-    allow_missing_shards: bool = False,
-    source_addresses: Optional[dict[str, list[str]]] = None,
-    capture: Optional[bool] = None,
-    routing: Optional[RoutingCheck] = None,
-    states: Optional[list[RunState]] = None,
-    command_line: Optional[str] = None,
-    starting: Optional[Starting] = None,
-) -> RunResult:
-    """Brings up the run's environment, runs the plan once, records the results directory.
-    `display` shows the run while it goes; `states` collects its live state (for a metrics
-    endpoint); `capture` True is `--capture` (None: as the scenario's options.capture says);
-    `routing` is the check already shown (else made here); the rest are `mqttlab run`'s options."""
-    started_at = dt.datetime.now(dt.timezone.utc)
-    with bring_up(scenario, directory, dask=dask, capture=capture, starting=starting) as env:
-        # The plan its check compiled, bound to the broker now that it is up (env.scenario adds
-        # what the running broker asks of its clients: its login, its CA).
-        plan = planning.bind_broker(planning.plan_of(scenario), env.url, env.scenario)
-        if dask is None:
-            _spread_source_addresses(plan)
-        if routing is None:
-            routing = check_routing(plan, followed=scenario.defaults_followed.get("subscribers.filters"))
-        state = RunState(plan, run=directory.name, scenario=scenario.name, broker=env.broker.name, shard="all" if dask is None else "dask",
-                         directory=directory, resources=env.sampler,
-                         owed_per_message=routing.owed_per_message if not routing.unknown else None)
-        if states is not None:
-            states.append(state)
-        header = f"mqttlab {VERSION}: {scenario.name} against {env.broker.name} at {env.url}\n{plan_line(plan, scenario.defaults_followed)}"
-        try:
-            with env.measuring(), (display or _no_display)(header, state) as show:
-                outcome = _execute(plan, _observed(state, show, env), env.url, dask, source_addresses, scenario.options.generator_cpus)
-        except engine.BrokerUnreachable as error:
-            raise LoadRefused(f"error: {error}", error.kind) from None
-        except engine.HostCannotRun as error:
-            raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
-        except engine.PlanRejected as error:
-            raise RunFailed(f"error: the engine rejected the plan (a bug in mqttlab, please report it): {error}", Exit.BAD_INPUT) from None
-        env.add_sections(plan, outcome)
-        broker_info = env.broker_info()
-        gateway = env.gateway
-    return _record(env.scenario, directory, plan, outcome, state, broker_info, gateway, env.sampler, routing,
-                   started_at=started_at, command_line=command_line, allow_missing_shards=allow_missing_shards, distributed=dask is not None)
 
 
 def _record(scenario: Scenario, directory: Path, plan: engine.Plan, outcome: engine.RunOutcome, state: RunState,
@@ -313,10 +319,10 @@ def _record(scenario: Scenario, directory: Path, plan: engine.Plan, outcome: eng
         # What was measured is still in memory: the caller shows it; the directory keeps what
         # fitted, and says it is incomplete (no manifest; live.json, if that still fits).
         _mark_incomplete(directory, state)
-        measured = RunResult(directory, plan, outcome.result, typed(outcome.summary), Exit.ABNORMAL, outcome)
+        measured = RunResult(directory, plan, outcome.result, typed(outcome.summary), manifest, Exit.ABNORMAL, outcome)
         raise ResultsIncomplete(f"error: {error}; the figures above were measured but not all kept", measured) from None
     state.finish(outcome.summary)
-    return RunResult(directory, plan, outcome.result, typed(outcome.summary), _exit_code(outcome, allow_missing_shards), outcome)
+    return RunResult(directory, plan, outcome.result, typed(outcome.summary), manifest, _exit_code(outcome, allow_missing_shards), outcome)
 
 
 def _mark_incomplete(directory: Path, state: RunState) -> None:

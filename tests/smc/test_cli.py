@@ -119,3 +119,11 @@ def test_smc_tables_fold_at_80_columns_instead_of_cutting_headers(tmp_path):
     result = invoke("smc", "learn", str(tmp_path / "logs"), "--out", str(tmp_path / "model"))
     assert result.exit_code == 0, result.output
     assert "R² =" in result.output and "…" not in result.output
+
+
+@pytest.mark.parametrize(("command", "said"), [(["explore"], "explore runs"), (["validate", "model"], "validate measures")])
+def test_explore_and_validate_refuse_several_brokers_before_starting_any(tmp_path, command, said):
+    result = runner.invoke(app, [*command, "--broker", "mosquitto,rumqttd", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert f"--broker: {said} one broker at a time" in result.output
+    assert not (tmp_path / "out").exists()

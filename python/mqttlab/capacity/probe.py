@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 
 from mqttlab.capacity.slo import Check, Objective, judge
 from mqttlab.environment import host_load
-from mqttlab.exits import Exit, LoadRefused, RunFailed
+from mqttlab.exits import Exit, HostLimitReached, LoadRefused, RunFailed
 
 REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
 # The unit of what each knob sets, as reports print it.
@@ -112,38 +112,35 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
         return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
     if directory.exists():
         shutil.rmtree(directory)  # an interrupted probe of ours: its figures are incomplete
-    from mqttlab import engine, results, session
+    from mqttlab import session
 
     scenario = spec.scenario(rate)
-    try:
-        engine.ensure_open_files(scenario.publishers.count + scenario.subscribers.count)
-    except engine.HostCannotRun as error:
-        # Not the broker's limit but this host's: the probe counts as generator-limited.
-        summary = refusal_summary(str(error), generator_limited=True)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
     session.prepare(directory)
     before = host_load.cpu_times()
     try:
         run = session.execute(scenario, directory, dask=spec.dask, routing=session.routing_of(scenario),
                               command_line=f"mqttlab capacity (probe at {rate:g} {spec.unit}, attempt {attempt})")
+    except HostLimitReached as error:
+        # Not the broker's limit but this host's (too few open files): the probe counts as
+        # generator-limited.
+        return _refused(directory, refusal_summary(str(error).removeprefix("error: "), generator_limited=True), rate, attempt, objectives)
     except LoadRefused as error:
         # The broker refused or reset the load's connections: kept as a probe that broke the
         # objectives; whether that ends the search (a broker given by URL that is not there) is
         # the caller's call. A broker that could not even start is an error, raised as it is.
-        summary = refusal_summary(str(error), kind=error.kind)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
+        return _refused(directory, refusal_summary(str(error), kind=error.kind), rate, attempt, objectives)
     host = host_load.host_load(before, host_load.cpu_times())
     host_load.write(directory, host)
     if run.outcome.status not in KEPT:  # the manifest's status
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
-    # The run returns its summary and result; its manifest (the broker's limits, the host's
-    # cores, which the knee reads) it only writes.
-    manifest = json.loads((directory / results.MANIFEST).read_text(encoding="utf-8"))
-    return Probe(rate, attempt, directory, dict(run.summary), run.result, manifest, host=host).judge(objectives)
+    return Probe(rate, attempt, directory, dict(run.summary), run.result, run.manifest, host=host).judge(objectives)
+
+
+def _refused(directory: Path, summary: dict[str, Any], rate: float, attempt: int, objectives: list[Objective]) -> Probe:
+    """A probe that could not run, kept as why (refused.json) so that a resumed search reads it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / REFUSED).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return Probe(rate, attempt, directory, summary, {}, {}).judge(objectives)
 
 
 def refusal_summary(error: str, generator_limited: bool = False, kind: Optional[str] = None) -> dict[str, Any]:

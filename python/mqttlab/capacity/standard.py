@@ -48,28 +48,27 @@ def families(scale: float, chosen: tuple[str, ...] = FAMILIES) -> list[Family]:
         return max(1, round(base * scale))
 
     common = ("publishers.qos=1", "subscribers.qos=1", "publishers.payload=64", "mqtt.version=3")
+
+    def messages(name: str, family: str, publishers: int, subscribers: int, topic: str, filters: str, start: float) -> Family:
+        # The message families differ only in their shape: who publishes where, who subscribes to what.
+        return Family(name, family, "publishers.rate",
+                      (*common, f"publishers.count={publishers}", f"subscribers.count={subscribers}", f"publishers.topic={topic}",
+                       f"subscribers.filters=[{filters}]"), publishers, start, MESSAGE_SLOS)
+
     found = []
     for family in chosen:
         if family == "p2p":
             k = n(10)
-            found.append(Family(f"p2p-{k}-topics-{k}-pubs-{k}-subs", family, "publishers.rate",
-                                (*common, f"publishers.count={k}", f"subscribers.count={k}", "publishers.topic=bench/%i",
-                                 "subscribers.filters=[bench/%i]"), k, 50.0 * k, MESSAGE_SLOS))
+            found.append(messages(f"p2p-{k}-topics-{k}-pubs-{k}-subs", family, k, k, "bench/%i", "bench/%i", 50.0 * k))
         elif family == "fan-in":
             k = n(20)
-            found.append(Family(f"fan-in-{k}-topics-{k}-pubs-1-sub", family, "publishers.rate",
-                                (*common, f"publishers.count={k}", "subscribers.count=1", "publishers.topic=bench/%i",
-                                 "subscribers.filters=[bench/#]"), k, 25.0 * k, MESSAGE_SLOS))
+            found.append(messages(f"fan-in-{k}-topics-{k}-pubs-1-sub", family, k, 1, "bench/%i", "bench/#", 25.0 * k))
         elif family == "fan-out":
             k = n(20)
-            found.append(Family(f"fan-out-1-topic-1-pub-{k}-subs", family, "publishers.rate",
-                                (*common, "publishers.count=1", f"subscribers.count={k}", "publishers.topic=bench/0",
-                                 "subscribers.filters=[bench/0]"), 1, 50.0, MESSAGE_SLOS))
+            found.append(messages(f"fan-out-1-topic-1-pub-{k}-subs", family, 1, k, "bench/0", "bench/0", 50.0))
         elif family == "shared":
             k, m = n(10), n(5)
-            found.append(Family(f"shared-{k}-topics-{k}-pubs-{m}-subs", family, "publishers.rate",
-                                (*common, f"publishers.count={k}", f"subscribers.count={m}", "publishers.topic=bench/%i",
-                                 "subscribers.filters=[$share/g/bench/#]"), k, 50.0 * k, MESSAGE_SLOS))
+            found.append(messages(f"shared-{k}-topics-{k}-pubs-{m}-subs", family, k, m, "bench/%i", "$share/g/bench/#", 50.0 * k))
         elif family == "connections":
             k = n(1000)
             found.append(Family(f"connections-{k}", family, "subscribers.count",

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
     from mqttlab.live.state import RunState
     from mqttlab.live.view import LiveProgress
+    from mqttlab.environment.bring_up import Starting
     from mqttlab.routing import RoutingCheck
     from mqttlab.scenario import Scenario
+    from mqttlab.session import Display, RunResult
 
 __all__ = ["Exit", "exit_code_for", "flag_overrides"]
 
@@ -259,10 +261,10 @@ def run_command(
     states: list[RunState] = []  # the run's live state once its plan is known, for the endpoint
     try:
         with _metrics_server(metrics or scenario.options.metrics, metrics_linger, states):
-            code = _run_and_record(
-                scenario, directory, as_json, dask=dask, allow_missing_shards=allow_missing_shards, source_addresses=addresses,
-                capture=True if capture else None, routing=routing, states=states,
-            )
+            code = _run_and_record(directory, as_json, lambda display, starting: session.execute(
+                scenario, directory, display=display, starting=starting, dask=dask, allow_missing_shards=allow_missing_shards,
+                source_addresses=addresses, capture=True if capture else None, routing=routing, states=states,
+            ))
     except KeyboardInterrupt:  # outside the engine call, e.g. while a broker starts
         raise _fail("interrupted before the load started; no results were written", Exit.INTERRUPTED) from None
     raise typer.Exit(int(code))
@@ -347,9 +349,9 @@ def announced_linger(server: Any, url: str) -> Iterator[Any]:
     server.stop()
 
 
-def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **options: Any) -> Exit:
-    """The run (`session.execute`, given `options`) with the live display, then its summary; the
-    exit code it means."""
+def _run_and_record(directory: Path, as_json: bool, execute: Callable[[Optional[Display], Starting], RunResult]) -> Exit:
+    """The run (`execute`: `session.execute` given the run's options, called with the live
+    display and the broker's start display), then its summary; the exit code it means."""
     from mqttlab import session
     from mqttlab.environment import host_load
 
@@ -367,21 +369,23 @@ def _run_and_record(scenario: Scenario, directory: Path, as_json: bool, **option
     # run imports no display at all.
     shown = display if not as_json or sys.stderr.isatty() else None
     before = host_load.cpu_times()
+    host: dict[str, Any] = {}
     try:
         try:
-            outcome = session.execute(scenario, directory, display=shown, starting=starting, **options)
+            outcome = execute(shown, starting)
         finally:
             # Beside the figures of a run that measured (never alone in a failed run's --out); a
             # disk too full for it has already made the run incomplete, and says so.
             if (directory / "summary.json").is_file():
+                host = host_load.host_load(before, host_load.cpu_times())
                 with suppress(OSError):
-                    host_load.write(directory, host_load.host_load(before, host_load.cpu_times()))
+                    host_load.write(directory, host)
     except session.ResultsIncomplete as error:
-        _show(error.result.summary, directory, as_json, manifest=False)
+        _show(error.result.summary, directory, as_json, None, host)
         raise _fail(str(error), error.code) from None
     except session.RunFailed as error:
         raise _fail(str(error), error.code) from None
-    _show(outcome.summary, directory, as_json)
+    _show(outcome.summary, directory, as_json, outcome.manifest, host)
     return outcome.exit_code
 
 
@@ -394,40 +398,23 @@ def _show_capture(section: dict[str, Any]) -> None:
     _console().print(render_bundling(section))
 
 
-def _manifest(directory: Path) -> dict[str, Any]:
-    from mqttlab import results
-
-    try:
-        return json.loads((directory / results.MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def _manifest_broker(directory: Path) -> dict[str, Any]:
-    return _manifest(directory).get("broker") or {}
-
-
-def _who(directory: Path) -> dict[str, Any]:
+def _who(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """What `--json` adds to summary.json from the manifest, so that the figures say whose they
     are: the scenario's name and the broker's name, version and URL."""
-    manifest = _manifest(directory)
     broker = manifest.get("broker") or {}
     return {"scenario": manifest.get("scenario"), "broker": {key: broker.get(key) for key in ("name", "version", "url")}}
 
 
-def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: bool = True) -> None:
-    """The summary as `run` prints it at the end and `report` prints it again from disk
-    (`manifest`: the directory has one to name the broker from)."""
-    from mqttlab.environment import host_load
-
-    host = host_load.read(directory)
+def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: Optional[Mapping[str, Any]], host: Mapping[str, Any]) -> None:
+    """The summary as `run` prints it at the end and `report` prints it again from disk, with the
+    run's manifest (None: its directory has none to name the broker from) and host load."""
     if as_json:
-        typer.echo(json.dumps({**summary, **_who(directory), **({"host_load": host} if host else {})} if manifest else summary, indent=2))
+        typer.echo(json.dumps({**summary, **_who(manifest), **({"host_load": host} if host else {})} if manifest is not None else summary, indent=2))
         return
     from mqttlab.summary_view import broker_line, print_summary
 
     print_summary(_console(), summary, str(directory), host)
-    line = broker_line(_manifest_broker(directory)) if manifest else None
+    line = broker_line(manifest.get("broker") or {}) if manifest is not None else None
     if line is not None:
         _console().print(line)
     if "network" in summary:
@@ -500,7 +487,9 @@ def _report(loaded: Any, as_json: bool) -> None:
     """A finished run from disk: what ran, then its summary as `run` printed it."""
     if not as_json:
         _console().print(_what_ran(loaded.manifest, loaded.plan, loaded.summary), highlight=False, markup=False)
-    _show(loaded.summary, loaded.path, as_json)
+    from mqttlab.environment import host_load
+
+    _show(loaded.summary, loaded.path, as_json, loaded.manifest, host_load.read(loaded.path))
 
 
 def _what_ran(manifest: Mapping[str, Any], plan: Mapping[str, Any], summary: Mapping[str, Any]) -> str:

@@ -273,6 +273,16 @@ _Timeout = Annotated[str, typer.Option(help="An exchange not done by then is a f
 _BrokerConfig = Annotated[str, typer.Option(help=_CONFIG_HELP)]
 
 
+def _one_broker(text: str, doing: str) -> str:
+    """The one broker of --broker for a command that does (`doing`) one at a time."""
+    from mqttlab.smc.broker import split_brokers
+
+    names = split_brokers(text)
+    if len(names) != 1:
+        raise ValueError(f"--broker: {doing} one broker at a time")
+    return names[0]
+
+
 def _timeout_ms(text: str) -> int:
     try:
         values = parse_thresholds(text)
@@ -321,14 +331,10 @@ def explore(
 ) -> None:
     """Model-based tests that log every message's latency (the input of `smc learn`)."""
     from mqttlab.brokers import BrokerError, UnknownBroker
-    from mqttlab.smc.broker import split_brokers
     from mqttlab.smc.explore import WalkSettings, explore as run_explore, parse_client_range, parse_think, parse_weights
 
     try:
-        names = split_brokers(broker)
-        if len(names) != 1:
-            raise ValueError("--broker: explore runs one broker at a time")
-        name = names[0]
+        name = _one_broker(broker, "explore runs")
         walk = WalkSettings(weights=parse_weights(weights), think_ms=parse_think(think), topics=topics, timeout_ms=_timeout_ms(timeout))
         counts = parse_client_range(clients)
     except ValueError as error:
@@ -463,14 +469,11 @@ def validate(
 ) -> None:
     """Predicted vs measured P(all messages of a client's sequence < t), point by point, with errors."""
     from mqttlab.brokers import BrokerError, UnknownBroker
-    from mqttlab.smc.broker import split_brokers
     from mqttlab.smc.profiles import ProfileError, load_profile
     from mqttlab.smc.validate import ValidateSettings, models_from, region_errors, save, validate as run_validate
 
     try:
-        names = split_brokers(broker)
-        if len(names) != 1:
-            raise ValueError("--broker: validate measures one broker at a time")
+        name = _one_broker(broker, "validate measures")
         counts = parse_clients(clients)
         thresholds = parse_thresholds(threshold)
         usage = load_profile(profile)
@@ -486,7 +489,7 @@ def validate(
             _console().print(f"{count} clients: {replications} replications measured", markup=False)
 
     try:
-        table = run_validate(names[0], models, usage, counts, thresholds, out, settings, on_replication)
+        table = run_validate(name, models, usage, counts, thresholds, out, settings, on_replication)
     except (UnknownBroker, BrokerError, ConnectionError) as error:
         raise _fail(str(error)) from None
     except ValueError as error:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mqttlab import engine, results
-from mqttlab.exits import Exit, RunFailed
+from mqttlab.exits import Exit, HostLimitReached, RunFailed
 from mqttlab.environment.faults import FaultDriver, fault_section
 from mqttlab.scenario import Scenario
 from mqttlab.scenario.fields import BrokerAddress, is_url
@@ -163,7 +163,7 @@ def _room_for_connections(scenario: Scenario) -> None:
     try:
         engine.ensure_open_files(scenario.publishers.count + scenario.subscribers.count)
     except engine.HostCannotRun as error:
-        raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
+        raise HostLimitReached(f"error: {error}") from None
 
 
 def _check_generator_cpus(scenario: Scenario) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -76,50 +77,41 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return text
 
 
+# pydantic's error types in mqttlab's words, filled from the error's context (`ctx`, whose keys
+# pydantic names per type) and `shown`, the value the user gave.
+MESSAGES = {
+    "missing": "is required",
+    "literal_error": "must be {expected}{shown}",
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "must be a whole number{shown}"),
+    **dict.fromkeys(("float_type", "float_parsing", "finite_number"), "must be a number{shown}"),
+    **dict.fromkeys(("bool_type", "bool_parsing"), "must be true or false{shown}"),
+    "string_type": "must be a string{shown}",
+    **dict.fromkeys(("model_type", "model_attributes_type", "dict_type"), "must be a mapping of keys to values{shown}"),
+    "list_type": "must be a list{shown}",
+    "greater_than": "must be greater than {gt}{shown}",
+    "greater_than_equal": "must be {ge} or more{shown}",
+    "less_than": "must be less than {lt}{shown}",
+    "less_than_equal": "must be {le} or less{shown}",
+    "too_short": "needs at least {min_length} item(s)",
+    "string_too_long": "must be at most {max_length} characters",
+    "union_tag_invalid": "dist must be one of {expected_tags} (got {tag!r})",
+    "union_tag_not_found": "a distribution needs `dist:` (fixed, uniform, normal or exponential)",
+}
+
+
 def _message(kind: str, ctx: dict[str, Any], got: Any, default: str) -> str:
     shown = f" (got {got!r})"
-    if kind == "mqttlab":
-        return default
-    if kind == "missing":
-        return "is required"
-    if kind == "literal_error":
-        return f"must be {ctx.get('expected', '')}{shown}"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be a whole number{shown}"
-    if kind in ("float_type", "float_parsing", "finite_number"):
-        return f"must be a number{shown}"
-    if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false{shown}"
-    if kind in ("string_type",):
-        return f"must be a string{shown}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"must be a mapping of keys to values{shown}"
-    if kind in ("list_type",):
-        return f"must be a list{shown}"
-    if kind == "greater_than":
-        return f"must be greater than {ctx['gt']}{shown}"
-    if kind == "greater_than_equal":
-        return f"must be {ctx['ge']} or more{shown}"
-    if kind == "less_than":
-        return f"must be less than {ctx['lt']}{shown}"
-    if kind == "less_than_equal":
-        return f"must be {ctx['le']} or less{shown}"
-    if kind == "too_short":
-        return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "string_pattern_mismatch":
+        # One error type for every pattern: which field's it was is told by the pattern.
         pattern = str(ctx.get("pattern", ""))
         if "," in pattern and "0-9" in pattern and ":" not in pattern:
             return f"must be a CPU list as taskset -c takes it, such as 1, 0,2 or 2-3{shown}"
         if ":" in pattern:
             return f"must be HOST:PORT, such as 127.0.0.1:9464 or :9464{shown}"
         return f"may hold only letters, digits, '.', '_' and '-', starting with a letter or digit{shown}"
-    if kind == "string_too_long":
-        return f"must be at most {ctx.get('max_length')} characters"
-    if kind == "union_tag_invalid":
-        return f"dist must be one of {ctx.get('expected_tags')} (got {ctx.get('tag')!r})"
-    if kind == "union_tag_not_found":
-        return "a distribution needs `dist:` (fixed, uniform, normal or exponential)"
-    return default
+    template = MESSAGES.get(kind)  # "mqttlab" (our own validators' errors) and the rest: pydantic's own words
+    # A context without the key a template names leaves that part empty rather than failing.
+    return template.format_map(defaultdict(str, ctx, shown=shown)) if template is not None else default
 
 
 def _unknown_key_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:

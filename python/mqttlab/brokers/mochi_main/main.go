@@ -21,6 +21,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 )
 
 const mochiModule = "github.com/mochi-mqtt/server/v2"
@@ -47,6 +50,25 @@ type runConfig struct {
 type broker interface {
 	Serve() error
 	Close() error
+}
+
+// newServer is what every release shares: anonymous access and the run's listeners, each a TCP
+// listener made the release's own way (newTCP in server_*.go).
+func newServer(options *mqtt.Options, cfg *runConfig) (broker, error) {
+	server := mqtt.New(options)
+	if err := server.AddHook(new(auth.AllowHook), nil); err != nil {
+		return nil, err
+	}
+	for _, l := range cfg.Listeners {
+		tlsCfg, err := tlsConfig(l)
+		if err != nil {
+			return nil, err
+		}
+		if err := server.AddListener(newTCP(l, tlsCfg)); err != nil {
+			return nil, fmt.Errorf("listener %s on %s: %w", l.ID, l.Address, err)
+		}
+	}
+	return server, nil
 }
 
 func mochiVersion() string {

@@ -7,12 +7,12 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/rs/zerolog"
 )
@@ -82,18 +82,10 @@ func newBroker(cfg *runConfig) (broker, error) {
 		logger := zerolog.New(os.Stdout).Level(level).With().Timestamp().Logger()
 		options.Logger = &logger
 	}
-	server := mqtt.New(options)
-	if err := server.AddHook(new(auth.AllowHook), nil); err != nil {
-		return nil, err
-	}
-	for _, l := range cfg.Listeners {
-		tlsCfg, err := tlsConfig(l)
-		if err != nil {
-			return nil, err
-		}
-		if err := server.AddListener(listeners.NewTCP(l.ID, l.Address, &listeners.Config{TLSConfig: tlsCfg})); err != nil {
-			return nil, fmt.Errorf("listener %s on %s: %w", l.ID, l.Address, err)
-		}
-	}
-	return server, nil
+	return newServer(options, cfg)
+}
+
+// newTCP: v2.3 takes the listener's id and address apart from its config.
+func newTCP(l listenerConfig, tlsCfg *tls.Config) listeners.Listener {
+	return listeners.NewTCP(l.ID, l.Address, &listeners.Config{TLSConfig: tlsCfg})
 }

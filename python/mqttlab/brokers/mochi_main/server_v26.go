@@ -5,12 +5,12 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
@@ -30,19 +30,10 @@ func newBroker(cfg *runConfig) (broker, error) {
 		}
 		options.Logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: level}))
 	}
-	server := mqtt.New(options)
-	if err := server.AddHook(new(auth.AllowHook), nil); err != nil {
-		return nil, err
-	}
-	for _, l := range cfg.Listeners {
-		tlsCfg, err := tlsConfig(l)
-		if err != nil {
-			return nil, err
-		}
-		listener := listeners.NewTCP(listeners.Config{Type: listeners.TypeTCP, ID: l.ID, Address: l.Address, TLSConfig: tlsCfg})
-		if err := server.AddListener(listener); err != nil {
-			return nil, fmt.Errorf("listener %s on %s: %w", l.ID, l.Address, err)
-		}
-	}
-	return server, nil
+	return newServer(options, cfg)
+}
+
+// newTCP: v2.6 and later take everything in the listener's config.
+func newTCP(l listenerConfig, tlsCfg *tls.Config) listeners.Listener {
+	return listeners.NewTCP(listeners.Config{Type: listeners.TypeTCP, ID: l.ID, Address: l.Address, TLSConfig: tlsCfg})
 }
