@@ -5,10 +5,14 @@ command writes. And a suite case that starts from a scenario file."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -25,23 +29,32 @@ def _tables(markdown: str) -> dict[str, list[list[str]]]:
     tables: dict[str, list[list[str]]] = {}
     name = ""
     for line in markdown.splitlines():
-        if line.startswith("### "):
-            name = line[4:].strip()
+        if line.startswith("#"):
+            name = line[4:].strip() if line.startswith("### ") else ""
         elif line.startswith("| ") and name:
             tables.setdefault(name, []).append([cell.strip() for cell in line.strip("|").split("|")])
     return tables
 
 
+@pytest.fixture
+def short_directory() -> Iterator[Path]:
+    """A directory with a short path: NanoMQ's launcher puts its IPC sockets in the run's broker
+    directory, and a Unix socket's path may not be longer than 107 bytes (pytest's tmp_path is)."""
+    directory = Path(tempfile.mkdtemp(prefix="mqttlab-state-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_the_state_suite_tables_each_workload_with_its_verdicts(tmp_path: Path):
+def test_the_state_suite_tables_each_workload_with_its_verdicts(short_directory: Path):
     for broker in BROKERS:
         if not get_launcher(broker).availability().available:
             pytest.skip(f"{broker} is not installed (scripts/install-brokers.sh installs it)")
-    out = tmp_path / "state"
+    out = short_directory / "state"
     command = [sys.executable, "-m", "mqttlab", "suite", "run", "state", "--brokers", ",".join(BROKERS), "--quick",
                "--set", "load.grace=1s", "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-1500:] + _failed_logs(out)
     assert f"state tables: {out / 'report' / 'state.md'}" in done.stderr
     tables = _tables((out / "report" / "state.md").read_text())
     assert list(tables) == ["offline-sessions", "retained-read", "wills"]
@@ -72,6 +85,12 @@ def test_the_state_suite_tables_each_workload_with_its_verdicts(tmp_path: Path):
     documented = _tables((ROOT / "docs" / "state.md").read_text())
     for name, table in tables.items():
         assert documented[name][0] == table[0], name
+
+
+def _failed_logs(suite: Path) -> str:
+    """The end of each failed run's log: why it failed, for the assertion's message."""
+    runs = json.loads((suite / "runs.json").read_text())["runs"]
+    return "".join(f"\n{run['id']}: {(suite / run['directory'] / 'run.log').read_text()[-1500:]}" for run in runs if run["status"] == "failed")
 
 
 def _of(text: str) -> tuple[int, int]:

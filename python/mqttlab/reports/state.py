@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from mqttlab.analysis import Comparison
@@ -120,7 +121,15 @@ def state_markdown(comparison: Comparison) -> str:
         lines += ["| " + " | ".join(row.get(column, "—") for column in columns) + " |" for row in rows]
         lines += ["", "Rules:", ""] + [f"- {promise}: {rule}" for promise, rule in state_rules(comparison, name).items()]
         parts.append("\n".join(lines))
+    if parts and comparison.excluded:
+        # A run that did not complete (the broker lost, the run failed) is in no table: say which.
+        parts.append("Left out of the tables: " + "; ".join(f"{_run_name(path)} ({reason})" for path, reason in comparison.excluded) + ".")
     return "\n\n".join(parts) + "\n" if parts else ""
+
+
+def _run_name(path: Path) -> str:
+    """A suite's run by its scenario, broker and repetition (<suite>/runs/<scenario>/<broker>/rep-N)."""
+    return "/".join(path.parts[-3:]) if path.parent.parent.parent.name == "runs" else str(path)
 
 
 def state_html(comparison: Comparison) -> str:
