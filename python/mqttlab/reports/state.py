@@ -83,28 +83,26 @@ def state_row(run: RunFigures) -> dict[str, str]:
     return row
 
 
-def state_tables(comparison: Comparison) -> dict[str, Table]:
-    """`state_<scenario>` -> one row per run, for each scenario whose runs measured state; the
-    runs of a broker's repetitions each have their own row (counts, not means)."""
-    tables: dict[str, Table] = {}
+def _measured(comparison: Comparison) -> dict[str, list[RunFigures]]:
+    """`state_<scenario>` -> the runs of each scenario that measured state, broker by broker; the
+    repetitions of a broker each have their own row (counts, not means)."""
+    found: dict[str, list[RunFigures]] = {}
     for scenario in comparison.scenarios:
-        rows = [state_row(run) for group in scenario.groups.values() for run in group.runs
+        runs = [run for group in scenario.groups.values() for run in group.runs
                 if any(run.results.summary.get(section) for section in WORKLOADS)]
-        if rows:
-            tables[TABLE_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "-", scenario.scenario)] = rows
-    return tables
+        if runs:
+            found[TABLE_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "-", scenario.scenario)] = runs
+    return found
 
 
-def state_rules(comparison: Comparison, name: str) -> dict[str, str]:
-    """The rule of each promise judged in the runs of table `name`, by promise."""
-    rules: dict[str, str] = {}
-    for scenario in comparison.scenarios:
-        if TABLE_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "-", scenario.scenario) != name:
-            continue
-        for group in scenario.groups.values():
-            for run in group.runs:
-                rules.update({str(v["promise"]): str(v["rule"]) for v in run.results.summary.get("promises") or []})
-    return rules
+def state_tables(comparison: Comparison) -> dict[str, Table]:
+    """`state_<scenario>` -> one row per run, for each scenario whose runs measured state."""
+    return {name: [state_row(run) for run in runs] for name, runs in _measured(comparison).items()}
+
+
+def _rules(runs: list[RunFigures]) -> dict[str, str]:
+    """The rule of each promise judged in `runs`, by promise."""
+    return {str(v["promise"]): str(v["rule"]) for run in runs for v in run.results.summary.get("promises") or []}
 
 
 def _columns(rows: Table) -> list[str]:
@@ -115,11 +113,12 @@ def state_markdown(comparison: Comparison) -> str:
     """Each state table in Markdown under its scenario's name, the rules after it: what
     docs/state.md's measured tables are copied from."""
     parts = []
-    for name, rows in state_tables(comparison).items():
+    for name, runs in _measured(comparison).items():
+        rows = [state_row(run) for run in runs]
         columns = _columns(rows)
         lines = [f"### {name[len(TABLE_PREFIX):]}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(row.get(column, "—") for column in columns) + " |" for row in rows]
-        lines += ["", "Rules:", ""] + [f"- {promise}: {rule}" for promise, rule in state_rules(comparison, name).items()]
+        lines += ["", "Rules:", ""] + [f"- {promise}: {rule}" for promise, rule in _rules(runs).items()]
         parts.append("\n".join(lines))
     if parts and comparison.excluded:
         # A run that did not complete (the broker lost, the run failed) is in no table: say which.
@@ -134,19 +133,20 @@ def _run_name(path: Path) -> str:
 
 def state_html(comparison: Comparison) -> str:
     """The report's section: one table per scenario that measured state, its rules beneath."""
-    tables = state_tables(comparison)
-    if not tables:
+    measured = _measured(comparison)
+    if not measured:
         return ""
     parts = ['<h2 id="state">The state the brokers kept</h2>',
              '<p class="note">Per run: the state workload\'s figures, then each promise of the protocol it tested with its '
              "verdict and count (kept: the count that kept it; broken: the count that broke it, named), judged by the rule "
              f'printed under the table (docs/state.md). The same tables in Markdown: <a href="{MARKDOWN_FILE}">{MARKDOWN_FILE}</a>.</p>']
-    for name, rows in tables.items():
+    for name, runs in measured.items():
+        rows = [state_row(run) for run in runs]
         columns = _columns(rows)
         head = "".join(f'<th class="text">{html.escape(column)}</th>' for column in columns)
         body = "".join("<tr>" + "".join(f'<td class="text">{_cell(row.get(column, "—"))}</td>' for column in columns) + "</tr>"
                        for row in rows)
-        rules = "".join(f"<li><b>{html.escape(promise)}</b>: {html.escape(rule)}</li>" for promise, rule in state_rules(comparison, name).items())
+        rules = "".join(f"<li><b>{html.escape(promise)}</b>: {html.escape(rule)}</li>" for promise, rule in _rules(runs).items())
         parts += [f"<h3>{html.escape(name[len(TABLE_PREFIX):])}</h3>",
                   f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>',
                   f'<ul class="note">{rules}</ul>', f'<p class="csv">CSV: <a href="{name}.csv">{name}.csv</a></p>']
