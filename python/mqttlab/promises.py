@@ -58,6 +58,15 @@ def broken(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [v for v in verdicts if v["verdict"] == "broken"]
 
 
+def verdict_text(verdict: Mapping[str, Any]) -> str:
+    """A verdict with its counts, as tables and the storm print it: `kept (1000)`,
+    `broken (0, queued_lost 1000)`, and what a configured limit dropped."""
+    extra = f", {verdict['name']} {verdict['broken']}" if verdict.get("broken") else ""
+    if verdict.get("dropped_by_limit"):
+        extra += f", dropped by limit {verdict['limit']}: {verdict['dropped_by_limit']}"
+    return f"{verdict['verdict']} ({verdict['kept']}{extra})"
+
+
 def _retained_read(retained: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retained store as the subscribers read it: each value owed delivered, the latest one,
     flagged retained. No retained limit is known here: none is assumed."""

@@ -290,7 +290,9 @@ def storm_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML for the rest (TLS, payload, MQTT version...); none = the built-in default.", show_default=False)] = None,
     broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...); broker-restart needs one mqttlab launches.")] = None,
     clients: Annotated[int, typer.Option("--clients", help="Connections: half publishers, half subscribers (each following its publisher).")] = 1000,
-    fault: Annotated[str, typer.Option("--fault", help="clients-disconnect (every connection reset at once) or broker-restart (killed, then started again).")] = "clients-disconnect",
+    fault: Annotated[Text, typer.Option("--fault", help="clients-disconnect (every connection reset at once; the default) or broker-restart (killed, then started again).")] = None,
+    persistent: Annotated[bool, typer.Option("--persistent", help="Persistent sessions: every subscriber leaves its session (DISCONNECT) at --at and all come back at once after --away, into their sessions and the messages queued meanwhile (MQTT 5: with a session expiry); instead of --fault.")] = False,
+    away: Annotated[Text, typer.Option("--away", help="--persistent: how long the subscribers stay away while the publishers go on (default 2s).")] = None,
     down: Annotated[str, typer.Option("--down", help="broker-restart: how long the broker stays down.")] = "1s",
     at: Annotated[str, typer.Option("--at", help="When the storm starts, from the start of the load (warm-up 1 s included).")] = "4s",
     duration: Annotated[Optional[str], typer.Option("--duration", help="The whole load phase. Default: --at + 8 s + 5 ms per client, room for everyone to come back.")] = None,
@@ -300,36 +302,53 @@ def storm_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory for storm.json and the run's results (run/). Default: results/<time>-storm-<broker>/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print storm.json instead of text.")] = False,
 ) -> None:
-    """A reconnect storm: every client dropped at once, then all reconnecting; time until all are back, CONNACK latency, sessions, losses."""
-    from mqttlab.capacity.storm import run_storm, storm_assignments, storm_lines
+    """A reconnect storm: every client dropped at once, then all reconnecting; time until all are back, CONNACK latency, sessions, losses.
+    With --persistent: the subscribers' return into their sessions; sessions resumed and queued messages delivered, judged."""
+    from mqttlab.capacity.storm import broken_promises, run_storm, session_expiry_assignment, storm_assignments, storm_lines
     from mqttlab.planning import load_scenario
     from mqttlab.scenario import ScenarioError
     from mqttlab.scenario.units import parse_duration
     from mqttlab.session import RunFailed
 
     problems = []
+    if persistent and fault is not None:
+        problems.append("--fault: not with --persistent (that storm is the subscribers' return into their sessions, no fault)")
+    if not persistent and away is not None:
+        problems.append("--away: only with --persistent")
+    fault = fault or "clients-disconnect"
     if fault not in ("clients-disconnect", "broker-restart"):
         problems.append(f"--fault: clients-disconnect or broker-restart (got {fault!r})")
     if clients < 2:
         problems.append(f"--clients: at least 2, a publisher and a subscriber (got {clients})")
     seconds = {}
-    if duration is None:
-        try:
-            duration = f"{parse_duration(at) + 8 + 0.005 * clients:.0f}s"
-        except ValueError:
-            duration = "15s"  # --at is reported below
-    for flag, text in (("--down", down), ("--at", at), ("--duration", duration)):
+    timings = [("--down", down), ("--at", at)] + ([("--away", away or "2s")] if persistent else [])
+    for flag, text in timings:
         try:
             seconds[flag] = parse_duration(text)
         except ValueError as error:
             problems.append(f"{flag}: {error}")
-    if len(seconds) == 3 and not 1 < seconds["--at"] < seconds["--duration"]:
-        problems.append(f"--at: after the 1 s warm-up and before --duration ({duration}), got {at}")
+    if duration is None:
+        # Room for everyone to come back (and, persistent, the time away first).
+        duration = f"{seconds.get('--at', 4.0) + seconds.get('--away', 0.0) + 8 + 0.005 * clients:.0f}s"
+    try:
+        seconds["--duration"] = parse_duration(duration)
+    except ValueError as error:
+        problems.append(f"--duration: {error}")
+    if len(seconds) == len(timings) + 1:
+        if not 1 < seconds["--at"] < seconds["--duration"]:
+            problems.append(f"--at: after the 1 s warm-up and before --duration ({duration}), got {at}")
+        elif persistent and seconds["--at"] + seconds["--away"] >= seconds["--duration"]:
+            problems.append(f"--away: the subscribers must be back before the load ends (--at {at} + --away {away or '2s'} >= --duration {duration})")
     scenario = None
-    if len(seconds) == 3:
-        extra = storm_assignments(clients, fault, seconds["--at"], seconds["--down"], rate, qos, seconds["--duration"])
+    if len(seconds) == len(timings) + 1:
+        extra = storm_assignments(clients, fault, seconds["--at"], seconds["--down"], rate, qos, seconds["--duration"],
+                                  away_s=seconds["--away"] if persistent else None)
+        overrides = {"broker": broker} if broker else {}
         try:
-            scenario = load_scenario(scenario_file, overrides={"broker": broker} if broker else {}, assignments=[*extra, *(assignments or ())])
+            if persistent:  # the user's MQTT version decides whether the sessions need an expiry
+                user = load_scenario(scenario_file, overrides=overrides, assignments=list(assignments or ()))
+                extra += session_expiry_assignment(user, seconds["--duration"])
+            scenario = load_scenario(scenario_file, overrides=overrides, assignments=[*extra, *(assignments or ())])
         except ScenarioError as error:
             problems.extend(str(problem) for problem in error.problems)
     if problems:
@@ -339,7 +358,8 @@ def storm_command(
     assert scenario is not None
     name = _directory_name(scenario.broker or "rumqttd")
     directory = out if out is not None else Path("results") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-storm-{name}"
-    Console(stderr=True, highlight=False, markup=False).print(f"storm on {scenario.broker or 'rumqttd'}: {clients} clients, {fault} at {at}; into {directory}")
+    storm = f"subscribers away {away or '2s'} from" if persistent else fault
+    Console(stderr=True, highlight=False, markup=False).print(f"storm on {scenario.broker or 'rumqttd'}: {clients} clients, {storm} {at}; into {directory}")
     try:
         report = run_storm(scenario, directory)
     except RunFailed as error:
@@ -352,7 +372,7 @@ def storm_command(
         for line in storm_lines(report):
             console.print(line)
         console.print(f"{directory / 'storm.json'}, run/")
-    raise typer.Exit(int(Exit.OK if report["all_back"] and report["status"] == "completed" else Exit.FINDINGS))
+    raise typer.Exit(int(Exit.OK if report["all_back"] and report["status"] == "completed" and not broken_promises(report) else Exit.FINDINGS))
 
 
 def standard_command(

@@ -373,3 +373,5 @@ def _write_report(console: Console, suite_dir: Path, baseline: Optional[str]) ->
     # As `compare` shows it: generator-limited runs left out of the figures, as the pages leave them.
     paths = write_report_with_paper(as_read(comparison), suite_dir / "report")
     console.print(f"report: {paths['html']}", markup=False)
+    if "md:state" in paths:  # the state workloads' tables, as docs/state.md shows them
+        console.print(f"state tables: {paths['md:state']}", markup=False)

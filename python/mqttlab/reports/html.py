@@ -14,6 +14,7 @@ from mqttlab._version import VERSION
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import METRIC_BY_KEY, merit
 from mqttlab.reports.figures import all_figures, seeds_apply
+from mqttlab.reports.state import state_html
 from mqttlab.reports.sweep import sweep_figures
 from mqttlab.reports.tables import HEADER_NOTE, all_tables, summary_keys
 
@@ -47,6 +48,7 @@ def render_html(comparison: Comparison, title: str = "mqttlab comparison", first
         "<h2>Summary</h2>",
         _summary_html(comparison, tables["summary"]),
         _csv_link("summary"),
+        state_html(comparison),
         "<h2>Latency, all repetitions pooled</h2>",
         '<p class="note">Histograms of every repetition added; mean ± standard deviation of the '
         "samples as seed001 reported them, then percentiles. Milliseconds.</p>",

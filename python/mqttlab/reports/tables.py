@@ -149,6 +149,9 @@ def all_tables(comparison: Comparison) -> dict[str, Table]:
     bundling = bundling_table(comparison)
     if bundling:
         tables["bundling"] = bundling
+    from mqttlab.reports.state import state_tables
+
+    tables.update(state_tables(comparison))  # runs of the state workloads (docs/state.md): a table per scenario
     return tables
 
 

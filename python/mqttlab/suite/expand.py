@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 from mqttlab.planning import validate_scenario
 from mqttlab.scenario import Problem, ScenarioError, parse_assignment
 from mqttlab.scenario.loading import set_by_path
-from mqttlab.suite.model import CASE_KEYS, TRANSPORT_KEY, Suite, SuiteError
+from mqttlab.suite.model import CASE_KEYS, TRANSPORT_KEY, Suite, SuiteError, deep_merge
 
 
 @dataclass(frozen=True)
@@ -143,17 +143,6 @@ def _scenario_keys(
     for path, setting in overrides:
         set_by_path(data, path, setting)
     return data, transport
-
-
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """`top` over `base`: mappings merge key by key, any other value replaces."""
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
 
 
 def _scenario_problems(name: str, data: dict[str, Any], transport: str) -> list[Problem]:

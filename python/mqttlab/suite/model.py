@@ -3,6 +3,7 @@ at the edge with every problem listed together."""
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -14,6 +15,9 @@ from mqttlab.scenario.errors import Problem, ScenarioError, problems_from_valida
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 CASE_KEYS = ("only", "repetitions")  # reserved keys of a case; everything else is scenario keys
+# Reserved key of a case: a scenario file (relative to the suite file) the case starts from, so a
+# suite runs a published scenario as it stands instead of a copy of its keys. Read by load_suite.
+SCENARIO_FILE_KEY = "scenario_file"
 TRANSPORT_KEY = "transport"  # reserved key of a variant's settings; not a scenario field
 TRANSPORTS = ("plain", "tls")
 BUILTIN_DIR = Path(__file__).resolve().parents[3] / "suites"  # <source tree>/suites
@@ -92,7 +96,50 @@ def load_suite(name_or_path: str) -> Suite:
     if not isinstance(data, dict):
         raise SuiteError([Problem("", "must be a mapping of keys to values")], source)
     data.setdefault("name", re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._") or "suite")
+    problems = _read_scenario_files(data, path.parent)
+    if problems:
+        raise SuiteError(problems, source)
     return validate_suite(data, source)
+
+
+def _read_scenario_files(data: dict[str, Any], directory: Path) -> list[Problem]:
+    """Each case's `scenario_file` read in its place: the file's keys under the case's own (its
+    name and description dropped: the suite names its runs). Every unreadable file is listed."""
+    problems: list[Problem] = []
+    cases = data.get("scenarios")
+    if not isinstance(cases, dict):
+        return problems  # validate_suite says what is wrong with it
+    for case, keys in cases.items():
+        if not isinstance(keys, dict) or SCENARIO_FILE_KEY not in keys:
+            continue
+        where = f"scenarios.{case}.{SCENARIO_FILE_KEY}"
+        own = {key: value for key, value in keys.items() if key != SCENARIO_FILE_KEY}
+        try:
+            text = (directory / str(keys[SCENARIO_FILE_KEY])).read_text(encoding="utf-8")
+            scenario = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError) as error:
+            problems.append(Problem(where, f"cannot read {keys[SCENARIO_FILE_KEY]!r} (relative to the suite file): {error}"))
+            continue
+        except yaml.YAMLError as error:
+            problems.append(Problem(where, f"{keys[SCENARIO_FILE_KEY]!r} is not valid YAML: {error}"))
+            continue
+        if not isinstance(scenario, dict):
+            problems.append(Problem(where, f"{keys[SCENARIO_FILE_KEY]!r} must hold a mapping of scenario keys"))
+            continue
+        scenario = {key: value for key, value in scenario.items() if key not in ("name", "description")}
+        cases[case] = deep_merge(scenario, own)
+    return problems
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` over `base`: mappings merge key by key, any other value replaces."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def validate_suite(data: dict[str, Any], source: str = "suite") -> Suite:

@@ -1,0 +1,119 @@
+"""The built-in suite `state` on real brokers (Mosquitto and NanoMQ on loopback): each state
+workload runs on each broker and the report holds one table per workload, the figures and every
+promise's verdict with its count; docs/state.md's measured tables have the columns the suite's
+command writes. And a suite case that starts from a scenario file."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from mqttlab.brokers import get_launcher
+from mqttlab.suite import SuiteError, expand_suite, load_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKERS = ("mosquitto", "nanomq")
+
+
+def _tables(markdown: str) -> dict[str, list[list[str]]]:
+    """Each Markdown table under its `### name` heading: the header, then the rows (the rule line left out)."""
+    tables: dict[str, list[list[str]]] = {}
+    name = ""
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            name = line[4:].strip() if line.startswith("### ") else ""
+        elif line.startswith("| ") and name:
+            tables.setdefault(name, []).append([cell.strip() for cell in line.strip("|").split("|")])
+    return tables
+
+
+@pytest.fixture
+def short_directory() -> Iterator[Path]:
+    """A directory with a short path: NanoMQ's launcher puts its IPC sockets in the run's broker
+    directory, and a Unix socket's path may not be longer than 107 bytes (pytest's tmp_path is)."""
+    directory = Path(tempfile.mkdtemp(prefix="mqttlab-state-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_the_state_suite_tables_each_workload_with_its_verdicts(short_directory: Path):
+    for broker in BROKERS:
+        if not get_launcher(broker).availability().available:
+            pytest.skip(f"{broker} is not installed (scripts/install-brokers.sh installs it)")
+    out = short_directory / "state"
+    command = [sys.executable, "-m", "mqttlab", "suite", "run", "state", "--brokers", ",".join(BROKERS), "--quick",
+               "--set", "load.grace=1s", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-1500:] + _failed_logs(out)
+    assert f"state tables: {out / 'report' / 'state.md'}" in done.stderr
+    tables = _tables((out / "report" / "state.md").read_text())
+    assert list(tables) == ["offline-sessions", "retained-read", "wills"]
+    rows = {name: {row[0].split()[0]: dict(zip(table[0], row)) for row in table[1:]} for name, table in tables.items()}
+    for name in tables:
+        assert sorted(rows[name]) == sorted(BROKERS), rows[name]
+    offline, retained, wills = rows["offline-sessions"]["mosquitto"], rows["retained-read"]["mosquitto"], rows["wills"]["mosquitto"]
+    # Mosquitto keeps every promise, each verdict with the count that kept it.
+    delivered, owed = _of(offline["held messages delivered"])
+    assert offline["sessions resumed"] == "5/5" and offline["persistent session kept"] == "kept (5)"
+    assert owed > 100 and delivered == owed and offline["queued messages delivered"] == f"kept ({owed})"
+    assert re.fullmatch(r"[\d.,]+ / [\d.,]+", offline["drain ms p50 / p99"]) and offline["drain msg/s p50"] != "—"
+    assert retained["retained values delivered"] == "4,000 of 4,000" and retained["retained value is the latest"] == "kept (4000)"
+    assert re.fullmatch(r"[\d.,]+ / [\d.,]+", retained["SUBSCRIBE → all ms p50 / p99"])
+    assert wills["wills delivered"] == "25 of 25" and wills["will delivered on an ungraceful exit"] == "kept (25)"
+    assert re.fullmatch(r"[\d.]+ / [\d.]+", wills["exit → will ms p50 / max"])
+    # NanoMQ as configured here resumes the sessions but keeps no queue: the broken promise is
+    # named with its count.
+    nanomq = rows["offline-sessions"]["nanomq"]
+    delivered, owed = _of(nanomq["held messages delivered"])
+    assert nanomq["persistent session kept"] == "kept (5)" and delivered < owed
+    assert nanomq["queued messages delivered"] == f"broken ({delivered}, queued_lost {owed - delivered})"
+    # The report page and the CSVs carry the same tables, the rules printed under them.
+    page = (out / "report" / "report.html").read_text()
+    assert "The state the brokers kept" in page and "finds its session present" in page
+    assert (out / "report" / "state_wills.csv").read_text().splitlines()[0].startswith("broker,wills delivered,")
+    # docs/state.md's measured tables are this command's: the same columns, table by table.
+    documented = _tables((ROOT / "docs" / "state.md").read_text())
+    for name, table in tables.items():
+        assert documented[name][0] == table[0], name
+
+
+def _failed_logs(suite: Path) -> str:
+    """The end of each failed run's log: why it failed, for the assertion's message."""
+    runs = json.loads((suite / "runs.json").read_text())["runs"]
+    return "".join(f"\n{run['id']}: {(suite / run['directory'] / 'run.log').read_text()[-1500:]}" for run in runs if run["status"] == "failed")
+
+
+def _of(text: str) -> tuple[int, int]:
+    """`1,000 of 1,004` -> (1000, 1004)."""
+    done, owed = text.replace(",", "").split(" of ")
+    return int(done), int(owed)
+
+
+def test_a_suite_case_starts_from_a_scenario_file(tmp_path: Path):
+    (tmp_path / "base.yaml").write_text("name: not-kept\npublishers: {count: 3, rate: 5}\nload: {duration: 2s}\n")
+    suite_file = tmp_path / "suite.yaml"
+    suite_file.write_text(yaml.safe_dump({"scenarios": {"from-file": {"scenario_file": "base.yaml", "publishers": {"rate": 7}}}}))
+    (run,) = expand_suite(load_suite(str(suite_file)))
+    # The file's keys, the case's own over them, the case's name.
+    assert run.scenario["publishers"] == {"count": 3, "rate": 7} and run.scenario["load"] == {"duration": "2s"}
+    assert run.scenario_name == "from-file"
+
+
+def test_unreadable_scenario_files_of_a_suite_are_named_together(tmp_path: Path):
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    suite_file = tmp_path / "suite.yaml"
+    suite_file.write_text(yaml.safe_dump({"scenarios": {"gone": {"scenario_file": "missing.yaml"}, "listed": {"scenario_file": "list.yaml"}}}))
+    with pytest.raises(SuiteError) as raised:
+        load_suite(str(suite_file))
+    paths = [problem.path for problem in raised.value.problems]
+    assert paths == ["scenarios.gone.scenario_file", "scenarios.listed.scenario_file"], raised.value.problems
