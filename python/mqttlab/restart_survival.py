@@ -41,14 +41,15 @@ def spans(cycle: Mapping[str, Any], fault: Mapping[str, Any], warmup_s: float) -
 
 
 def read_after(plan: Mapping[str, Any], restarts: Sequence[Mapping[str, Any]], warmup_s: float) -> Optional[Mapping[str, Any]]:
-    """The restart a retained read follows (its SUBSCRIBEs after the broker served again), the
-    latest one; None when the run has no retained read or none after a restart."""
+    """The restart a retained read follows, the latest one; None when the run has no retained
+    read or none after a restart. A read asked for after the signal follows the restart even
+    when the broker is still down then: its subscribers SUBSCRIBE once they are back in."""
     read = plan["subscribers"].get("retained")
     if not read:
         return None
     at_s = float(read["at_ms"]) / 1000 - warmup_s
-    before = [fault for fault in restarts if float(fault["end_s"]) < at_s]
-    return max(before, key=lambda fault: float(fault["end_s"])) if before else None
+    before = [fault for fault in restarts if float(fault["start_s"]) < at_s]
+    return max(before, key=lambda fault: float(fault["start_s"])) if before else None
 
 
 def judge(plan: Mapping[str, Any], fault: Mapping[str, Any], cycles: Sequence[Mapping[str, Any]], warmup_s: float,

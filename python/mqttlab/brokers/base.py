@@ -506,6 +506,7 @@ class Launcher:
             "version_pin": self.config.version,
             "settings": [{"setting": setting, "why": why} for setting, why in applied],
             "state_limits": self.state_limits(),
+            "persistence": self.persistence,  # as asked (launch.persistence); None: as the mode has it
             "restart_promises": self.restart_promises(),
         }
 

@@ -109,6 +109,9 @@ def _row(name: str, launcher: Any) -> dict[str, Any]:
         "tested_by_test_command": launcher.tested_by_test_command,
         "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
         "versions": list(launcher.versions),
+        # What `launch.persistence: true` applies, with why; or why this broker cannot have it.
+        "persistence": ({"settings": [{"setting": setting, "why": why} for setting, why in launcher.persistence_on_settings]}
+                        if launcher.persistence_on_settings else {"refused": launcher.persistence_refusal}),
     }
 
 
