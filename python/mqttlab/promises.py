@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from mqttlab import restart_survival
+
 SESSION_RULE = ("a client that reconnects with clean start 0 finds its session present (MQTT 3.1.1 §3.2.2.2; "
                 "MQTT 5 §3.2.2.1.1, unless its session expiry ran out while it was away)")
 QUEUE_RULE = ("every QoS {qos} message published to an offline session's subscription is delivered when the session "
@@ -37,16 +39,30 @@ RETAINED_RULES = (
 
 
 def judge(plan: Mapping[str, Any], result: Mapping[str, Any], summary: Mapping[str, Any],
-          limits: Optional[Mapping[str, Optional[int]]]) -> list[dict[str, Any]]:
+          limits: Optional[Mapping[str, Optional[int]]], restart_promises: Optional[Mapping[str, Any]] = None,
+          broker: Optional[str] = None) -> list[dict[str, Any]]:
     """The run's promises about state, one verdict each; empty for a run that tested none.
-    `limits`: the launched broker's documented state limits (None: not known, a broker by URL)."""
+    `limits`: the launched broker's documented state limits (None: not known, a broker by URL);
+    `restart_promises`: what its documentation promises survives a restart (Launcher.restart_promises),
+    for the broker named `broker`. An offline period or a retained read across a broker restart
+    is judged by the broker's promises about restarts (mqttlab.restart_survival), the others by
+    the protocol's."""
     verdicts = []
+    restarts = [fault for fault in summary.get("faults") or [] if fault["kind"] == "broker-restart" and fault.get("applied")]
+    cycles = result.get("offline") or []
+    warmup_s = float(result.get("warmup_ms") or 0) / 1000
+    across = [c for c in cycles if any(restart_survival.spans(c, fault, warmup_s) for fault in restarts)]
     offline = summary.get("offline")
-    if offline:
-        verdicts += [_session_kept(offline), _queue_delivered(plan, result.get("offline") or [], limits or {})]
+    if offline and len(across) < len(cycles):
+        kept = [c for c in cycles if c not in across]
+        verdicts += [_session_kept(_without(plan, offline, across)), _queue_delivered(plan, kept, limits or {})]
     retained = summary.get("retained")
-    if retained:
+    read_after = restart_survival.read_after(plan, restarts, warmup_s)
+    if retained and read_after is None:
         verdicts += _retained_read(retained)
+    for fault in restarts:
+        verdicts += restart_survival.judge(plan, fault, cycles, warmup_s, retained if fault is read_after else None,
+                                           restart_promises or {}, broker)
     wills = summary.get("wills")
     if wills:
         verdicts += _wills(plan, wills)
@@ -96,6 +112,19 @@ def _wills(plan: Mapping[str, Any], wills: Mapping[str, Any]) -> list[dict[str, 
         out.append({"promise": promise, "rule": rule, "allowed": "no limit on wills applies", "kept": max(kept[key], 0), "broken": wills[key],
                     "name": name, "verdict": verdict})
     return out
+
+
+def _without(plan: Mapping[str, Any], offline: Mapping[str, Any], across: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The offline section's session counts less the periods away across a restart (judged by
+    the restart's promises): those that found their session, and those that did not (counted
+    lost, or expired when their MQTT 5 session expiry ran out while away, as the engine counts)."""
+    mqtt = plan["mqtt"]
+    returned = [c for c in across if c["returned"]]
+    expired = sum(1 for c in returned if not c["session_present"] and mqtt["version"] == 5 and c["offline_s"] > mqtt["session_expiry_s"])
+    lost = sum(1 for c in returned if not c["session_present"]) - expired
+    present = sum(1 for c in returned if c["session_present"])
+    return {**offline, "sessions_resumed": offline["sessions_resumed"] - present, "sessions_lost": offline["sessions_lost"] - lost,
+            "sessions_expired": offline["sessions_expired"] - expired}
 
 
 def _session_kept(offline: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
-from mqttlab import engine, planning, promises, results
+from mqttlab import engine, planning, promises, restart_survival, results
 from mqttlab._version import VERSION
 from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
 from mqttlab.exits import Exit, LoadRefused, RunFailed, exit_code_for
@@ -356,9 +356,11 @@ def _add_context(outcome: engine.RunOutcome, scenario: Scenario, sampler: RunRes
     add_section(outcome.summary, "routing", routing.to_dict())
     if scenario.defaults_followed:
         add_section(outcome.summary, "defaults_followed", scenario.defaults_followed)
-    verdicts = promises.judge(outcome.plan, outcome.result, outcome.summary, (broker.config or {}).get("state_limits"))
+    config = broker.config or {}
+    verdicts = promises.judge(outcome.plan, outcome.result, outcome.summary, config.get("state_limits"), config.get("restart_promises"), broker.name)
     if verdicts:
         add_section(outcome.summary, "promises", verdicts)
+        outcome.summary["violations"] = restart_survival.without_explained(outcome.summary.get("violations") or [], verdicts)
     return series
 
 

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mqttlab import restart_survival
 from mqttlab.environment import host_load
 from mqttlab.summary_text import counted, followed_line, measurement_line, ms
 
@@ -69,6 +70,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_retained_lines(summary["retained"], summary.get("promises") or []))
     if summary.get("wills"):
         parts.append(_will_lines(summary, summary.get("promises") or []))
+    restart = [v for v in summary.get("promises") or [] if v["name"].startswith("restart_")]
+    if restart:
+        parts.append(_restart_lines(restart))
     parts.append(_generator_line(summary))
     resources = _resources_line(summary)
     if resources is not None:
@@ -381,6 +385,18 @@ def _will_lines(summary: Mapping[str, Any], verdicts: list[Mapping[str, Any]]) -
     if latency and latency.get("count"):
         text.append(f"; exit → will p50 {ms(latency['p50_us'])} ms, p99 {ms(latency['p99_us'])} ms")
     _append_verdicts(text, [v for v in verdicts if v["name"].startswith("will_")])
+    return text
+
+
+def _restart_lines(verdicts: list[Mapping[str, Any]]) -> Text:
+    """What survived the broker's restart, each with the broker's promise and its verdict
+    (mqttlab.restart_survival)."""
+    text = Text("survives restart:", style="dim")
+    for verdict in verdicts:
+        style = {"broken": "bold red", "kept": "green"}.get(verdict["verdict"], "yellow")
+        text.append("\n  " + restart_survival.line(verdict) + ": ")
+        text.append(verdict["verdict"] + (f" ({verdict['name']} {verdict['broken']:,})" if verdict["broken"] else ""), style=style)
+        text.append(f"\n    rule: {verdict['rule']}; broker: {verdict['source']}", style="dim")
     return text
 
 

@@ -141,6 +141,8 @@ def broker_label(broker: dict[str, Any]) -> str:
         details.append(Path(str(config["file"])).name if config["mode"] == "file" and config.get("file") else str(config["mode"]))
     if config.get("version_pin"):
         details.append(str(config["version_pin"]))
+    if config.get("persistence") is not None:
+        details.append(f"persistence {'on' if config['persistence'] else 'off'}")
     limits = broker.get("limits") or {}
     if limits.get("cpus") is not None:
         details.append(f"{limits['cpus']:g} CPU")

@@ -18,6 +18,9 @@ SERVER_SCRIPT = Path(__file__).with_name("aedes_server.mjs")
 
 class AedesLauncher(Launcher):
     name = "aedes"
+    memory_only = True
+    persistence_refusal = ("Aedes persists through a store module (aedes-persistence-*) and mqttlab runs it with "
+                           "the in-memory one")
     how_to_get = f"`mqttlab brokers install aedes` (npm install aedes@{AEDES_VERSIONS[0]}; needs node and npm)"
     source = "npm aedes, run on Debian's Node.js"
     install_time = "about 10 s (npm)"

@@ -54,6 +54,9 @@ class Placement:
 
 #: how a launched broker is configured beyond the listeners mqttlab owns
 CONFIG_MODES = ("tuned", "as-shipped", "file")
+#: the state a restart may keep (Launcher.restart_promises): sessions, the QoS 1/2 messages queued
+#: for offline sessions, retained messages
+RESTART_STATE = ("sessions", "queued", "retained")
 
 
 @dataclass(frozen=True)
@@ -408,6 +411,21 @@ class Launcher:
     config: BrokerConfig = BrokerConfig()
     #: set on an instance to run the broker in a cgroup with CPU and memory limits
     limits: BrokerLimits | None = None
+    #: set on an instance (`launch.persistence`): True = persistence on, False = off, None = as
+    #: the config mode has it (tuned: off; as-shipped: `shipped_persistence`)
+    persistence: bool | None = None
+    #: (setting, why) for what `persistence: true` applies; empty: the launcher has no
+    #: persistence to turn on, and `persistence_refusal` says why in one line
+    persistence_on_settings: tuple[tuple[str, str], ...] = ()
+    #: (setting, why) for what `persistence: false` applies to an as-shipped config that persists;
+    #: a tuned setting of the same name is what `persistence: true` replaces
+    persistence_off_settings: tuple[tuple[str, str], ...] = ()
+    #: whether the package's own configuration persists the broker's state
+    shipped_persistence: bool = False
+    persistence_refusal: str = "mqttlab knows no persistence setting of this broker"
+    #: a broker without persistence that keeps its state in memory only, as launched here (what
+    #: survives a restart is then known: nothing); else unknown unless it has persistence settings
+    memory_only: bool = False
 
     # -- to be provided by each broker ---------------------------------------------------
 
@@ -433,9 +451,11 @@ class Launcher:
     # -- shared ---------------------------------------------------------------------------
 
     def configure(self, config: str = "tuned", version: str | None = None,
-                  limits: dict[str, object] | None = None) -> Launcher:
-        """Sets the config mode (`tuned`, `as-shipped`, or a config file's path), a version pin and
-        cgroup limits (`cpus`, `cpuset`, `memory` in bytes), as a scenario's `launch:` gives them."""
+                  limits: dict[str, object] | None = None, persistence: bool | None = None) -> Launcher:
+        """Sets the config mode (`tuned`, `as-shipped`, or a config file's path), a version pin,
+        cgroup limits (`cpus`, `cpuset`, `memory` in bytes) and persistence (None: as the mode has
+        it), as a scenario's `launch:` gives them."""
+        self.persistence = persistence
         if config in ("tuned", "as-shipped"):
             self.config = BrokerConfig(config, None, version)
         else:
@@ -467,18 +487,72 @@ class Launcher:
                               f"choose one of {', '.join(self.versions)}")
         if self.config.version and not self.versions:
             raise BrokerError(f"{self.name} cannot pin a version here (its source offers one)")
+        problem = self.persistence_problem()
+        if problem:
+            raise BrokerError(problem)
         self.config.user_text()  # an unreadable file is refused before anything starts
 
     def config_record(self) -> dict[str, object]:
         """The configuration as plain data for the manifest and reports."""
         applied = list(self.required_settings) + (list(self.tuned_settings) if self.config.tuned else [])
+        if self.persistence:
+            replaced = {setting for setting, _ in self.persistence_off_settings}
+            applied = [item for item in applied if item[0] not in replaced] + list(self.persistence_on_settings)
+        elif self.persistence is False and self.config.mode == "as-shipped" and self.shipped_persistence:
+            applied += list(self.persistence_off_settings)
         return {
             "mode": self.config.mode,
             "file": str(self.config.file) if self.config.file else None,
             "version_pin": self.config.version,
             "settings": [{"setting": setting, "why": why} for setting, why in applied],
             "state_limits": self.state_limits(),
+            "persistence": self.persistence,  # as asked (launch.persistence); None: as the mode has it
+            "restart_promises": self.restart_promises(),
         }
+
+    def persistence_problem(self) -> str | None:
+        """Why `launch.persistence` cannot be honoured as asked, in one line; None when it can."""
+        if self.persistence is None:
+            return None
+        if not self.persistence_on_settings and not (self.memory_only and self.persistence is False):
+            return f"{self.name} cannot be launched with persistence {'on' if self.persistence else 'set'}: {self.persistence_refusal}"
+        if self.config.mode == "file":
+            return (f"{self.name}: launch.persistence does not apply to a config file (the file's own settings decide); "
+                    "leave it out, or use config tuned or as-shipped")
+        return None
+
+    def persists(self) -> bool | None:
+        """Whether the launched broker writes its state to disk: as asked, else as its config mode
+        has it; None when not known here (a user's config file)."""
+        if self.persistence is not None:
+            return self.persistence
+        if self.memory_only:
+            return False
+        if self.config.mode == "file" or not self.persistence_on_settings:
+            return None
+        return self.config.mode == "as-shipped" and self.shipped_persistence
+
+    def restart_promises(self) -> dict[str, object]:
+        """What the broker's documentation promises survives a restart of this configuration, as
+        data beside `state_limits` (judged by mqttlab.promises): `persistence` (on, off, or None:
+        not known), and per way of stopping (`clean`: SIGTERM, `crash`: SIGKILL) whether
+        `sessions`, `queued` (QoS 1/2 messages of offline sessions) and `retained` messages are
+        promised to survive (True), documented lost (False) or not said (None); `source` says where
+        the documentation says it. Empty when the persistence is not known."""
+        persists = self.persists()
+        if persists is None:
+            return {}
+        if not persists:
+            nothing = dict.fromkeys(RESTART_STATE, False)
+            return {"persistence": False, "clean": nothing, "crash": dict(nothing),
+                    "source": "persistence off: the broker keeps its state in memory only, gone with the process"}
+        return {"persistence": True, **self.persisted_promises()}
+
+    def persisted_promises(self) -> dict[str, object]:
+        """`restart_promises` with persistence on: `clean`, `crash` and `source`, from the
+        broker's documentation (a launcher with `persistence_on_settings` says)."""
+        unknown = dict.fromkeys(RESTART_STATE)
+        return {"clean": unknown, "crash": dict(unknown), "source": "not documented here"}
 
     def state_limits(self) -> dict[str, int | None]:
         """The limits this configuration sets on the state the broker keeps, as its documentation

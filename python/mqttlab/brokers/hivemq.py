@@ -10,7 +10,7 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from mqttlab.brokers.base import WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
+from mqttlab.brokers.base import RESTART_STATE, WEBSOCKET_PATH, BrokerError, Launcher, Ports, apt_install, data_dir, run_quietly
 from mqttlab.brokers.java import KEYSTORE_PASSWORD, fetch_from_maven, java
 from mqttlab.tls import TlsMaterial, write_pkcs12
 
@@ -107,6 +107,19 @@ class HivemqLauncher(Launcher):
         ("TCP_NODELAY", "HiveMQ sets it on every connection itself: nothing to configure"),
     )
 
+    persistence_on_settings = (
+        ("persistence mode=file", "launch.persistence: client sessions, subscriptions, queued and retained messages on disk "
+         "in the run's data folder (HiveMQ's default mode)"),
+    )
+    persistence_off_settings = (("persistence mode=in-memory", "launch.persistence false: the state in the heap only"),)
+    # HiveMQ CE's default persistence mode is `file`.
+    shipped_persistence = True
+
+    def persisted_promises(self) -> dict[str, object]:
+        return {"clean": dict.fromkeys(RESTART_STATE, True), "crash": dict.fromkeys(RESTART_STATE),
+                "source": "HiveMQ CE configuration, persistence mode file: client sessions, queued messages and retained "
+                          "messages are stored in the data folder and survive a restart; what a crash keeps is not said"}
+
     @property
     def home(self) -> Path:
         return data_dir() / "hivemq" / (self.pinned_version or self.versions[0])
@@ -187,7 +200,8 @@ class HivemqLauncher(Launcher):
             _set(root, "mqtt/queued-messages/strategy", "discard")
             _set(root, "mqtt/packets/max-packet-size", 268435460)
             _set(root, "mqtt/receive-maximum/server-receive-maximum", RECEIVE_MAXIMUM)
-            _set(root, "persistence/mode", "in-memory")
+        if self.config.tuned or self.persistence is not None:
+            _set(root, "persistence/mode", "file" if self.persists() else "in-memory")
         return root
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:

@@ -9,10 +9,12 @@ import re
 import shutil
 from pathlib import Path
 
-from mqttlab.brokers.base import BrokerError, Launcher, Ports, apt_install, printed_version
+from mqttlab.brokers.base import RESTART_STATE, BrokerError, Launcher, Ports, apt_install, printed_version
 from mqttlab.tls import TlsMaterial
 
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+#: seconds between saves of the persistence database (Mosquitto's default, stated in the config)
+AUTOSAVE_S = 1800
 
 
 class MosquittoLauncher(Launcher):
@@ -39,6 +41,32 @@ class MosquittoLauncher(Launcher):
         ("set_tcp_nodelay true", "Nagle's algorithm would hold small publishes back and inflate latency"),
         ("log_type error, log_type warning", "a log line per connection would cost CPU under load"),
     )
+
+    # mosquitto.conf(5): with persistence, "the data will be written to disk when mosquitto closes
+    # and also at periodic intervals as defined by autosave_interval" (default 1800 s).
+    persistence_on_settings = (
+        ("persistence true", "launch.persistence: sessions, subscriptions, queued and retained messages written to mosquitto.db"),
+        ("persistence_location <the run's broker directory>/", "the database stays with the run, never shared with another"),
+        (f"autosave_interval {AUTOSAVE_S}", "Mosquitto's default, stated: the database is written on exit and every "
+         f"{AUTOSAVE_S} s, so a crash loses what changed since the last save"),
+    )
+    persistence_off_settings = (("persistence false", "launch.persistence false: the state in memory only"),)
+    # Debian's /etc/mosquitto/mosquitto.conf turns it on.
+    shipped_persistence = True
+
+    def persists(self) -> bool | None:
+        if self.persistence is None and self.config.mode == "file":
+            found = re.findall(r"^\s*persistence\s+(\S+)", self.config.user_text(), re.M)
+            return bool(found) and found[-1].lower() in ("true", "1")
+        return super().persists()
+
+    def persisted_promises(self) -> dict[str, object]:
+        found = re.findall(r"^\s*autosave_interval\s+(\d+)", self.config.user_text(), re.M)
+        autosave = int(found[-1]) if found else AUTOSAVE_S
+        kept = dict.fromkeys(RESTART_STATE, True)
+        return {"clean": kept, "crash": dict.fromkeys(RESTART_STATE, False),
+                "source": "mosquitto.conf(5), persistence: connection, subscription and message data written to mosquitto.db "
+                          f"when mosquitto closes and every autosave_interval ({autosave} s here); a crash keeps only the last save"}
 
     def state_limits(self) -> dict[str, int | None]:
         # mosquitto.conf(5): max_queued_messages, 1000 when not set, 0 for no limit.
@@ -69,7 +97,7 @@ class MosquittoLauncher(Launcher):
         lines = ["# written by mqttlab for one run", f"user {getpass.getuser()}", "allow_anonymous true"]
         if self.config.tuned:
             lines += [
-                "persistence false",
+                *self._persistence_lines(workdir),
                 "max_queued_messages 0",
                 "max_queued_bytes 0",
                 "max_inflight_messages 0",
@@ -81,11 +109,17 @@ class MosquittoLauncher(Launcher):
             ]
         elif self.config.mode == "as-shipped":
             # Debian's /etc/mosquitto/mosquitto.conf, with its paths moved into the work directory.
-            lines += ["persistence true", f"persistence_location {workdir}/"]
+            lines += self._persistence_lines(workdir)
         else:
             lines += ["# --- from " + str(self.config.file), self.config.user_text(), "# --- mqttlab's listeners"]
         lines += ["log_dest stdout", "log_timestamp true"]
         return lines
+
+    def _persistence_lines(self, workdir: Path) -> list[str]:
+        if not self.persists():
+            return ["persistence false"]
+        lines = ["persistence true", f"persistence_location {workdir}/"]
+        return lines + ([f"autosave_interval {AUTOSAVE_S}"] if self.persistence else [])
 
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         config = workdir / "mosquitto.conf"

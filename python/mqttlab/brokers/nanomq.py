@@ -50,6 +50,9 @@ class NanomqLauncher(SourceBuiltLauncher):
     #: the WebSocket listeners' ports, ws and wss (until Ports has them)
     extra_ports = 2
     _workdir = Path(".")
+    memory_only = True
+    persistence_refusal = ("its persistence (SQLite) needs a build with cmake -DNNG_ENABLE_SQLITE=ON, "
+                           f"and the NanoMQ {VERSION} mqttlab builds has none")
     tuned_settings = (
         (f"mqtt.max_mqueue_len {TUNED_MQUEUE}",
          f"each subscriber's send cache; at the shipped {AS_SHIPPED_MQUEUE} it never grows and a subscriber "

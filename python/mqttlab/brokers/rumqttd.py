@@ -72,6 +72,8 @@ def rumqttd_config(ports: Ports, tls: TlsMaterial | None, host: str = "127.0.0.1
 
 class RumqttdLauncher(Launcher):
     name = "rumqttd"
+    memory_only = True
+    persistence_refusal = "rumqttd keeps its sessions and retained messages in memory only (it has no persistence setting)"
     how_to_get = "built into mqttlab's engine: install mqttlab (maturin develop / pip install .)"
     extra_ports = 1  # the MQTT 5 listener
     source = "crates.io rumqttd, compiled into mqttlab's engine"

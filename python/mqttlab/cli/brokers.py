@@ -109,7 +109,19 @@ def _row(name: str, launcher: Any) -> dict[str, Any]:
         "tested_by_test_command": launcher.tested_by_test_command,
         "config_modes": ["tuned", "as-shipped"] + (["file"] if launcher.accepts_config_file else []),
         "versions": list(launcher.versions),
+        "persistence": _persistence(launcher),
     }
+
+
+def _persistence(launcher: Any) -> dict[str, Any] | None:
+    """What `launch.persistence: true` applies, with why; or why this broker cannot have it;
+    None for a gateway (not a broker)."""
+    settings = getattr(launcher, "persistence_on_settings", None)
+    if settings is None:
+        return None
+    if not settings:
+        return {"refused": launcher.persistence_refusal}
+    return {"settings": [{"setting": setting, "why": why} for setting, why in settings]}
 
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:

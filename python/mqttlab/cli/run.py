@@ -69,6 +69,7 @@ def flag_overrides(**flags: Any) -> dict[str, Any]:
 # The scenario fields each flag sets, so that a problem with one of them names the flag too.
 FLAG_PATHS = {
     "broker": ("broker",),
+    "persistence": ("launch.persistence",),
     "pubs": ("publishers.count",),
     "subs": ("subscribers.count",),
     "topic": ("publishers.topic",),
@@ -168,6 +169,7 @@ def run_command(
     insecure: Annotated[bool, typer.Option("--insecure", help="Skip TLS certificate verification (mqtts://); with a launched broker: its TLS listener, as --tls.")] = False,
     tls: Annotated[bool, typer.Option("--tls", help="Launched broker: clients connect over its TLS listener (a throwaway CA, verified). For a URL: mqtts://.")] = False,
     websocket: Annotated[bool, typer.Option("--websocket", help="Launched broker: clients connect over its WebSocket listener (MQTT over ws://; with --tls, wss://). For a URL: ws:// or wss://.")] = False,
+    persistence: Annotated[Optional[bool], typer.Option("--persistence/--no-persistence", help="Launched broker: its persistence on (state written to disk in the run's directory) or off, where its launcher has it (docs/state.md). Default: as its config has it.", show_default=False)] = None,
     connect_rate: Annotated[Optional[float], typer.Option("--connect-rate", help="New connections per second; 0 = unlimited.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the send schedule and payload sizes.")] = None,
     offline_at: Annotated[Text, typer.Option("--offline-at", help="Offline sessions: subscribers leave their persistent sessions this long into the load (with --offline-for; docs/state.md).")] = None,
@@ -200,7 +202,7 @@ def run_command(
         arrival=arrival, duration=duration, warmup=warmup, messages=messages, inflight=inflight,
         mqtt_version=mqtt_version, username=username, password=password, ca=ca, cert=cert, key=key,
         connect_rate=connect_rate, seed=seed, offline_at=offline_at, offline_for=offline_for, offline_fraction=offline_fraction,
-        retained_at=retained_at, retained_spread=retained_spread, will_leave=will_leave, will_at=will_at,
+        retained_at=retained_at, retained_spread=retained_spread, will_leave=will_leave, will_at=will_at, persistence=persistence,
     )  # fmt: skip
     overrides = flag_overrides(**flags)
     if offline_at is not None and not any(text.partition("=")[0].strip() == "mqtt.clean_start" for text in assignments or []):

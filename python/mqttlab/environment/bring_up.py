@@ -215,7 +215,10 @@ def _open_broker(scenario: Scenario, directory: Path, stack: ExitStack, placemen
         if isinstance(launcher, ExternalLauncher):
             return launcher.describe()  # the engine's own connect reports an unreachable broker
         launch = scenario.launch
-        launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None)
+        launcher.configure(launch.config, launch.version, launch.limits.model_dump() if launch.limits else None, launch.persistence)
+        refused = launcher.persistence_problem()
+        if refused:
+            raise RunFailed(f"error: launch.persistence: {refused}", Exit.BAD_INPUT)
         if launch.websocket and not launcher.has_websocket:
             raise RunFailed(f"error: launch.websocket: {launcher.name} is launched without a WebSocket listener here; "
                             "docs/brokers.md lists the launchers that have one", Exit.BAD_INPUT)

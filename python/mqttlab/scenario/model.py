@@ -347,6 +347,12 @@ class Launch(_Section):
     tls: bool = Field(default=False, description="Clients connect over the launched broker's TLS listener (a throwaway CA, the certificate verified); works with network:")
     websocket: bool = Field(default=False, description="Clients connect over the launched broker's WebSocket listener (ws://HOST:PORT/mqtt; with tls: wss://), where the broker has one (docs/brokers.md)")
     container: Optional[LaunchContainer] = Field(default=None, description="For a broker given as image:REF: the container runtime, the image's ports, the network")
+    persistence: Optional[bool] = Field(
+        default=None,
+        description="true: the broker writes its state (sessions, queued and retained messages) to disk in the run's directory, "
+        "where its launcher has persistence (docs/state.md, Persistence); false: in memory only; absent: as the config mode has it "
+        "(tuned: off; as-shipped: as the package ships it)",
+    )
 
     def is_default(self) -> bool:
         return self == Launch()
