@@ -61,12 +61,12 @@ def test_scenario_validate_lists_every_problem_and_exits_2(tmp_path: Path):
 
 
 def test_a_key_naming_something_else_is_not_sent_to_a_lookalike(tmp_path: Path):
-    # MQTT 5's payload format indicator is no setting here: `payload` shares letters with it, not meaning.
-    written = tmp_path / "format.yaml"
-    written.write_text("publishers: {payload_format: 1}\n")
+    # A message rate is no key here (it is `rate`): `messages` shares letters with it, not meaning.
+    written = tmp_path / "rate.yaml"
+    written.write_text("publishers: {message_rate: 60}\n")
     result = invoke("scenario", "validate", str(written))
     assert result.exit_code == 2 and "did you mean" not in result.output
-    assert "publishers.payload_format: unknown key (allowed: count, client_id, topic, qos" in " ".join(result.output.split())
+    assert "publishers.message_rate: unknown key (allowed: count, client_id, topic, qos" in " ".join(result.output.split())
 
 
 def test_scenario_schema_prints_the_json_schema():

@@ -101,6 +101,7 @@ def test_mosquitto_retained_messages_survive_a_clean_stop_only_with_persistence(
 
 
 @needs_hivemq
+@pytest.mark.serial  # the restart must fit in the load: a JVM starting on a busy host once ran past it
 @pytest.mark.parametrize("persistence", [True, False])
 def test_hivemq_keeps_sessions_and_queues_across_a_clean_stop_only_in_file_mode(tmp_path: Path, persistence: bool) -> None:
     # HiveMQ stops cleanly in seconds and its JVM starts again in seconds more (docs/faults.md):
