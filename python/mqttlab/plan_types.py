@@ -185,6 +185,7 @@ class Options(TypedDict, total=False):
     record_latency: bool
     send_ahead_us: int
     submission: Submission
+    tcp_nodelay: bool
     threads: int
     timer_resolution_us: int
 

@@ -132,6 +132,8 @@ def _compile(scenario: Scenario) -> Plan:
         options["threads"] = scenario.options.threads
     if scenario.options.submission != "direct":
         options["submission"] = scenario.options.submission
+    if not scenario.options.tcp_nodelay:
+        options["tcp_nodelay"] = False
     plan: Plan = {
         "broker": _unbound_broker(scenario),
         "mqtt": {

@@ -72,6 +72,7 @@ pub struct Target {
     pub websocket: Option<(String, String)>,
     pub protocol: Protocol,
     pub connect_timeout: Duration,
+    pub tcp_nodelay: bool,
 }
 
 impl Target {
@@ -106,7 +107,8 @@ impl Target {
         // The Host header: an IPv6 literal in brackets, as in a URL (RFC 7230 §5.4).
         let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
         let websocket = b.websocket.as_ref().map(|w| (format!("{host}:{port}"), w.path.clone()));
-        Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout: Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1)) }))
+        let connect_timeout = Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1));
+        Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout, tcp_nodelay: plan.options.tcp_nodelay }))
     }
 }
 
@@ -276,8 +278,9 @@ impl Conn {
                 return Err(ConnectError::new(kind, format!("cannot connect to {url}: {what}")));
             }
         };
-        // Latency, not bandwidth, is what we measure: small packets must go out at once.
-        let _ = tcp.set_nodelay(true);
+        // Latency, not bandwidth, is what we measure: small packets must go out at once (unless
+        // the plan runs clients as Nagle's algorithm would).
+        let _ = tcp.set_nodelay(target.tcp_nodelay);
         let t1 = now_ns();
         let (mut stream, tls_us) = match &target.tls {
             None => (Stream::Tcp(tcp), None),

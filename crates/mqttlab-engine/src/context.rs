@@ -132,6 +132,7 @@ impl WorkerCtx {
             websocket: None,
             protocol: mqttlab_codec::Protocol::V311,
             connect_timeout: Duration::from_secs(1),
+            tcp_nodelay: true,
         };
         let initial = Ctl { phase: Phase::Connect, start_ns: 0 };
         let (_, ctl) = watch::channel(initial);

@@ -470,6 +470,10 @@ pub struct Options {
     /// io_uring submission (`submit.rs`).
     #[serde(default)]
     pub submission: Submission,
+    /// Nagle's algorithm off on every connection (TCP_NODELAY, the default: latency, not
+    /// bandwidth, is measured). Off to run clients as a paper's did, bundling small segments.
+    #[serde(default = "yes")]
+    pub tcp_nodelay: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -499,6 +503,7 @@ impl Default for Options {
             timer_resolution_us: 0,
             send_ahead_us: 0,
             submission: Submission::Direct,
+            tcp_nodelay: true,
         }
     }
 }

@@ -164,7 +164,7 @@ pub struct PairDelivery {
     pub late: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SeriesRow {
     /// Second since the start of the measured window (warm-up seconds are negative).
     pub t_s: i64,
@@ -299,15 +299,8 @@ impl RawResult {
         for r in parts {
             for row in &r.series {
                 let h = histogram::decode(&row.e2e)?;
-                let e = rows.entry(row.t_s).or_insert_with(|| (SeriesRow { e2e: String::new(), ..row.clone() }.zeroed(), histogram::new_series_hist()));
-                e.0.sent += row.sent;
-                e.0.acked += row.acked;
-                e.0.received += row.received;
-                e.0.dropped += row.dropped;
-                e.0.errors += row.errors;
-                e.0.owed += row.owed;
-                e.0.owed_delivered += row.owed_delivered;
-                e.0.schedule_lag_max_us = e.0.schedule_lag_max_us.max(row.schedule_lag_max_us);
+                let e = rows.entry(row.t_s).or_insert_with(|| (SeriesRow { t_s: row.t_s, ..SeriesRow::default() }, histogram::new_series_hist()));
+                e.0.add_counts(row);
                 histogram::add(&mut e.1, &h);
             }
         }
@@ -339,16 +332,16 @@ impl RawResult {
 }
 
 impl SeriesRow {
-    fn zeroed(mut self) -> SeriesRow {
-        self.sent = 0;
-        self.acked = 0;
-        self.received = 0;
-        self.dropped = 0;
-        self.errors = 0;
-        self.owed = 0;
-        self.owed_delivered = 0;
-        self.schedule_lag_max_us = 0;
-        self
+    /// Adds another shard's counts of the same second (its histogram apart).
+    fn add_counts(&mut self, o: &SeriesRow) {
+        self.sent += o.sent;
+        self.acked += o.acked;
+        self.received += o.received;
+        self.dropped += o.dropped;
+        self.errors += o.errors;
+        self.owed += o.owed;
+        self.owed_delivered += o.owed_delivered;
+        self.schedule_lag_max_us = self.schedule_lag_max_us.max(o.schedule_lag_max_us);
     }
 }
 

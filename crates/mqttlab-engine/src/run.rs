@@ -515,14 +515,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         }
         for (t, mut row) in st.take_series() {
             let e = seconds.entry(t).or_default();
-            e.sent += row.sent;
-            e.acked += row.acked;
-            e.received += row.received;
-            e.dropped += row.dropped;
-            e.errors += row.errors;
-            e.owed += row.owed;
-            e.owed_delivered += row.owed_delivered;
-            e.lag_max_us = e.lag_max_us.max(row.lag_max_us);
+            e.add_counts(&row);
             if let Some(h) = row.take_e2e() {
                 histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
             }

@@ -55,6 +55,18 @@ pub struct SecondRow {
 }
 
 impl SecondRow {
+    /// Adds another worker's counts of the same second (its histogram apart).
+    pub fn add_counts(&mut self, o: &SecondRow) {
+        self.sent += o.sent;
+        self.acked += o.acked;
+        self.received += o.received;
+        self.dropped += o.dropped;
+        self.errors += o.errors;
+        self.owed += o.owed;
+        self.owed_delivered += o.owed_delivered;
+        self.lag_max_us = self.lag_max_us.max(o.lag_max_us);
+    }
+
     /// The second's end-to-end histogram, live and packed parts together.
     pub fn take_e2e(&mut self) -> Option<Hist> {
         let packed = self.e2e_packed.take().map(|s| histogram::decode(&s).expect("a histogram this run encoded decodes"));

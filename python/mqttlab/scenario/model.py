@@ -275,6 +275,10 @@ class Options(_Section):
                     "connections, in one io_uring submission (plain TCP; where io_uring is refused, direct, and the summary says so). "
                     "Pays where many sends fall due together, as on a timer_resolution grid",
     )
+    tcp_nodelay: bool = Field(
+        default=True,
+        description="Nagle's algorithm off on the clients' connections (latency, not bandwidth, is measured); false runs clients "
+                    "as most paper setups did, small segments bundled")
     threads: int = Field(
         default=0, ge=0, le=1024,
         description="Engine worker threads (0 = as many as the planned packet rate needs, at most one per core)",

@@ -652,7 +652,15 @@ pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU6
     let url = format!("mqtt://{}:{}", cfg.host, cfg.port);
     let addrs: Vec<_> =
         tokio::net::lookup_host((cfg.host.as_str(), cfg.port)).await.map_err(|e| format!("cannot connect to {url}: unknown host ({e})"))?.collect();
-    let target = Arc::new(Target { url, addrs, tls: None, websocket: None, protocol: Protocol::V311, connect_timeout: Duration::from_millis(cfg.timeout_ms) });
+    let target = Arc::new(Target {
+        url,
+        addrs,
+        tls: None,
+        websocket: None,
+        protocol: Protocol::V311,
+        connect_timeout: Duration::from_millis(cfg.timeout_ms),
+        tcp_nodelay: true,
+    });
     let start_ns = now_ns();
     let world = Rc::new(RefCell::new(World {
         cfg: cfg.clone(),
