@@ -293,12 +293,20 @@ def probe_command(
     QoS 0/1/2, wildcards, shared subscriptions, retained messages, persistent sessions, wills, TLS,
     WebSocket), each judged by a printed rule: supported, refused (why) or broken (the violation
     and its count). Exit codes: 0 probed, 1 some feature broken, 2 bad input, 3 cannot start or reach it."""
+    from mqttlab.brokers import BrokerError
     from mqttlab.features import matrix
     from mqttlab.features.probe import BASE_TEXT, ProbeCannotStart, ProbeUnreachable, select
 
     problems = []
     if all_brokers == (broker is not None):
         problems.append("BROKER: give one broker, or --all")
+    if broker is not None:
+        from mqttlab.brokers import UnknownBroker, get_launcher
+
+        try:
+            get_launcher(broker)  # a name, a URL or an image: refused here, before anything starts
+        except (UnknownBroker, BrokerError) as error:
+            problems.append(f"BROKER: {error}")
     if write is not None and not all_brokers:
         problems.append("--write: only with --all (the matrix holds every broker)")
     try:
