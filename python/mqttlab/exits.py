@@ -30,9 +30,10 @@ class LoadRefused(RunFailed):
     given by URL, is not there). A broker mqttlab launched was up and answering before the load,
     so from one it is the broker's own refusal, a limit a capacity search can find."""
 
-    def __init__(self, message: str, kind: str = "io") -> None:
+    def __init__(self, message: str, kind: str = "io", reason: str | None = None) -> None:
         super().__init__(message, Exit.UNREACHABLE)
         self.kind = kind  # the engine's name for why (engine.ConnectFailure.kind)
+        self.reason = reason or message  # why alone, without the address (engine.BrokerUnreachable.reason)
 
 
 class HostLimitReached(RunFailed):

@@ -229,7 +229,7 @@ def execute(
                 with env.measuring(), (display or _no_display)(header, state) as show:
                     outcome = _execute(plan, _observed(state, show, env), env.url, dask, source_addresses, scenario.options.generator_cpus)
             except engine.BrokerUnreachable as error:
-                raise LoadRefused(f"error: {error}", error.kind) from None
+                raise LoadRefused(f"error: {error}", error.kind, error.reason) from None
             except engine.HostCannotRun as error:
                 raise RunFailed(f"error: {error}", Exit.UNREACHABLE) from None
             except engine.PlanRejected as error:

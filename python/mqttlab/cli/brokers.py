@@ -284,3 +284,118 @@ def stop_command(
         else:
             typer.echo(f"{label} was no longer running")
         path.unlink(missing_ok=True)
+
+
+@app.command("probe")
+def probe_command(
+    broker: Annotated[
+        Optional[str],
+        typer.Argument(help="A broker mqttlab launches (mosquitto, ...), mqtt://HOST:PORT, or image:REF, as `run --broker` takes it.", show_default=False),
+    ] = None,
+    all_brokers: Annotated[bool, typer.Option("--all", help="Probe every broker available here, one after the other.")] = False,
+    features: Annotated[
+        Optional[list[str]], typer.Option("--feature", "-f", help="Probe only these features (repeatable, or KEY,KEY); default all.")
+    ] = None,
+    write: Annotated[
+        Optional[Path], typer.Option("--write", help="With --all: rewrite the feature matrix section of this file (docs/brokers.md).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+) -> None:
+    """Which features a broker supports, measured: a tiny real run per feature (MQTT 3.1.1 and 5,
+    QoS 0/1/2, wildcards, shared subscriptions, retained messages, persistent sessions, wills, TLS,
+    WebSocket), each judged by a printed rule: supported, refused (why) or broken (the violation
+    and its count). Exit codes: 0 probed, 1 some feature broken, 2 bad input, 3 cannot start or reach it."""
+    from mqttlab.brokers import BrokerError
+    from mqttlab.features import matrix
+    from mqttlab.features.probe import BASE_TEXT, ProbeCannotStart, ProbeUnreachable, select
+
+    problems = []
+    if all_brokers == (broker is not None):
+        problems.append("BROKER: give one broker, or --all")
+    if broker is not None:
+        from mqttlab.brokers import UnknownBroker, get_launcher
+
+        try:
+            get_launcher(broker)  # a name, a URL or an image: refused here, before anything starts
+        except (UnknownBroker, BrokerError) as error:
+            problems.append(f"BROKER: {error}")
+    if write is not None and not all_brokers:
+        problems.append("--write: only with --all (the matrix holds every broker)")
+    try:
+        chosen = select(key for given in features or [] for key in given.split(","))
+    except ValueError as error:
+        problems.append(f"--feature: {error}")
+    if problems:
+        raise _fail("; ".join(problems), BAD_INPUT)
+    if all_brokers:
+        _probe_all(chosen, write, as_json)
+        return
+    assert broker is not None
+    try:
+        probed = _probe_one(broker, chosen, as_json)
+    except ValueError as error:
+        raise _fail(str(error), BAD_INPUT) from None
+    except (ProbeCannotStart, ProbeUnreachable) as error:
+        raise _fail(str(error), CANNOT_START) from None
+    if as_json:
+        typer.echo(json.dumps(probed.to_dict(), indent=2))
+    else:
+        probed_features = [entry for entry, _ in probed.findings]
+        lines = ["", f"What each run does ({BASE_TEXT}):", *[f"  {line}" for line in matrix.runs(probed_features)],
+                 "Rules:", *[f"  {line}" for line in matrix.rules(probed_features)]]
+        Console(width=200).print("\n".join(lines), markup=False, highlight=False)
+    if any(found.result == "broken" for _, found in probed.findings):
+        raise typer.Exit(1)
+
+
+def _probe_one(broker: str, chosen: list[Any], quiet: bool) -> Any:
+    """One broker's probe, each feature's row printed as it is found (unless `quiet`)."""
+    from mqttlab.features import matrix
+    from mqttlab.features.probe import probe
+
+    console = Console(width=200)
+
+    def show(entry: Any, found: Any) -> None:
+        if not quiet:
+            console.print(f"  {entry.name:<26} {matrix.cell(found)}", markup=False, highlight=False)
+
+    if not quiet:
+        console.print(f"probing {broker} ...", markup=False, highlight=False)
+    probed = probe(broker, chosen, on_finding=show)
+    if not quiet:
+        console.print(f"{probed.name}: {probed.version or 'version unknown'} ({probed.configuration})", markup=False, highlight=False)
+    return probed
+
+
+def _probe_all(chosen: list[Any], write: Optional[Path], as_json: bool) -> None:
+    """Every available broker probed in turn; one that cannot start is shown with its reason."""
+    from mqttlab.brokers import get_launcher, launcher_names
+    from mqttlab.features import matrix
+    from mqttlab.features.probe import BrokerProbe, ProbeCannotStart
+
+    probes: list[BrokerProbe] = []
+    unavailable: dict[str, str] = {}
+    for name in launcher_names():
+        if name == "external":
+            continue
+        launcher = get_launcher(name)
+        found = launcher.availability()
+        if not found.available:
+            unavailable[name] = found.detail
+            continue
+        try:
+            probes.append(_probe_one(name, chosen, as_json))
+        except ProbeCannotStart as error:
+            if not as_json:
+                typer.echo(f"  {error}")
+            probes.append(BrokerProbe(name, name, found.version, launcher.config.mode, problem=f"failed to start: {error}"))
+    if as_json:
+        typer.echo(json.dumps({"brokers": [p.to_dict() for p in probes], "unavailable": unavailable}, indent=2))
+    if write is not None:
+        try:
+            matrix.write(write, matrix.markdown(probes, unavailable))
+        except (OSError, matrix.MatrixError) as error:
+            raise _fail(f"--write: {error}", BAD_INPUT) from None
+        typer.echo(f"wrote the feature matrix of {len(probes)} brokers into {write}")
+    if any(found.result == "broken" for p in probes for _, found in p.findings):
+        raise typer.Exit(1)
