@@ -111,6 +111,10 @@ def test_shared_subscription_is_owed_each_message_once_per_group(mosquitto):
                     duration_ms=0, version=5))
     m = s["messages"]
     assert (m["expected"], m["delivered"], m["lost"], m["unexpected"]) == (120, 120, 0, 0)
+    # Who got them: every member counted, the even split lies between the least and the most.
+    split = s["shared_groups"][0]
+    assert (split["members"], split["delivered"]) == (3, 120)
+    assert split["least"] <= 40 <= split["most"] and abs(split["most_share"] - split["most"] / 120) < 1e-9
 
 
 def test_warmup_is_excluded_from_latency_but_not_from_accounting(mosquitto):

@@ -36,7 +36,7 @@ class HostCannotRun(RuntimeError):
 @dataclass(frozen=True)
 class ConnectFailure:
     """Why the engine's clients could not connect, as the engine says it: `details` for programs
-    (`kind`, and fields such as `first_byte`, `connack_code`, `certificate`: conn.rs ConnectError),
+    (`kind`, and fields such as `first_byte`, `connack_code`, `suback_code`, `certificate`: conn.rs ConnectError),
     `message` for people. Plain data, so it crosses to and from Dask workers as it is."""
 
     message: str

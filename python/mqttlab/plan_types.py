@@ -178,6 +178,7 @@ class Shard(_Shard, total=False):
 
 
 class Options(TypedDict, total=False):
+    kernel_timestamps: bool
     latency_publishers: Optional[list[int]]
     max_threads: int
     progress_interval_ms: int

@@ -134,6 +134,8 @@ def _compile(scenario: Scenario) -> Plan:
         options["submission"] = scenario.options.submission
     if not scenario.options.tcp_nodelay:
         options["tcp_nodelay"] = False
+    if not scenario.options.kernel_timestamps:
+        options["kernel_timestamps"] = False
     plan: Plan = {
         "broker": _unbound_broker(scenario),
         "mqtt": {

@@ -69,6 +69,7 @@ class Measurement(TypedDict):
     complete_on: Optional[str]
     think_s: Optional[float]
     deadline_s: Optional[float]
+    receive_stamp: str  # "kernel" (arrival in the host's stack, plain TCP) or "client" (read handled)
 
 
 class Rates(TypedDict):
@@ -185,6 +186,18 @@ class BrokerLimits(TypedDict):
     assigned_client_identifier: bool
 
 
+class GroupSplit(TypedDict):
+    """How a shared group's messages split over its members."""
+
+    group: str
+    members: int
+    delivered: int
+    most: int
+    least: int
+    most_share: float
+    least_share: float
+
+
 class ReasonSeen(TypedDict):
     packet: str
     code: int
@@ -216,6 +229,7 @@ class EngineSummary(TypedDict):
     wills: NotRequired[Optional[WillSummary]]  # wills only (publishers.will)
     broker_limits: NotRequired[Optional[BrokerLimits]]  # MQTT 5: the broker's CONNACK
     reason_codes: list[ReasonSeen]
+    shared_groups: NotRequired[list[GroupSplit]]  # shared subscriptions only
 
 
 class Summary(EngineSummary, total=False):

@@ -16,6 +16,7 @@ from mqttlab.summary_text import counted, followed_line, measurement_line, ms
 LATENCY_ROWS = (
     ("e2e", "e2e"),
     ("e2e_uncorrected", "e2e uncorrected"),
+    ("e2e_client", "e2e uncorrected at read"),
     ("e2e_queued", "e2e held offline"),
     ("puback", "→ PUBACK"),
     ("pubcomp", "→ PUBCOMP"),
@@ -62,6 +63,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_reason_codes_table(summary["reason_codes"]))
     if summary.get("broker_limits"):
         parts.append(_broker_limits_line(summary["broker_limits"]))
+    for split in summary.get("shared_groups") or []:
+        parts.append(_shared_group_line(split))
     if summary.get("round_trip"):
         parts.append(_round_trip_line(summary["round_trip"]))
     if summary.get("offline"):
@@ -195,13 +198,23 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
+def _receive_stamp_note(summary: Mapping[str, Any]) -> str:
+    """Where a reception's time was taken (the engine's rx_stamp.rs)."""
+    stamp = (summary.get("measurement") or {}).get("receive_stamp")
+    if stamp == "kernel":
+        return "; receptions at their arrival in the kernel (a read's messages at its last segment's)"
+    if stamp == "client":
+        return "; receptions when the engine's thread read them (no kernel timestamps on this transport)"
+    return ""
+
+
 def _latency_table(summary: Mapping[str, Any]) -> Table:
     latency = summary.get("latency") or {}
     table = Table(
         title="Latency (ms)",
         title_justify="left",
         header_style="bold",
-        caption="e2e counts from the intended send time (no coordinated omission); uncorrected from the actual send",
+        caption="e2e counts from the intended send time (no coordinated omission); uncorrected from the actual send" + _receive_stamp_note(summary),
         caption_justify="left",
     )
     table.add_column("measure")
@@ -225,6 +238,15 @@ def _few_samples_warning(summary: Mapping[str, Any]) -> Optional[Text]:
     return Text(f"only {counted(count, 'message')} measured: too few for the percentiles (p99 needs at least {FEW_SAMPLES}; "
                 "here the high ones are the slowest message or two), the per-message CPU and the rates per second; "
                 "run longer (--duration) or faster (--rate, --pubs)", style="yellow")
+
+
+def _shared_group_line(split: Mapping[str, Any]) -> Text:
+    """A shared group's messages over its members: the most and the least a member got, beside an
+    even split (MQTT promises each message to one member, not an even split)."""
+    even = 1 / split["members"] if split["members"] else 0.0
+    return Text.assemble(("shared group ", "dim"), split["group"].removeprefix("share:"),
+                         f": {split['delivered']:,} messages over {split['members']} members, most {split['most']:,} "
+                         f"({split['most_share']:.0%}), least {split['least']:,} ({split['least_share']:.0%}); an even split is {even:.0%} each")
 
 
 def _reason_codes_table(codes: list[Mapping[str, Any]]) -> Table:

@@ -267,7 +267,7 @@ impl Publisher {
 
     /// Handles what was read (acknowledgements, echoes), and tells the pacing.
     fn read(&mut self, ctx: &WorkerCtx) -> Result<(), String> {
-        let now = now_ns();
+        let now = self.out.conn.rx_ns();
         publisher_packets(ctx, &mut self.out.conn, &mut self.out.inflight, &mut self.echoes, now)?;
         self.pacing.on_progress(ctx, &mut self.sender, &self.out, now);
         Ok(())
@@ -592,6 +592,8 @@ struct Subscriber {
     receiver: Receiver,
     /// MQTT 5: the broker's PUBLISHes held to what the subscriber announced.
     inbound: Option<Inbound>,
+    /// The code of a refused subscription, for the error the run reports.
+    refused_code: Option<u8>,
 }
 
 pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
@@ -608,6 +610,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
         receiver: Receiver::new(index, plan.effective_qos()),
         echo: Echo::for_subscriber(&ctx, index, &client_id),
         inbound: Inbound::for_plan(&plan, index),
+        refused_code: None,
     };
     // A retained read subscribes later, on its schedule: connected is ready.
     let mut subscribe_at = crate::retained::subscribe_offset(&plan, index);
@@ -633,7 +636,9 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
             ctx.stats.borrow_mut().error("protocol", &msg);
             if !sub.ready {
                 // A refused subscription or a broken broker: the run cannot measure what was asked.
-                ctx.shared.set_first_error(ConnectError::new("subscribe", msg));
+                let mut error = ConnectError::new("subscribe", msg);
+                error.suback_code = sub.refused_code;
+                ctx.shared.set_first_error(error);
                 ctx.stats.borrow_mut().connections.subscribers_failed += 1;
                 WorkerShared::inc(&ctx.shared.connect_failed);
                 conn.close().await;
@@ -674,7 +679,9 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                 let broken = match ev {
                     Ok(IoEvent::Read(0)) | Err(_) => true,
                     Ok(IoEvent::Read(_)) => {
-                        pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
+                        let arrived = conn.rx_ns();
+                        ctx.stats.borrow_mut().read_handled_ns = conn.stamps_rx.then(now_ns);
+                        pending = subscriber_packets(&ctx, &mut conn, &mut sub, arrived).err();
                         conn.write_now(); // the acknowledgements of what was read
                         pending.is_none() && broker_disconnected(&ctx, &client_id, &mut conn)
                     }
@@ -815,6 +822,7 @@ fn subscriber_packets(ctx: &WorkerCtx, conn: &mut Conn, sub: &mut Subscriber, no
                 if sub.ready && !sub.awaiting_suback {
                     continue;
                 }
+                sub.refused_code = s.return_codes.iter().copied().find(|c| *c >= 0x80);
                 check_suback(ctx, &s, sub.requested, sub.subscribe_sent, now)?;
                 sub.awaiting_suback = false;
                 if !sub.ready {

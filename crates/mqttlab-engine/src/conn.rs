@@ -73,6 +73,8 @@ pub struct Target {
     pub protocol: Protocol,
     pub connect_timeout: Duration,
     pub tcp_nodelay: bool,
+    /// Receptions stamped by the kernel on plain TCP (`rx_stamp`).
+    pub kernel_timestamps: bool,
 }
 
 impl Target {
@@ -108,7 +110,16 @@ impl Target {
         let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
         let websocket = b.websocket.as_ref().map(|w| (format!("{host}:{port}"), w.path.clone()));
         let connect_timeout = Duration::from_millis(plan.mqtt.connect_timeout_ms.max(1));
-        Ok(Arc::new(Target { url, addrs, tls, websocket, protocol, connect_timeout, tcp_nodelay: plan.options.tcp_nodelay }))
+        Ok(Arc::new(Target {
+            url,
+            addrs,
+            tls,
+            websocket,
+            protocol,
+            connect_timeout,
+            tcp_nodelay: plan.options.tcp_nodelay,
+            kernel_timestamps: plan.options.kernel_timestamps,
+        }))
     }
 }
 
@@ -132,6 +143,9 @@ pub struct ConnectError {
     /// 3.1.1 broker's 0x01 "unacceptable protocol version" read as MQTT 5).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connack_code: Option<u8>,
+    /// The SUBACK's refusal code (`subscribe`: 0x80 under 3.1.1, an MQTT 5 reason such as 0x87).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suback_code: Option<u8>,
     /// A TLS certificate's fault: `unknown_issuer`, `not_valid_for_name`, `expired`, ...
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate: Option<&'static str>,
@@ -139,7 +153,7 @@ pub struct ConnectError {
 
 impl ConnectError {
     pub fn new(kind: &'static str, message: String) -> ConnectError {
-        ConnectError { kind, message, first_byte: None, connack_code: None, certificate: None }
+        ConnectError { kind, message, first_byte: None, connack_code: None, suback_code: None, certificate: None }
     }
 }
 
@@ -197,6 +211,10 @@ pub struct Conn {
     pub broker_alias_max: u16,
     /// Size on the wire of the packet `next_packet` returned last.
     pub last_in_size: usize,
+    /// The kernel stamps what this connection receives (`rx_stamp`: plain TCP, when asked).
+    pub stamps_rx: bool,
+    /// The last read's kernel timestamp (monotonic ns), until `rx_ns` takes it.
+    last_rx_ns: Option<u64>,
     /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
     /// shuts down cleanly sends. The connection is then as lost as a closed socket.
     pub broker_disconnect: Option<u8>,
@@ -303,6 +321,10 @@ impl Conn {
         };
         let t2 = now_ns();
         let protocol = connect.protocol;
+        let stamps_rx = match &stream {
+            Stream::Tcp(tcp) if target.kernel_timestamps => crate::rx_stamp::enable(tcp.as_raw_fd()),
+            _ => false,
+        };
         let mut conn = Conn {
             stream,
             // Both grow when used: an idle connection holds no buffer (100,000 of them would
@@ -319,6 +341,8 @@ impl Conn {
             broker_receive_max: None,
             broker_alias_max: 0,
             last_in_size: 0,
+            stamps_rx,
+            last_rx_ns: None,
             broker_disconnect: None,
             batch: None,
         };
@@ -355,7 +379,7 @@ impl Conn {
         conn.broker_max_packet = ack.properties.maximum_packet_size;
         conn.broker_receive_max = ack.properties.receive_maximum;
         conn.broker_alias_max = ack.properties.topic_alias_maximum.unwrap_or(0);
-        let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, ws_us, connack_us: (now_ns() - t2) / 1000 };
+        let timings = ConnectTimings { tcp_us: (t1 - t0) / 1000, tls_us, ws_us, connack_us: conn.rx_ns().saturating_sub(t2) / 1000 };
         Ok((conn, ack, timings))
     }
 
@@ -363,6 +387,12 @@ impl Conn {
         // Our own packets are built from validated plans; a failure here is a bug, not input.
         let n = encode(p, self.protocol, &mut self.wbuf).expect("encodable packet");
         self.bytes_out += n as u64;
+    }
+
+    /// When what was last read arrived: the kernel's timestamp where it stamps this connection,
+    /// else now (the client's view, taken when its thread handles the read).
+    pub fn rx_ns(&mut self) -> u64 {
+        self.last_rx_ns.take().unwrap_or_else(now_ns)
     }
 
     pub fn next_packet(&mut self) -> Result<Option<Packet>, DecodeError> {
@@ -506,7 +536,15 @@ impl Conn {
             }
             room_to_read(buf, self.read_size);
             let room = buf.capacity() - buf.len();
-            match tcp.try_read_buf(buf) {
+            let read = if self.stamps_rx {
+                tcp.try_io(Interest::READABLE, || crate::rx_stamp::read(tcp.as_raw_fd(), buf)).map(|(n, stamp)| {
+                    self.last_rx_ns = stamp;
+                    n
+                })
+            } else {
+                tcp.try_read_buf(buf)
+            };
+            match read {
                 Ok(n) => {
                     if n == room {
                         self.read_size = (self.read_size * 2).min(MAX_READ);

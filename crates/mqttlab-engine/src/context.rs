@@ -133,6 +133,7 @@ impl WorkerCtx {
             protocol: mqttlab_codec::Protocol::V311,
             connect_timeout: Duration::from_secs(1),
             tcp_nodelay: true,
+            kernel_timestamps: false,
         };
         let initial = Ctl { phase: Phase::Connect, start_ns: 0 };
         let (_, ctl) = watch::channel(initial);

@@ -103,6 +103,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     let ooo_before = pair.out_of_order;
     let arrival = pair.record(seq, !shared_group);
     let reordered = pair.out_of_order > ooo_before;
+    let new_in_group = shared_group && matches!(arrival, Arrival::New);
     match arrival {
         Arrival::New => {
             WorkerShared::inc(&ctx.shared.unique_deliveries);
@@ -146,6 +147,9 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                 st.violation("qos2_duplicate", &format!("publisher {publisher} message {seq} delivered twice at QoS 2"));
             }
         }
+    }
+    if new_in_group {
+        *st.shared_members.entry((unit, index)).or_default() += 1;
     }
 }
 

@@ -474,6 +474,10 @@ pub struct Options {
     /// bandwidth, is measured). Off to run clients as a paper's did, bundling small segments.
     #[serde(default = "yes")]
     pub tcp_nodelay: bool,
+    /// Receptions stamped by the kernel where it can (plain TCP, `rx_stamp.rs`): latencies end
+    /// where the packet arrived, not when an engine thread woke to read it.
+    #[serde(default = "yes")]
+    pub kernel_timestamps: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -504,6 +508,7 @@ impl Default for Options {
             send_ahead_us: 0,
             submission: Submission::Direct,
             tcp_nodelay: true,
+            kernel_timestamps: true,
         }
     }
 }

@@ -233,6 +233,9 @@ pub struct RawResult {
     pub will_exits: Vec<crate::wills::WillExit>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wills: Vec<crate::wills::WillDelivery>,
+    /// Shared subscriptions: each member's first deliveries from its group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_members: Vec<crate::shared_groups::MemberDeliveries>,
     /// The broker's reason codes worth seeing, by packet and code (`reason_codes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reason_codes: Vec<crate::reason_codes::ReasonCount>,
@@ -242,8 +245,22 @@ pub struct RawResult {
 }
 
 /// In the order of `stats::H`.
-pub const HISTOGRAM_NAMES: [&str; 13] =
-    ["e2e", "e2e_uncorrected", "puback", "pubcomp", "connect", "tls", "connack", "suback", "schedule_lag", "rtt", "websocket", "e2e_queued", "will"];
+pub const HISTOGRAM_NAMES: [&str; 14] = [
+    "e2e",
+    "e2e_uncorrected",
+    "puback",
+    "pubcomp",
+    "connect",
+    "tls",
+    "connack",
+    "suback",
+    "schedule_lag",
+    "rtt",
+    "websocket",
+    "e2e_queued",
+    "will",
+    "e2e_client",
+];
 
 impl RawResult {
     pub fn histogram(&self, name: &str) -> Result<Hist, String> {
@@ -283,6 +300,7 @@ impl RawResult {
             out.will_exits.extend(r.will_exits.iter().cloned());
             out.wills.extend(r.wills.iter().cloned());
             crate::reason_codes::add(&mut out.reason_codes, r.reason_codes.iter().cloned());
+            crate::shared_groups::add(&mut out.shared_members, &r.shared_members);
             if out.broker_limits.is_none() {
                 out.broker_limits = r.broker_limits.clone();
             }
@@ -375,6 +393,7 @@ mod tests {
             wills: Vec::new(),
             reason_codes: Vec::new(),
             broker_limits: None,
+            shared_members: Vec::new(),
         };
         add_issue(&mut r.errors, lost_kind, 2, "first");
         r

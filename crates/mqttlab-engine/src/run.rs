@@ -490,6 +490,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         wills: Vec::new(),
         reason_codes: Vec::new(),
         broker_limits: None,
+        shared_members: Vec::new(),
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
@@ -528,6 +529,16 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         result.will_exits.append(&mut st.will_exits);
         result.wills.extend(st.wills.drain().map(|(_, d)| d));
         crate::reason_codes::add(&mut result.reason_codes, crate::reason_codes::rows(&st.reason_codes));
+        let members: Vec<_> = st
+            .shared_members
+            .iter()
+            .map(|(&(unit, subscriber), &delivered)| crate::shared_groups::MemberDeliveries {
+                group: units.names[unit as usize].clone(),
+                subscriber,
+                delivered,
+            })
+            .collect();
+        crate::shared_groups::add(&mut result.shared_members, &members);
         if result.broker_limits.is_none() {
             result.broker_limits = st.broker_limits.take();
         }

@@ -30,6 +30,10 @@ pub enum H {
     E2eQueued,
     /// A publisher's exit → its will at a watcher (wills.rs).
     Will,
+    /// End to end from the actual send as the client saw it: to when its thread handled the read.
+    /// Recorded where the kernel stamped the read (`rx_stamp`), whose stamp the e2e figures take:
+    /// the difference is the instrument's own wake-up.
+    E2eClient,
 }
 
 /// The per-second series covers at most this many seconds.
@@ -104,6 +108,10 @@ pub struct WorkerStats {
     /// Wills: this worker's publishers' exits, and the wills its subscribers got.
     pub will_exits: Vec<crate::wills::WillExit>,
     pub wills: FxHashMap<(u32, u32), crate::wills::WillDelivery>,
+    /// Shared subscriptions: first deliveries per (group unit, member subscriber).
+    pub shared_members: BTreeMap<(u32, u32), u64>,
+    /// When the engine handled the read being accounted, where the kernel stamped it (E2eClient).
+    pub read_handled_ns: Option<u64>,
     /// The broker's reason codes worth seeing (`reason_codes`), by packet and code.
     pub reason_codes: crate::reason_codes::ReasonCounts,
     /// What the broker announced in the first MQTT 5 CONNACK this worker saw.
@@ -133,6 +141,8 @@ impl WorkerStats {
             retained: Vec::new(),
             will_exits: Vec::new(),
             wills: FxHashMap::default(),
+            shared_members: BTreeMap::new(),
+            read_handled_ns: None,
             reason_codes: Default::default(),
             broker_limits: None,
             measure_start_ns: 0,
@@ -194,6 +204,9 @@ impl WorkerStats {
         let uncorrected = recv_ns.saturating_sub(intended_ns + lag_ns) / 1000;
         if !self.record_latency {
             return;
+        }
+        if let Some(handled) = self.read_handled_ns.filter(|_| self.measured(intended_ns)) {
+            histogram::record(&mut self.hists[H::E2eClient as usize], handled.saturating_sub(intended_ns + lag_ns) / 1000);
         }
         if self.measured(intended_ns) {
             histogram::record(&mut self.hists[H::E2e as usize], corrected);

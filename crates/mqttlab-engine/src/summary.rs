@@ -53,6 +53,9 @@ pub struct Summary {
     /// MQTT 5: what the broker announced in its CONNACK (an absent value: the spec's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
+    /// Shared subscriptions: how each group's messages split over its members.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_groups: Vec<crate::shared_groups::GroupSplit>,
     /// The broker's reason codes worth seeing (every one but a plain success, and every
     /// DISCONNECT it sent), by packet and code, with the spec's name.
     pub reason_codes: Vec<ReasonSeen>,
@@ -123,6 +126,10 @@ pub struct Measurement {
     pub complete_on: Option<String>,
     pub think_s: Option<f64>,
     pub deadline_s: Option<f64>,
+    /// Where a reception's time is taken: "kernel" (its arrival in the host's stack, plain TCP:
+    /// rx_stamp.rs) or "client" (when the engine's thread handled the read: TLS, MQTT-SN, or
+    /// options.kernel_timestamps off).
+    pub receive_stamp: String,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -322,6 +329,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         retained: crate::retained::summarize(plan, &r.retained),
         wills: crate::wills::summarize(plan, &units, &r.will_exits, &r.wills),
         broker_limits: r.broker_limits.clone(),
+        shared_groups: crate::shared_groups::splits(&units, plan, &r.shared_members),
         reason_codes: r
             .reason_codes
             .iter()
@@ -340,6 +348,16 @@ fn submission_path(plan: &RunPlan, c: &Counters) -> &'static str {
         Submission::Batched if c.submission_refused > 0 => "write (io_uring refused)",
         Submission::Batched if c.submissions > 0 => "io_uring",
         _ => "write",
+    }
+}
+
+/// Which clock a plan's receptions are read on (`rx_stamp`): the kernel's on plain TCP.
+pub fn receive_stamp(plan: &RunPlan) -> &'static str {
+    let plain_tcp = matches!(plan.transport, crate::plan::Transport::Mqtt) && plan.broker.tls.is_none();
+    if plan.options.kernel_timestamps && plain_tcp {
+        "kernel"
+    } else {
+        "client"
     }
 }
 
@@ -371,5 +389,6 @@ fn measurement(plan: &RunPlan) -> Measurement {
         }),
         think_s: closed.then(|| p.think_us as f64 / 1e6),
         deadline_s: plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
+        receive_stamp: receive_stamp(plan).to_string(),
     }
 }

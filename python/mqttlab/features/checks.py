@@ -76,6 +76,15 @@ def _delivery(summary: Mapping[str, Any]) -> str:
     return f"{messages.get('delivered', 0)} of {messages.get('expected', 0)} delivered, {messages.get('duplicated', 0)} duplicated"
 
 
+def _ended_early(summary: Mapping[str, Any]) -> list[str]:
+    """A run the broker cut short (a connection lost, a malformed packet): what ended it."""
+    status = summary.get("status")
+    if status in (None, "completed"):
+        return []
+    protocol = [str(e.get("example")) for e in summary.get("errors") or [] if e.get("kind") == "protocol"]
+    return [f"run {status}: {(protocol or [summary.get('error') or ''])[0]}"]
+
+
 def delivered_exactly(measured: Measured) -> Finding:
     """Every message owed delivered once: the engine's violations (QoS 1 loss, QoS 2 duplicate,
     ...) and any other loss or duplicate name what broke, with their counts."""
@@ -84,7 +93,7 @@ def delivered_exactly(measured: Measured) -> Finding:
         return refused
     summary = measured.summary or {}
     messages = summary.get("messages") or {}
-    problems = [f"{v['kind']} {v['count']}" for v in summary.get("violations") or []]
+    problems = [f"{v['kind']} {v['count']}" for v in summary.get("violations") or []] + _ended_early(summary)
     if not problems:  # a QoS 0 loss or a QoS 1 duplicate is no violation of its own: still not exact
         problems += [f"{key} {messages[key]}" for key in ("lost", "duplicated") if messages.get(key)]
     if not messages.get("expected"):
@@ -128,6 +137,51 @@ def promises_kept(*names: str) -> Judge:
         return Finding("supported", "", evidence)
 
     return judge
+
+
+def announced_and_exact(limit: str, absent: str) -> Judge:
+    """An MQTT 5 feature the broker offers in its CONNACK (`broker_limits[limit]`): refused when it
+    announced none (`absent` says what that means), else judged as exact delivery."""
+
+    def judge(measured: Measured) -> Finding:
+        refused = _refused(measured)
+        if refused is not None:
+            return refused
+        limits = (measured.summary or {}).get("broker_limits") or {}
+        if not limits.get(limit):
+            return Finding("refused", absent, f"CONNACK {limit}: {limits.get(limit)}")
+        return delivered_exactly(measured)
+
+    return judge
+
+
+def round_trips_exact(measured: Measured) -> Finding:
+    """Request/response: every request answered once, no violation (a Response Topic dropped or a
+    Correlation Data changed is one)."""
+    refused = _refused(measured)
+    if refused is not None:
+        return refused
+    summary = measured.summary or {}
+    trips = summary.get("round_trip") or {}
+    evidence = f"{trips.get('replies', 0)} of {trips.get('sent', 0)} requests answered"
+    problems = [f"{v['kind']} {v['count']}" for v in summary.get("violations") or []]
+    if trips.get("lost"):
+        problems.append(f"unanswered {trips['lost']}")
+    if problems or not trips.get("sent"):
+        return Finding("broken", "; ".join(problems) or "nothing was sent", evidence)
+    return Finding("supported", "", evidence)
+
+
+def nothing_retained(measured: Measured) -> Finding:
+    """Retain Handling 2: the store's messages never sent at the subscribe."""
+    refused = _refused(measured)
+    if refused is not None:
+        return refused
+    summary = measured.summary or {}
+    problems = [f"{v['kind']} {v['count']}" for v in summary.get("violations") or []]
+    retained = (summary.get("messages") or {}).get("retained", 0)
+    evidence = f"{retained} retained messages at the subscribe"
+    return Finding("broken", "; ".join(problems), evidence) if problems else Finding("supported", "", evidence)
 
 
 # --- the features --------------------------------------------------------------------------------
@@ -180,6 +234,33 @@ FEATURES: tuple[Feature, ...] = (
     _will("will", "will on ungraceful exit", "close", "closes its socket without DISCONNECT", "will_missing", "both subscribers get the will"),
     _will("no-will-after-disconnect", "no will after DISCONNECT", "graceful", "leaves with DISCONNECT", "will_unexpected",
           "no subscriber gets its will"),
+    Feature("topic-alias", "topic aliases", "MQTT 5: publishers name their topic once, then by alias; subscribers accept 5 aliases",
+            "refused when the broker's CONNACK accepts no alias (Topic Alias Maximum absent or 0); else " + EXACT,
+            {"mqtt.version": 5, "mqtt.topic_alias_maximum": 5},
+            announced_and_exact("topic_alias_maximum", "its CONNACK accepts no topic alias (Topic Alias Maximum absent or 0)")),
+    _exact("receive-maximum", "receive maximum", "MQTT 5, QoS 1: subscribers announce a Receive Maximum of 2 (more unacknowledged "
+           "is the violation receive_maximum_exceeded)", {"mqtt.version": 5, "mqtt.receive_maximum": 2}),
+    _exact("message-expiry", "message expiry", "MQTT 5: every message with a 60 s expiry, delivered with what is left of it "
+           "(violations expiry_interval_missing, expiry_interval_not_reduced)", {"mqtt.version": 5, "publishers.message_expiry": "60s"}),
+    Feature("request-response", "request/response", "MQTT 5: each request names its Response Topic and carries Correlation Data; "
+            "the subscribers answer on it", "supported when every request is answered once with its correlation; broken with the "
+            "violations (response_topic_missing, correlation_data_changed) or the requests unanswered",
+            {"mqtt.version": 5, "publishers.reply_filter": "{t}/reply/%i", "publishers.request_response": True,
+             "publishers.topic": "{t}/req/%i", "subscribers.filters": ["{t}/req/#"]}, round_trips_exact),
+    _exact("user-properties", "user properties", "MQTT 5: 2 user properties and a content type on every message, passed on unchanged "
+           "(violations user_properties_changed, content_type_changed)",
+           {"mqtt.version": 5, "publishers.user_properties": {"count": 2, "size": 8}, "publishers.content_type": "application/x-probe"}),
+    _exact("subscription-id", "subscription identifiers", "MQTT 5: each subscription's identifier on every delivery "
+           "(violations subscription_identifier_missing, subscription_identifier_wrong)",
+           {"mqtt.version": 5, "subscribers.subscription_identifier": True}),
+    _exact("no-local", "no local", "MQTT 5: each publisher subscribes to its own topic with No Local (violation no_local_delivered)",
+           {"mqtt.version": 5, "publishers.no_local": True}),
+    _exact("retain-as-published", "retain as published", "MQTT 5: live retained messages keep their RETAIN flag "
+           "(violation retain_as_published_ignored)", {"mqtt.version": 5, "publishers.retain": True, "subscribers.retain_as_published": True}),
+    Feature("retain-handling", "retain handling 2", "MQTT 5: a late subscription with Retain Handling 2 gets nothing from the store",
+            "supported when no retained message comes; broken with the violation retained_despite_retain_handling",
+            {"mqtt.version": 5, "publishers.retain": True, "publishers.messages": 2, "subscribers.retained": {"at": "0.5s"},
+             "subscribers.retain_handling": 2, "load.duration": "1.5s"}, nothing_retained),
     _exact("tls", "TLS", "QoS 1 over the launched broker's TLS listener, its certificate verified", {}, "tls"),
     _exact("websocket", "WebSocket", "QoS 1 over the launched broker's WebSocket listener (ws://HOST:PORT/mqtt)", {}, "websocket"),
 )

@@ -275,6 +275,10 @@ class Options(_Section):
                     "connections, in one io_uring submission (plain TCP; where io_uring is refused, direct, and the summary says so). "
                     "Pays where many sends fall due together, as on a timer_resolution grid",
     )
+    kernel_timestamps: bool = Field(
+        default=True,
+        description="Receptions stamped by the kernel on arrival (plain TCP; SO_TIMESTAMPNS), so latencies leave out the engine's "
+                    "own wake-up; false = when the engine's thread read them")
     tcp_nodelay: bool = Field(
         default=True,
         description="Nagle's algorithm off on the clients' connections (latency, not bandwidth, is measured); false runs clients "

@@ -660,6 +660,8 @@ pub async fn run(cfg: Arc<Config>, stop: Arc<AtomicBool>, progress: Arc<AtomicU6
         protocol: Protocol::V311,
         connect_timeout: Duration::from_millis(cfg.timeout_ms),
         tcp_nodelay: true,
+        // The walk times its answers as it handles them (smc/explore.rs), not by the kernel's stamps.
+        kernel_timestamps: false,
     });
     let start_ns = now_ns();
     let world = Rc::new(RefCell::new(World {
