@@ -156,6 +156,15 @@ def test_a_broker_its_quota_held_off_is_cpu_limited_though_its_mean_share_is_bel
     assert [item["limit"] for item in limits_at_knee(sustained, [_knee_probe(0.039, 0.0, 60159)])] == ["queueing"]
 
 
+def test_a_broker_that_left_the_load_unread_is_named_as_back_pressure_at_its_knee():
+    sustained = [_knee_probe(0.01, 0.0, 170)]
+    broken = _knee_probe(0.01, 0.0, 200)
+    broken.summary["generator"] = {"back_pressure_share": 0.3}
+    limits = limits_at_knee(sustained, [broken])
+    assert [item["limit"] for item in limits] == ["back_pressure"], limits
+    assert "unread 30% of the publishers' connection time" in limits[0]["detail"]
+
+
 def test_clopper_pearson_of_all_passes():
     low, high = clopper_pearson(3, 3, 0.95)
     assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 3), rel=1e-6)

@@ -102,6 +102,8 @@ class GeneratorSummary(TypedDict):
     submission: str
     sends_per_submission: Optional[float]
     submission_wait_max_us: Optional[int]
+    socket_full_s: float  # broker back-pressure: the time sockets held the load's bytes back
+    back_pressure_share: float  # ... as a share of the publishers' connection-time
 
 
 class Bytes(TypedDict):

@@ -77,6 +77,9 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
     if restart:
         parts.append(_restart_lines(restart))
     parts.append(_generator_line(summary))
+    back_pressure = _back_pressure_line(summary)
+    if back_pressure is not None:
+        parts.append(back_pressure)
     resources = _resources_line(summary)
     if resources is not None:
         parts.append(resources)
@@ -314,6 +317,21 @@ def _generator_line(summary: Mapping[str, Any]) -> Text:
     elif submission and submission != "write":
         text.append(f", {submission}", style="yellow")
     return text
+
+
+# A broker that left the load's bytes unread for more than this share of the publishers'
+# connection-time set the pace (it judges the broker, never the generator).
+BACK_PRESSURE_SHARE = 0.01
+
+
+def _back_pressure_line(summary: Mapping[str, Any]) -> Optional[Text]:
+    generator = summary.get("generator") or {}
+    share = generator.get("back_pressure_share") or 0.0
+    if share < BACK_PRESSURE_SHARE:
+        return None
+    return Text.assemble(("broker back-pressure: ", "bold yellow"),
+                         f"the broker left the publishers' bytes unread {share:.0%} of their connection time "
+                         f"({generator.get('socket_full_s', 0):.2f} s in all): the broker, not the generator, set the pace then")
 
 
 def _resources_line(summary: Mapping[str, Any]) -> Optional[Text]:

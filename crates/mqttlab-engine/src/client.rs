@@ -156,6 +156,10 @@ impl Outlet for MqttOutlet {
         self.conn.pending_write() < MAX_PENDING_WRITE && (self.qos == QoS::AtMostOnce || self.inflight.len() < self.window)
     }
 
+    fn held_back(&self) -> bool {
+        self.conn.held_back()
+    }
+
     fn full_at_receive_maximum(&self) -> bool {
         self.receive_maximum_binds && self.qos != QoS::AtMostOnce && self.inflight.len() >= self.window
     }
@@ -452,6 +456,7 @@ async fn finish_connection(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, los
 /// Adds a connection's bytes (MQTT, and WebSocket framing) to the counters, once: they are taken.
 fn count_traffic(c: &mut crate::result::Counters, conn: &mut Conn) {
     c.mqtt_bytes_out += std::mem::take(&mut conn.bytes_out);
+    c.socket_full_us += conn.take_socket_full_ns() / 1000;
     c.mqtt_bytes_in += std::mem::take(&mut conn.bytes_in);
     let (ws_in, ws_out) = conn.take_websocket_overhead();
     c.websocket_bytes_in += ws_in;

@@ -215,6 +215,10 @@ pub struct Conn {
     pub stamps_rx: bool,
     /// The last read's kernel timestamp (monotonic ns), until `rx_ns` takes it.
     last_rx_ns: Option<u64>,
+    /// Back-pressure: since when the socket has held our bytes back (the broker not reading),
+    /// and for how long it did before, in all (`take_socket_full_ns`).
+    full_since: Option<u64>,
+    full_ns: u64,
     /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
     /// shuts down cleanly sends. The connection is then as lost as a closed socket.
     pub broker_disconnect: Option<u8>,
@@ -343,6 +347,8 @@ impl Conn {
             last_in_size: 0,
             stamps_rx,
             last_rx_ns: None,
+            full_since: None,
+            full_ns: 0,
             broker_disconnect: None,
             batch: None,
         };
@@ -465,6 +471,7 @@ impl Conn {
             }
         };
         if let Some(event) = written {
+            self.note_full_socket();
             return event;
         }
         let Some(ws) = self.ws.as_deref_mut() else {
@@ -589,7 +596,36 @@ impl Conn {
                     _ => break,
                 }
             }
+            self.note_full_socket();
         }
+    }
+
+    /// Called after a write: bytes still waiting mean the socket is full, the broker not reading
+    /// fast enough (back-pressure); the time until none wait is added up.
+    fn note_full_socket(&mut self) {
+        match (self.pending_write() > 0, self.full_since) {
+            (true, None) => self.full_since = Some(now_ns()),
+            (false, Some(since)) => {
+                self.full_ns += now_ns().saturating_sub(since);
+                self.full_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the socket is holding our bytes back now.
+    pub fn held_back(&self) -> bool {
+        self.full_since.is_some()
+    }
+
+    /// How long the socket held our bytes back since last asked (ns), a wait still going included.
+    pub fn take_socket_full_ns(&mut self) -> u64 {
+        let now = now_ns();
+        let ongoing = self.full_since.map_or(0, |since| now.saturating_sub(since));
+        if self.full_since.is_some() {
+            self.full_since = Some(now);
+        }
+        std::mem::take(&mut self.full_ns) + ongoing
     }
 
     pub async fn io(&mut self) -> io::Result<IoEvent> {

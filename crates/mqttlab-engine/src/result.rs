@@ -35,6 +35,11 @@ pub struct Counters {
     pub errors: u64,
     /// Sends that left more than 1 ms after their intended time.
     pub late_sends: u64,
+    /// Sends later than the generator-limited threshold (2 ms) made while the broker held their
+    /// connection's bytes back (its socket full): the broker's back-pressure, not the generator's
+    /// lateness. Absent in older results.
+    #[serde(default)]
+    pub late_sends_held_back: u64,
     pub retained_received: u64,
     /// Deliveries no receiver was owed: no header, unknown publisher, or a topic no filter matches.
     pub unexpected: u64,
@@ -65,6 +70,10 @@ pub struct Counters {
     pub unmeasured: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
+    /// Back-pressure: connection-time during which a socket held our bytes back because the
+    /// broker was not reading them (µs, summed over connections). Absent in older results.
+    #[serde(default)]
+    pub socket_full_us: u64,
     /// MQTT over WebSocket: bytes on the wire beyond the MQTT packets (the upgrade request and
     /// answer, frame headers with their masking keys, control frames). Absent in results written
     /// before WebSocket.
@@ -94,6 +103,7 @@ impl Counters {
         self.dropped_receive_maximum += o.dropped_receive_maximum;
         self.errors += o.errors;
         self.late_sends += o.late_sends;
+        self.late_sends_held_back += o.late_sends_held_back;
         self.retained_received += o.retained_received;
         self.unexpected += o.unexpected;
         self.connections_lost += o.connections_lost;
@@ -106,6 +116,7 @@ impl Counters {
         self.unmeasured += o.unmeasured;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
+        self.socket_full_us += o.socket_full_us;
         self.websocket_bytes_out += o.websocket_bytes_out;
         self.websocket_bytes_in += o.websocket_bytes_in;
         self.submissions += o.submissions;

@@ -27,6 +27,10 @@ pub trait Outlet {
     fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16;
     /// Whether message `id` is still unacknowledged.
     fn in_flight(&self, id: u16) -> bool;
+    /// Whether the broker is holding this connection's bytes back (its socket full).
+    fn held_back(&self) -> bool {
+        false
+    }
 }
 
 /// A message sent at QoS 1 or 2 and not yet acknowledged, with what the transport needs to send
@@ -187,6 +191,7 @@ impl Sender {
                 table.record_send(self.index, seq, due, lag_ns);
             }
         }
+        let held_back = out.held_back();
         let id = out.publish(ctx, payload, due, sent_at);
         self.seq = seq.wrapping_add(1);
         if let Some(offline) = &ctx.offline {
@@ -198,6 +203,9 @@ impl Sender {
         st.counters.sent += 1;
         if lag_ns > 1_000_000 {
             st.counters.late_sends += 1;
+        }
+        if held_back && lag_ns > crate::summary::LAG_LIMIT_US * 1000 {
+            st.counters.late_sends_held_back += 1;
         }
         if st.measured(due) {
             st.record(H::ScheduleLag, lag_ns / 1000);

@@ -8,6 +8,9 @@ sustained and the first that broke the objectives.
 - queueing: every owed message was delivered (delivered = offered) but latency climbed: the
   broker keeps up on average yet messages wait in its queues;
 - loss: owed deliveries never arrived;
+- back-pressure: the broker left the load's bytes unread (a full socket) for 1 % or more of the
+  publishers' connection time: it read slower than the load came (the engine's
+  generator.back_pressure_share; the broker's knee, never the generator's);
 - dropped sends: the QoS window stayed full, because acknowledgements came too slowly.
 
 Several can hold together (a saturated CPU is usually why messages queue); each is named with
@@ -27,6 +30,7 @@ SATURATED = 0.9  # of the cores the broker may use
 THROTTLED = 0.05
 DELIVERED_ALL = 0.999  # of the owed deliveries
 CLIMB = 2.0  # p99 at the failing rate over p99 at the sustained one
+BACK_PRESSURE = 0.01  # of the publishers' connection time with their bytes unread
 
 
 def broker_cores(manifest: dict[str, Any]) -> float:
@@ -87,6 +91,10 @@ def limits_at_knee(sustained: Sequence[Any], broken: Sequence[Any]) -> list[dict
     if lost:
         found.append({"limit": "loss", "detail": f"{lost} of {expected} owed deliveries lost ({lost / expected:.2%})" if expected else f"{lost} lost",
                       "lost": lost, "expected": expected})
+    pressure = [float((p.summary.get("generator") or {}).get("back_pressure_share") or 0.0) for p in broken]
+    if pressure and mean(pressure) >= BACK_PRESSURE:
+        found.append({"limit": "back_pressure", "detail": f"the broker left the load's bytes unread {mean(pressure):.0%} of the publishers' "
+                      "connection time: it read slower than the load came", "share": mean(pressure)})
     if dropped:
         found.append({"limit": "dropped_sends", "detail": f"{dropped} of {scheduled} scheduled sends dropped: the QoS window stayed full, acknowledgements came too slowly",
                       "dropped": dropped, "scheduled": scheduled})
