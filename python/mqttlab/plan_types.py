@@ -210,6 +210,18 @@ class MqttSnTransport(_MqttSnTransport, total=False):
 Transport = Union[MqttTransport, MqttSnTransport]
 
 
+class _Churn(TypedDict):
+    clients: int
+    rate: float
+    stay_ms: int
+
+
+class Churn(_Churn, total=False):
+    clean_start: bool
+    leave: Literal["graceful", "close"]
+    subscribe: Optional[str]
+
+
 class _RunPlan(TypedDict):
     broker: BrokerTarget
     load: Load
@@ -222,5 +234,6 @@ class _RunPlan(TypedDict):
 class RunPlan(_RunPlan, total=False):
     """What the engine runs: every key of docs/schema/run-plan.schema.json."""
 
+    churn: Optional[Churn]
     options: Options
     transport: Transport

@@ -195,6 +195,10 @@ def _compile(scenario: Scenario) -> Plan:
         plan["subscribers"]["retain_as_published"] = True
     if subs.retain_handling:
         plan["subscribers"]["retain_handling"] = subs.retain_handling
+    if scenario.churn is not None:
+        churn = scenario.churn
+        plan["churn"] = {"rate": float(churn.rate), "stay_ms": _ms(churn.stay), "clients": churn.clients, "clean_start": churn.clean_start,
+                         "subscribe": churn.subscribe, "leave": churn.leave}
     if scenario.transport.kind == "mqtt-sn":
         # Absent means MQTT, so plans of MQTT runs stay as they were.
         plan["transport"] = _sn_transport(scenario)

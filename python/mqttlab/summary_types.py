@@ -188,6 +188,14 @@ class BrokerLimits(TypedDict):
     assigned_client_identifier: bool
 
 
+class ChurnSummary(TypedDict):
+    opened: int
+    failed: int
+    completed: int
+    rate_per_s: float
+    planned_rate_per_s: float
+
+
 class GroupSplit(TypedDict):
     """How a shared group's messages split over its members."""
 
@@ -232,6 +240,7 @@ class EngineSummary(TypedDict):
     broker_limits: NotRequired[Optional[BrokerLimits]]  # MQTT 5: the broker's CONNACK
     reason_codes: list[ReasonSeen]
     shared_groups: NotRequired[list[GroupSplit]]  # shared subscriptions only
+    churn: NotRequired[Optional[ChurnSummary]]  # connection churn only
 
 
 class Summary(EngineSummary, total=False):

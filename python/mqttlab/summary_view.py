@@ -26,6 +26,9 @@ LATENCY_ROWS = (
     ("connack", "→ CONNACK"),
     ("suback", "→ SUBACK"),
     ("rtt", "round trip"),
+    ("churn_connack", "churn → CONNACK"),
+    ("churn_suback", "churn → SUBACK"),
+    ("churn_unsuback", "churn → UNSUBACK"),
 )
 LATENCY_COLUMNS = (("p50_us", "p50"), ("p90_us", "p90"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"))
 MESSAGE_ROWS = ("sent", "acked", "dropped", "received", "expected", "delivered", "lost", "duplicated", "out_of_order", "unexpected")
@@ -63,6 +66,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_reason_codes_table(summary["reason_codes"]))
     if summary.get("broker_limits"):
         parts.append(_broker_limits_line(summary["broker_limits"]))
+    if summary.get("churn"):
+        parts.append(_churn_line(summary["churn"]))
     for split in summary.get("shared_groups") or []:
         parts.append(_shared_group_line(split))
     if summary.get("round_trip"):
@@ -241,6 +246,14 @@ def _few_samples_warning(summary: Mapping[str, Any]) -> Optional[Text]:
     return Text(f"only {counted(count, 'message')} measured: too few for the percentiles (p99 needs at least {FEW_SAMPLES}; "
                 "here the high ones are the slowest message or two), the per-message CPU and the rates per second; "
                 "run longer (--duration) or faster (--rate, --pubs)", style="yellow")
+
+
+def _churn_line(churn: Mapping[str, Any]) -> Text:
+    """The churning clients' counts (their latencies are in the table)."""
+    failed = churn["failed"]
+    return Text.assemble(("churn: ", "dim"), f"{churn['opened']:,} connections opened ({churn['rate_per_s']:,.1f}/s of "
+                         f"{churn['planned_rate_per_s']:,g} planned), {churn['completed']:,} went through to their leaving, ",
+                         (f"{failed:,} failed to connect", "bold red" if failed else ""))
 
 
 def _shared_group_line(split: Mapping[str, Any]) -> Text:

@@ -10,6 +10,7 @@
 
 pub mod accounting;
 pub mod broker_limits;
+pub mod churn;
 pub mod client;
 pub mod clock;
 pub mod closed;

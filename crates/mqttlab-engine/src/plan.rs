@@ -19,6 +19,38 @@ pub struct RunPlan {
     /// How clients reach the broker; absent = MQTT over TCP/TLS.
     #[serde(default)]
     pub transport: Transport,
+    /// Connection churn beside the steady load (churn.rs): clients that connect, maybe subscribe
+    /// and unsubscribe, and leave, again and again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<Churn>,
+}
+
+/// Connection churn: `rate` connections opened per second over the load, each staying `stay_ms`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Churn {
+    pub rate: f64,
+    pub stay_ms: u64,
+    /// Client ids `churn-<k>` for k in 0..clients, reused in turn: with `clean_start` false the
+    /// same sessions come back again and again.
+    pub clients: u32,
+    #[serde(default = "yes")]
+    pub clean_start: bool,
+    /// A filter (template: %i the churning client's number) each subscribes to on arrival and
+    /// unsubscribes from before it leaves: subscription flapping, SUBACK and UNSUBACK timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscribe: Option<String>,
+    /// How each leaves: with DISCONNECT, or the socket closed without one.
+    #[serde(default)]
+    pub leave: ChurnLeave,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChurnLeave {
+    #[default]
+    Graceful,
+    Close,
 }
 
 /// `{"kind": "mqtt"}` (the default) or `{"kind": "mqtt-sn", ...}`: MQTT-SN v1.2 over UDP, with

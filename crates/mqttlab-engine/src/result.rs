@@ -70,6 +70,14 @@ pub struct Counters {
     pub unmeasured: u64,
     pub mqtt_bytes_out: u64,
     pub mqtt_bytes_in: u64,
+    /// Connection churn (churn.rs): visits that connected, that did not, and that went through
+    /// to their leaving. Absent in older results.
+    #[serde(default)]
+    pub churn_opened: u64,
+    #[serde(default)]
+    pub churn_failed: u64,
+    #[serde(default)]
+    pub churn_completed: u64,
     /// Back-pressure: connection-time during which a socket held our bytes back because the
     /// broker was not reading them (µs, summed over connections). Absent in older results.
     #[serde(default)]
@@ -117,6 +125,9 @@ impl Counters {
         self.mqtt_bytes_out += o.mqtt_bytes_out;
         self.mqtt_bytes_in += o.mqtt_bytes_in;
         self.socket_full_us += o.socket_full_us;
+        self.churn_opened += o.churn_opened;
+        self.churn_failed += o.churn_failed;
+        self.churn_completed += o.churn_completed;
         self.websocket_bytes_out += o.websocket_bytes_out;
         self.websocket_bytes_in += o.websocket_bytes_in;
         self.submissions += o.submissions;
@@ -256,7 +267,7 @@ pub struct RawResult {
 }
 
 /// In the order of `stats::H`.
-pub const HISTOGRAM_NAMES: [&str; 14] = [
+pub const HISTOGRAM_NAMES: [&str; 17] = [
     "e2e",
     "e2e_uncorrected",
     "puback",
@@ -271,6 +282,9 @@ pub const HISTOGRAM_NAMES: [&str; 14] = [
     "e2e_queued",
     "will",
     "e2e_client",
+    "churn_connack",
+    "churn_suback",
+    "churn_unsuback",
 ];
 
 impl RawResult {

@@ -246,7 +246,7 @@ fn expected_packets_per_s(plan: &RunPlan, units: &UnitTable) -> f64 {
 }
 
 fn assign(plan: &RunPlan, units: &UnitTable, workers: usize) -> Vec<Assignment> {
-    let mut out: Vec<Assignment> = (0..workers).map(|_| Assignment { publishers: vec![], subscribers: vec![] }).collect();
+    let mut out: Vec<Assignment> = (0..workers).map(|w| Assignment { publishers: vec![], subscribers: vec![], churn: w == 0 }).collect();
     let [a, b] = plan.shard.publishers;
     for (k, p) in (a..b).enumerate() {
         out[k % workers].publishers.push(p);

@@ -34,6 +34,11 @@ pub enum H {
     /// Recorded where the kernel stamped the read (`rx_stamp`), whose stamp the e2e figures take:
     /// the difference is the instrument's own wake-up.
     E2eClient,
+    /// Connection churn (churn.rs): CONNECT → CONNACK, SUBSCRIBE → SUBACK and UNSUBSCRIBE →
+    /// UNSUBACK of the churning clients, apart from the steady ones'.
+    ChurnConnack,
+    ChurnSuback,
+    ChurnUnsuback,
 }
 
 /// The per-second series covers at most this many seconds.

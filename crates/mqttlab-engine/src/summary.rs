@@ -57,6 +57,9 @@ pub struct Summary {
     /// MQTT 5: what the broker announced in its CONNACK (an absent value: the spec's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
+    /// Connection churn only (`churn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn: Option<crate::churn::ChurnSummary>,
     /// Shared subscriptions: how each group's messages split over its members.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shared_groups: Vec<crate::shared_groups::GroupSplit>,
@@ -336,6 +339,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         wills: crate::wills::summarize(plan, &units, &r.will_exits, &r.wills),
         broker_limits: r.broker_limits.clone(),
         shared_groups: crate::shared_groups::splits(&units, plan, &r.shared_members),
+        churn: crate::churn::summarize(plan, &r.counters, r.load_ms),
         reason_codes: r
             .reason_codes
             .iter()

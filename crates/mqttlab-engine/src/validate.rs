@@ -177,6 +177,7 @@ impl RunPlan {
         problems.extend(retained_problems(self));
         problems.extend(will_problems(self));
         problems.extend(mqtt5_problems(self));
+        problems.extend(churn_problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -277,6 +278,37 @@ fn mqtt5_problems(plan: &RunPlan) -> Vec<Problem> {
         }
         if !plan.is_whole() {
             problems.push(problem("publishers.message_expiry", "is judged on one clock: run every client in one engine process (not --dask)", &[]));
+        }
+    }
+    problems
+}
+
+/// Churn needs a rate, a time to stay, ids to reuse, a load with an end, MQTT, and every client in
+/// one engine process (one task opens them all); a persistent session needs MQTT 5's expiry there.
+fn churn_problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(c) = &plan.churn else { return Vec::new() };
+    let mut problems = Vec::new();
+    if !(c.rate > 0.0 && c.rate <= 10_000.0) {
+        problems.push(problem("churn.rate", format!("must be above 0 and at most 10,000 connections a second (got {})", c.rate), &[]));
+    }
+    if c.clients == 0 {
+        problems.push(problem("churn.clients", "must be at least 1", &[]));
+    }
+    if plan.schedule_length_ns().is_none() {
+        problems.push(problem("churn.rate", "needs a load with an end (load.duration, or publishers.messages at a rate)", &["load.duration"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("churn", "MQTT only here", &["transport.kind"]));
+    }
+    if !plan.is_whole() {
+        problems.push(problem("churn", "needs every client in one engine process (not --dask)", &[]));
+    }
+    if !c.clean_start && plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
+        problems.push(problem("churn.clean_start", "false with MQTT 5 keeps a session only with mqtt.session_expiry above 0", &["mqtt.session_expiry"]));
+    }
+    if let Some(f) = &c.subscribe {
+        if f.is_empty() || f.starts_with("$share/") {
+            problems.push(problem("churn.subscribe", format!("{f:?} must be a plain topic filter"), &[]));
         }
     }
     problems

@@ -20,6 +20,8 @@ use tokio::sync::watch;
 pub struct Assignment {
     pub publishers: Vec<u32>,
     pub subscribers: Vec<u32>,
+    /// This worker opens the plan's churning clients (the first one does).
+    pub churn: bool,
 }
 
 pub struct WorkerOutput {
@@ -100,6 +102,9 @@ async fn run_worker(ctx: Rc<WorkerCtx>, assignment: Assignment) -> WorkerOutput 
         } else {
             tokio::task::spawn_local(crate::client::publisher(ctx.clone(), p))
         });
+    }
+    if assignment.churn {
+        clients.push(tokio::task::spawn_local(crate::churn::churn(ctx.clone())));
     }
     for c in clients {
         let _ = c.await;

@@ -244,6 +244,20 @@ class Subscribers(_Section):
         default=0, description="MQTT 5 Retain Handling: 0 retained messages at every subscribe, 1 only at a new subscription, 2 never")
 
 
+class Churn(_Section):
+    """Connection churn (docs/state.md): `rate` connections a second over the load, each staying
+    `stay`, on the ids churn-0 … churn-<clients - 1> in turn."""
+
+    rate: float = Field(gt=0, le=10_000, description="Connections opened per second")
+    stay: Duration = Field(default=0.1, ge=0, le=3600, description="How long each stays connected")
+    clients: int = Field(default=100, ge=1, le=1_000_000, description="Client ids reused in turn (with clean_start false, the same sessions return)")
+    clean_start: bool = True
+    subscribe: Optional[FilterTemplate] = Field(
+        default=None, description="A filter each subscribes to on arrival and unsubscribes from before it leaves (%i = its number): "
+                                  "subscription flapping, SUBACK and UNSUBACK timed")
+    leave: Literal["graceful", "close"] = Field(default="graceful", description="graceful: DISCONNECT; close: the socket closed without one")
+
+
 class Load(_Section):
     duration: Optional[Duration] = Field(
         default=None, gt=0, description="The whole load phase, warm-up included; absent = 10s, or with publishers.messages as long as sending them takes"
@@ -404,6 +418,8 @@ class Scenario(_Section):
         default_factory=Transport, description="mqtt (default) or mqtt-sn (docs/mqtt-sn.md)"
     )
     faults: list[Fault] = Field(default_factory=list, description="Faults applied on the run's timeline, with their recovery measured (docs/faults.md)")
+    churn: Optional["Churn"] = Field(default=None, description="Connection churn beside the steady load (docs/state.md): clients that connect, "
+                                                              "maybe subscribe and unsubscribe, and leave, again and again")
 
     # Which absent fields took their value from another field (field path -> what it followed),
     # for the run's header and summary: a default that follows the user is said, not hidden.

@@ -1,0 +1,158 @@
+//! Connection churn beside the steady load (`churn` in the plan): clients that connect at a rate,
+//! maybe subscribe (and unsubscribe before they go: subscription flapping), stay a while and leave,
+//! again and again, on ids reused in turn (so with clean start 0 the same sessions come back).
+//! CONNACK, SUBACK and UNSUBACK are timed apart from the steady clients' (`churn_connack`,
+//! `churn_suback`, `churn_unsuback`); the steady publishers and subscribers measure what the
+//! churn does to their traffic, compared with a run without it.
+//!
+//! One task in the first worker opens them on schedule, each visit a task of its own; every wait
+//! is bounded by the plan's connect timeout, so the run's end never waits on a silent broker.
+use crate::clock::now_ns;
+use crate::conn::{Conn, IoEvent};
+use crate::context::{Phase, WorkerCtx};
+use crate::packets::{connect_packet, subscribe_packet};
+use crate::plan::{Churn, ChurnLeave, SubscribeOptions};
+use crate::reason_codes;
+use crate::stats::H;
+use mqttlab_codec::{Packet, Properties, QoS, Unsubscribe};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The churn's counts in the summary (its latencies are `latency.churn_*`).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ChurnSummary {
+    /// Visits that connected, that could not, and that went through to their leaving.
+    pub opened: u64,
+    pub failed: u64,
+    pub completed: u64,
+    /// Connections opened per second of the load, against the plan's `rate`.
+    pub rate_per_s: f64,
+    pub planned_rate_per_s: f64,
+}
+
+pub fn summarize(plan: &crate::plan::RunPlan, c: &crate::result::Counters, load_ms: u64) -> Option<ChurnSummary> {
+    let churn = plan.churn.as_ref()?;
+    let seconds = load_ms as f64 / 1000.0;
+    Some(ChurnSummary {
+        opened: c.churn_opened,
+        failed: c.churn_failed,
+        completed: c.churn_completed,
+        rate_per_s: if seconds > 0.0 { (c.churn_opened + c.churn_failed) as f64 / seconds } else { 0.0 },
+        planned_rate_per_s: churn.rate,
+    })
+}
+
+/// Opens the plan's churning clients on schedule over the load (a no-op without `churn`).
+pub async fn churn(ctx: Rc<WorkerCtx>) {
+    let Some(c) = ctx.plan.churn.clone() else { return };
+    let changes = ctx.phase_changes();
+    loop {
+        match ctx.ctl_now().phase {
+            Phase::Run => break,
+            Phase::Drain | Phase::Close => return,
+            _ => changes.notified().await,
+        }
+    }
+    let start = ctx.ctl_now().start_ns;
+    let end = start + ctx.plan.schedule_length_ns().unwrap_or(0);
+    let gap = (1e9 / c.rate) as u64;
+    let mut visits = Vec::new();
+    for k in 0u64.. {
+        let due = start + k * gap;
+        if due >= end || ctx.ctl_now().phase != Phase::Run {
+            break;
+        }
+        tokio::time::sleep(Duration::from_nanos(due.saturating_sub(now_ns()))).await;
+        visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k)));
+    }
+    for v in visits {
+        let _ = v.await;
+    }
+}
+
+/// One churning client's visit: connect, subscribe, stay, unsubscribe, leave, each step timed.
+async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
+    let id = format!("churn-{}", k % u64::from(c.clients.max(1)));
+    let mut mqtt = ctx.plan.mqtt.clone();
+    mqtt.clean_start = c.clean_start;
+    let mut conn = match Box::pin(Conn::open(&ctx.target, connect_packet(&mqtt, id.clone()))).await {
+        Ok((conn, _, timings)) => {
+            let mut st = ctx.stats.borrow_mut();
+            st.counters.churn_opened += 1;
+            st.record(H::ChurnConnack, timings.connack_us);
+            conn
+        }
+        Err(e) => {
+            let mut st = ctx.stats.borrow_mut();
+            st.counters.churn_failed += 1;
+            st.error(&format!("churn_connect_{}", e.kind), &e.message);
+            return;
+        }
+    };
+    let wait = Duration::from_millis(ctx.plan.mqtt.connect_timeout_ms.max(1));
+    let filter = c.subscribe.as_ref().map(|f| crate::template::expand(f, k as u32, &id));
+    if let Some(f) = &filter {
+        let sent = now_ns();
+        conn.send(&subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default()));
+        conn.write_now();
+        match answer(&mut conn, wait, |p| matches!(p, Packet::SubAck(_))).await {
+            Some((Packet::SubAck(s), at)) => {
+                let mut st = ctx.stats.borrow_mut();
+                s.return_codes.iter().for_each(|code| reason_codes::count(&mut st.reason_codes, "SUBACK", *code));
+                st.record(H::ChurnSuback, at.saturating_sub(sent) / 1000);
+            }
+            _ => return lost(&ctx, &id, "SUBACK", conn).await,
+        }
+    }
+    // Staying: what the subscription brings is read and let go (QoS 0: nothing to acknowledge).
+    let _ = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await;
+    if let Some(f) = filter {
+        let sent = now_ns();
+        conn.send(&Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() }));
+        conn.write_now();
+        match answer(&mut conn, wait, |p| matches!(p, Packet::UnsubAck(_))).await {
+            Some((Packet::UnsubAck(u), at)) => {
+                let mut st = ctx.stats.borrow_mut();
+                u.reasons.iter().for_each(|code| reason_codes::count(&mut st.reason_codes, "UNSUBACK", *code));
+                st.record(H::ChurnUnsuback, at.saturating_sub(sent) / 1000);
+            }
+            _ => return lost(&ctx, &id, "UNSUBACK", conn).await,
+        }
+    }
+    ctx.stats.borrow_mut().counters.churn_completed += 1;
+    match c.leave {
+        ChurnLeave::Graceful => conn.close().await,
+        ChurnLeave::Close => conn.abandon().await,
+    }
+}
+
+/// A visit whose answer never came: counted, the connection closed.
+async fn lost(ctx: &WorkerCtx, id: &str, what: &str, mut conn: Conn) {
+    ctx.stats.borrow_mut().error("churn_no_answer", &format!("{id}: no {what} within the connect timeout"));
+    conn.abandon().await;
+}
+
+/// Reads until a packet `wanted` says yes to comes (it and its arrival), the connection ends,
+/// or `within` passes (None either way); what else comes is let go.
+async fn answer(conn: &mut Conn, within: Duration, wanted: impl Fn(&Packet) -> bool) -> Option<(Packet, u64)> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        tokio::select! {
+            ev = conn.io() => match ev {
+                Ok(IoEvent::Read(0)) | Err(_) => return None,
+                Ok(IoEvent::Read(_)) => {
+                    let at = conn.rx_ns();
+                    while let Ok(Some(p)) = conn.next_packet() {
+                        if wanted(&p) {
+                            return Some((p, at));
+                        }
+                    }
+                }
+                Ok(IoEvent::Wrote) => {}
+            },
+            _ = tokio::time::sleep_until(deadline) => return None,
+        }
+    }
+}
