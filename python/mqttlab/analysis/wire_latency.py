@@ -32,41 +32,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from mqttlab.analysis.captures import CaptureAnalysisError, capture_info
+from mqttlab.analysis.captures import CaptureAnalysisError, Header, capture_info, read_header
 from mqttlab.netem.capture import CAPTURE_FILE, tshark_fields
 
-HEADER_HEX = 32  # the 16-byte measurement header, as tshark prints mqtt.msg (hex)
 PERCENTILES = ("p50", "p90", "p99")
 _FIELDS = ["frame.time_epoch", "tcp.stream", "tcp.dstport", "tcp.analysis.retransmission", "mqtt.msg"]
-
-
-@dataclass
-class Header:
-    publisher: int
-    sequence: int
-    intended_us: int
-    lag_us: int
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return self.publisher, self.sequence
-
-    @property
-    def sent_ns(self) -> int:
-        """The actual send on the engine's clock, as the engine itself reads it from the header."""
-        return (self.intended_us + self.lag_us) * 1000
-
-
-def read_header(message_hex: str) -> Optional[Header]:
-    """The measurement header at the start of a payload given in hex; None for a shorter one."""
-    if len(message_hex) < HEADER_HEX:
-        return None
-    try:
-        return Header(int(message_hex[0:8], 16), int(message_hex[8:16], 16), int(message_hex[16:28], 16), int(message_hex[28:32], 16))
-    except ValueError:
-        raise CaptureAnalysisError(f"tshark printed a PUBLISH payload that is not hex ({message_hex[:40]!r}): a Wireshark that shows mqtt.msg as text") from None
 
 
 def epoch_ns(text: str) -> int:
@@ -127,10 +99,9 @@ def match(directory: Path) -> WireMatch:
             down.add((header.key, stream))
             delivered.add(header.key)
             out.deliveries += 1
-            arrived, sent = up[header.key]
             if header.intended_us * 1000 >= window_ns:
                 out.measured += 1
-                out.wire_us.append((at - arrived) // 1000)
+                out.wire_us.append((at - up[header.key][0]) // 1000)
     out.published = len(up)
     out.undelivered = len(up.keys() - delivered)
     # Per message, not per delivery: the send stamp to the PUBLISH reaching lo (capture clock).
@@ -155,7 +126,8 @@ def _result(directory: Path) -> dict[str, Any]:
 def stats(values_us: list[int], like: str) -> dict[str, Any]:
     """The engine's statistics (count, p50_us, p90_us, p99_us, max_us, ...) of `values_us`,
     recorded in a histogram with the range and precision of the encoded histogram `like`, so that
-    they are read by exactly the rule mqttlab's own figures are."""
+    they are read by exactly the rule mqttlab's own figures are. A value below the histogram's
+    lowest (1 µs) is recorded as the lowest."""
     from hdrh.histogram import HdrHistogram
 
     template = HdrHistogram.decode(like)
