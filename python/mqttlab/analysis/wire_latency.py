@@ -138,17 +138,18 @@ def stats(values_us: list[int], like: str) -> dict[str, Any]:
     return _engine_stats(encoded.decode() if isinstance(encoded, bytes) else encoded)
 
 
-def wire_check(directory: Path) -> dict[str, Any]:
-    """A captured run's wire figures beside mqttlab's, as plain data:
+def wire_check(directory: Path, histogram: str = "e2e_uncorrected") -> dict[str, Any]:
+    """A captured run's wire figures beside mqttlab's (its `histogram`, actual send to receive), as plain data:
     {wire, mqttlab, send_to_wire: statistics (µs); gap: mqttlab − wire at p50, p90, p99, max (µs);
     p99_ratio: mqttlab p99 / wire p99; counts: the matching's tallies and mqttlab's counters;
     problems: every way the matching is not exact (empty when each message mqttlab sent was seen
     going to the broker once and each delivery it counted was seen leaving it once)}."""
     directory = Path(directory)
     result = _result(directory)
-    encoded = (result.get("histograms") or {}).get("e2e_uncorrected")
+    encoded = (result.get("histograms") or {}).get(histogram)
     if not encoded:
-        raise CaptureAnalysisError(f"{directory}: no e2e_uncorrected histogram (options.record_latency off, or nothing delivered)")
+        raise CaptureAnalysisError(f"{directory}: no {histogram} histogram (options.record_latency off, nothing delivered, or no such figure: "
+                                   f"it has {', '.join(sorted(result.get('histograms') or {})) or 'none'})")
     found = match(directory)
     counters = result.get("counters") or {}
     mqttlab = _engine_stats(encoded)
