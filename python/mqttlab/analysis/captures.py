@@ -34,12 +34,42 @@ CONNECT, CONNACK, DISCONNECT = 1, 2, 14
 ACKNOWLEDGEMENTS = (PUBACK, PUBREC, PUBREL, PUBCOMP)
 FIGURES_FILE = "figures.json"  # beside the capture, in capture/: what a page's evidence keeps of it
 FIGURES_FORMAT = "mqttlab-capture-figures/1"
+HEADER_HEX = 32  # the 16-byte measurement header, as tshark prints mqtt.msg (hex)
 _FIELDS = ["frame.time_epoch", "frame.len", "ip.len", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn",
            "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len", "tcp.ack", "tcp.nxtseq"]  # fmt: skip
 
 
 class CaptureAnalysisError(Exception):
     """A results directory without a capture that can be read; the message says what to do."""
+
+
+@dataclass
+class Header:
+    """The engine's measurement header at the start of a payload (crates/mqttlab-engine/src/payload.rs)."""
+
+    publisher: int
+    sequence: int
+    intended_us: int
+    lag_us: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.publisher, self.sequence
+
+    @property
+    def sent_ns(self) -> int:
+        """The actual send on the engine's clock, as the engine itself reads it from the header."""
+        return (self.intended_us + self.lag_us) * 1000
+
+
+def read_header(message_hex: str) -> Optional[Header]:
+    """The measurement header at the start of a payload given in hex; None for a shorter one."""
+    if len(message_hex) < HEADER_HEX:
+        return None
+    try:
+        return Header(int(message_hex[0:8], 16), int(message_hex[8:16], 16), int(message_hex[16:28], 16), int(message_hex[28:32], 16))
+    except ValueError:
+        raise CaptureAnalysisError(f"tshark printed a PUBLISH payload that is not hex ({message_hex[:40]!r}): a Wireshark that shows mqtt.msg as text") from None
 
 
 @dataclass
@@ -385,10 +415,10 @@ def _round_trips_from_capture(directory: Path) -> list[RoundTrip]:
     for when, dstport, topics, messages in tshark_fields(Path(directory) / "capture" / CAPTURE_FILE, port, fields, "mqtt.msgtype == 3"):
         up = dstport.split(",")[0] == str(port)
         for topic, message in zip(topics.split(","), messages.split(",")):
-            if len(message) < 32:  # hex: the 16-byte header
+            header = read_header(message)
+            if header is None:
                 continue
-            key = (int(message[0:8], 16), int(message[8:16], 16))
-            intended_ns = int(message[16:28], 16) * 1000
+            key, intended_ns = header.key, header.intended_us * 1000
             if up:
                 sent.setdefault(key, (topic, intended_ns))
             elif key in sent and topic != sent[key][0] and key not in back:
