@@ -20,7 +20,8 @@ from mqttlab.exits import Exit, HostLimitReached, LoadRefused, RunFailed
 
 REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
 # The unit of what each knob sets, as reports print it.
-UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections"}
+UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections",
+         "offline.held": "queued messages", "retained.topics": "retained messages"}
 # Statuses whose figures can be judged; any other (interrupted, failed) is run again.
 KEPT = ("completed", "incomplete", "broker_lost")
 
@@ -36,9 +37,13 @@ class ProbeSpec:
     duration: str
     warmup: str
     dask: Optional[str] = None
-    # What the search varies (mqttlab.capacity.modes): the publishers' rate, the connect rate, or
-    # the number of (idle) subscribers.
+    # What the search varies (UNITS): the publishers' rate, the connect rate, the number of (idle)
+    # subscribers, the messages held for offline sessions (set through the publishers' rate while
+    # the sessions are away), or the retained topics set before a read (one per publisher).
     knob: str = "publishers.rate"
+    # offline.held: the messages held per msg/s of each publisher (publishers x time away x
+    # subscribers owed each message).
+    held_per_publisher_rate: float = 1.0
 
     def probe_assignments(self, rate: float) -> list[str]:
         # After the user's own --set, so the search's rate and timing win.
@@ -46,6 +51,10 @@ class ProbeSpec:
             value = f"publishers.rate={rate / self.publishers!r}"
         elif self.knob == "subscribers.count":
             value = f"subscribers.count={int(round(rate))}"
+        elif self.knob == "offline.held":
+            value = f"publishers.rate={rate / self.held_per_publisher_rate!r}"
+        elif self.knob == "retained.topics":
+            value = f"publishers.count={int(round(rate))}"
         else:
             value = f"{self.knob}={rate!r}"
         return [*self.assignments, value, f"load.duration={self.duration}", f"load.warmup={self.warmup}"]
