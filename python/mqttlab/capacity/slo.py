@@ -165,6 +165,7 @@ def _percentile_name(metric: str) -> str:
 def judge(objective: Objective, summary: dict[str, Any], result: dict[str, Any]) -> Check:
     """The objective on one probe: its summary.json and result.json (for the histograms)."""
     messages = _owed(summary)
+    observed: Optional[float]
     if objective.kind == "latency" and objective.source in SPREAD_SOURCES:
         section, key = SPREAD_SOURCES[objective.source]
         spread = (summary.get(section) or {}).get(key)
