@@ -142,3 +142,20 @@ def test_nanomq_serves_mqtt_over_websocket_on_its_own_port(tmp_path):
         assert answer.startswith("HTTP/1.1 101"), answer
         expected = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
         assert expected in answer
+
+
+def test_nanomq_starts_under_a_work_directory_too_deep_for_a_unix_socket_and_removes_its_sockets_at_stop(tmp_path):
+    # A Unix socket's path holds at most 107 bytes: NanoMQ's IPC sockets under this work
+    # directory would not fit ("nng_listen ipc: Address invalid"), so they live elsewhere.
+    workdir = tmp_path / ("results-of-a-suite-with-a-long-name-" * 3) / "runs" / "offline-sessions" / "nanomq" / "rep-1" / "broker"
+    assert len(str(workdir / "cmd.ipc")) > 107
+    launcher = built("nanomq")
+    with launcher.start(workdir) as broker:
+        sockets = broker.scratch
+        assert sockets is not None and len(str(sockets / "hook.ipc")) <= 107
+        assert (sockets / "cmd.ipc").exists() and oct(sockets.stat().st_mode & 0o777) == "0o700"
+        with MqttProbe(broker.host, broker.port, client_id="long-path") as probe:
+            probe.subscribe("built/long-path", qos=1)
+            probe.publish("built/long-path", b"here", qos=1)
+            assert probe.receive(timeout=5).payload == b"here"
+    assert not sockets.exists()

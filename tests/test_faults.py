@@ -332,3 +332,27 @@ def test_a_link_degrade_names_its_conditions():
     listing = error.value.listing()
     assert "faults[0].network: link-degrade needs the link's conditions during the fault" in listing
     assert "faults[1].network: applies to link-degrade only, not to link-down" in listing
+
+
+def test_offline_subscribers_coming_back_are_not_counted_as_sessions_the_fault_resumed(tmp_path):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("ss -K (destroying sockets) needs CAP_NET_ADMIN")
+    # Every subscriber leaves its session at 1.5 s and comes back at 2.5 s (a return, no
+    # reconnect of the fault's); at 4 s half of the 8 connections are reset and reconnect.
+    scenario = dict(RESTARTED, **{
+        "publishers.count": 4, "subscribers.count": 4, "publishers.topic": "cdo/%i", "subscribers.filters": ["cdo/%i"],
+        "publishers.rate": 50, "load.duration": "7s",
+        "subscribers.offline": {"at": "1.5s", "duration": "1s"},
+        "faults": [{"kind": "clients-disconnect", "at": "4s", "fraction": 0.5}],
+    })  # fmt: skip
+    result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    assert fault["torn_down"] == 4 and summary["connections"]["reconnected"] == 4
+    # The engine counts both kinds of resumed session together; the fault's verdict only its own.
+    assert summary["offline"]["sessions_resumed"] == 4 and summary["connections"]["sessions_resumed"] == 8
+    assert fault["sessions"] == "kept", fault["verdict"]
+    assert fault["verdict"] == "kept: no message lost"

@@ -29,6 +29,7 @@ from mqttlab.live.state import RunState
 from mqttlab.routing import RoutingCheck, check_routing
 from mqttlab.planning import load_scenario
 from mqttlab.scenario import Scenario, scenario_to_yaml
+from mqttlab.state_memory import state_memory
 from mqttlab.summary_text import plan_line
 from mqttlab.summary_types import Summary, add_section, typed
 
@@ -346,13 +347,19 @@ def _add_context(outcome: engine.RunOutcome, scenario: Scenario, sampler: RunRes
                  broker: results.BrokerInfo) -> Optional[dict[str, Any]]:
     """What the run adds to the engine's summary, each a section of its own (summary_types.add_section):
     the broker's and generator's resources, the routing check, the defaults the scenario followed,
-    the protocol's promises about state judged against the broker's configured limits. Returns the
+    the protocol's promises about state judged against the broker's configured limits, the broker's
+    memory per message of state it held. Returns the
     per-second resource rows (None before the measured window)."""
     series = None
     start = outcome.result.get("start_mono_ns")
     if start:
         series = sampler.series(int(start))
         add_section(outcome.summary, "resources", results.summarize_resources(series, outcome.summary.get("measured_s")))
+        broker_sampler = sampler.samplers.get("broker")
+        if broker_sampler is not None:
+            held = state_memory(outcome.plan, outcome.result, broker_sampler.samples, broker_sampler.interval)
+            if held is not None:
+                add_section(outcome.summary, "state_memory", held)
     add_section(outcome.summary, "routing", routing.to_dict())
     if scenario.defaults_followed:
         add_section(outcome.summary, "defaults_followed", scenario.defaults_followed)

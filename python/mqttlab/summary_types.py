@@ -255,9 +255,10 @@ class Summary(EngineSummary, total=False):
     distributed: dict[str, Any]  # shards, hosts, missing shards, latency clock (mqttlab.distributed)
     faults: list[dict[str, Any]]  # each fault of scenario.faults: when, and the recovery (mqttlab.environment.faults)
     promises: list[dict[str, Any]]  # the protocol's promises about state, judged (mqttlab.promises)
+    state_memory: dict[str, Any]  # the broker's memory per queued or retained message (mqttlab.state_memory)
 
 
-SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed", "faults", "promises"]
+SectionName = Literal["network", "capture", "resources", "routing", "defaults_followed", "distributed", "faults", "promises", "state_memory"]
 RUN_SECTIONS: frozenset[str] = frozenset(get_args(SectionName))
 
 

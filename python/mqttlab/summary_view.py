@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mqttlab import restart_survival
+from mqttlab import restart_survival, state_memory
 from mqttlab.environment import host_load
 from mqttlab.summary_text import counted, followed_line, measurement_line, ms
 
@@ -76,6 +76,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_offline_lines(summary["offline"], summary.get("promises") or []))
     if summary.get("retained"):
         parts.append(_retained_lines(summary["retained"], summary.get("promises") or []))
+    for kind, entry in (summary.get("state_memory") or {}).items():
+        parts.append(_state_memory_line(kind, entry))
     if summary.get("wills"):
         parts.append(_will_lines(summary, summary.get("promises") or []))
     restart = [v for v in summary.get("promises") or [] if v["name"].startswith("restart_")]
@@ -427,6 +429,14 @@ def _retained_lines(retained: Mapping[str, Any], verdicts: list[Mapping[str, Any
         if spread:
             text.append(f"; {label} p50 {ms(spread['p50'] * 1e6)} ms, p99 {ms(spread['p99'] * 1e6)} ms")
     _append_verdicts(text, [v for v in verdicts if v["name"] in ("retained_missing", "stale_retained", "retained_unflagged")])
+    return text
+
+
+def _state_memory_line(kind: str, entry: Mapping[str, Any]) -> Text:
+    """The broker's memory per message of the state it held, with its rule (mqttlab.state_memory)."""
+    text = Text("  ", style="dim")
+    text.append(state_memory.describe(kind, entry))
+    text.append(f"\n    rule: {entry['rule']}", style="dim")
     return text
 
 

@@ -221,6 +221,8 @@ class RunningBroker:
     max_qos: int = 2
     #: the cgroup holding the broker when it runs with CPU/memory limits
     cgroup: BrokerCgroup | None = field(default=None, repr=False)
+    #: a private directory of the broker's outside its work directory (Launcher.scratch), removed at stop
+    scratch: Path | None = None
     _process: subprocess.Popen | None = field(default=None, repr=False)
     #: starts the same command again (same config, ports, cgroup and log) and waits until it
     #: serves MQTT: what a restart fault needs; None for brokers we did not start as a process
@@ -298,6 +300,8 @@ class RunningBroker:
             process.terminate(self._process)
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.managed and self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> RunningBroker:
         return self
@@ -447,6 +451,10 @@ class Launcher:
 
     def environment(self) -> dict[str, str] | None:
         return None
+
+    #: set by `command` when the broker needs a directory outside its work directory (Unix
+    #: sockets, whose paths a deep work directory would make too long); removed when it stops
+    scratch: Path | None = None
 
     # -- shared ---------------------------------------------------------------------------
 
@@ -638,6 +646,7 @@ class Launcher:
         except OSError as exc:
             if cgroup is not None:
                 cgroup.remove()
+            self._remove_scratch()
             raise BrokerStartError(f"cannot run {command[0]}: {exc}") from None
         try:
             wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
@@ -660,6 +669,7 @@ class Launcher:
             process.terminate(child)
             if cgroup is not None:
                 cgroup.remove()
+            self._remove_scratch()
             raise
         def respawn() -> subprocess.Popen:
             again = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
@@ -686,11 +696,17 @@ class Launcher:
             log_file=log_file,
             config=self.config_record(),
             cgroup=cgroup,
+            scratch=self.scratch,
             credentials=self.credentials,
             max_qos=self.max_qos,
             _process=child,
             _respawn=respawn,
         )
+
+    def _remove_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def v5_port(self, ports: Ports) -> int | None:
         """The port of a separate MQTT 5 listener, for brokers that need one."""

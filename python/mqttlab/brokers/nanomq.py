@@ -21,6 +21,7 @@ measured here (docs/brokers.md, "NanoMQ"):
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from mqttlab.brokers import sources
@@ -34,6 +35,8 @@ AS_SHIPPED_MQUEUE = 2048
 TUNED_MQUEUE = 65536
 #: the WebSocket listener's path, as NanoMQ ships it
 WS_PATH = "/mqtt"
+#: where the IPC sockets' private directory goes: short, unlike TMPDIR or a work directory may be
+SOCKET_PARENT = "/tmp"
 
 
 class NanomqLauncher(SourceBuiltLauncher):
@@ -65,8 +68,9 @@ class NanomqLauncher(SourceBuiltLauncher):
     )
     required_settings = (
         ("no http_server", "the shipped REST API binds port 8081 on every address: two runs would collide"),
-        ("system.cmd_ipc_url, system.hook_ipc_url in the work directory",
-         "the shipped /tmp/nanomq_*.ipc sockets are shared by every instance on the machine"),
+        ("system.cmd_ipc_url, system.hook_ipc_url in a private directory of the run's (/tmp/mqttlab-nanomq-*, removed at stop)",
+         "the shipped /tmp/nanomq_*.ipc sockets are shared by every instance on the machine, and a Unix socket's path "
+         "holds at most 107 bytes, which a deep work directory exceeds (NanoMQ then fails: \"nng_listen ipc: Address invalid\")"),
         ("NANOMQ_PID_FILE in the work directory",
          "NanoMQ refuses to start while /tmp/nanomq/nanomq.pid names a running process"),
         ("log.to console", "the log goes to the run's broker log, not /tmp/nanomq.log"),
@@ -93,6 +97,8 @@ class NanomqLauncher(SourceBuiltLauncher):
         self._workdir = workdir
         if not self.find():
             raise BrokerError(f"nanomq is not installed: {self.how_to_get}")
+        # Short and private (mode 0700), whatever the length of the work directory's path.
+        self.scratch = Path(tempfile.mkdtemp(prefix="mqttlab-nanomq-", dir=SOCKET_PARENT))
         config = workdir / "nanomq.conf"
         config.write_text(self.config_text(workdir, ports, tls))
         return [str(self.executable()), "start", "--conf", str(config)]
@@ -109,6 +115,7 @@ class NanomqLauncher(SourceBuiltLauncher):
 
     def config_text(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> str:
         host = self.placement.listen_host
+        sockets = self.scratch or workdir
         mqtt: dict[str, object] = {"max_packet_size": "256MB", "max_mqueue_len": AS_SHIPPED_MQUEUE,
                                    "retry_interval": "10s", "keepalive_multiplier": 1.25,
                                    "property_size": 32, "max_inflight_window": 2048,
@@ -120,8 +127,8 @@ class NanomqLauncher(SourceBuiltLauncher):
         lines = [
             "# written by mqttlab for one run",
             "system {",
-            f"  cmd_ipc_url = {quoted(f'ipc://{workdir}/cmd.ipc')}",
-            f"  hook_ipc_url = {quoted(f'ipc://{workdir}/hook.ipc')}",
+            f"  cmd_ipc_url = {quoted(f'ipc://{sockets}/cmd.ipc')}",
+            f"  hook_ipc_url = {quoted(f'ipc://{sockets}/hook.ipc')}",
             "}",
             "mqtt {",
             *(f"  {key} = {value}" for key, value in mqtt.items()),

@@ -11,7 +11,10 @@ sustained and the first that broke the objectives.
 - back-pressure: the broker left the load's bytes unread (a full socket) for 1 % or more of the
   publishers' connection time: it read slower than the load came (the engine's
   generator.back_pressure_share; the broker's knee, never the generator's);
-- dropped sends: the QoS window stayed full, because acknowledgements came too slowly.
+- dropped sends: the QoS window stayed full, because acknowledgements came too slowly;
+- memory: the broker reached its memory limit (`launch.limits.memory`): its cgroup counted the
+  limit hit or an OOM kill, or the broker was lost with it (the state searches' usual knee:
+  offline messages or retained messages past what the limit holds).
 
 Several can hold together (a saturated CPU is usually why messages queue); each is named with
 its figures."""
@@ -68,6 +71,9 @@ def limits_at_knee(sustained: Sequence[Any], broken: Sequence[Any]) -> list[dict
         broken = [p for p in broken if not p.summary.get("refused")]
         if not broken:
             return found
+    memory = _memory_limit(broken)
+    if memory is not None:
+        found.append(memory)
     cores = broker_cores(broken[0].manifest)
     cpu = [share for share in (broker_cpu(p.summary) for p in broken) if share is not None]
     throttled = [_throttled_share(p.manifest) for p in broken]
@@ -99,6 +105,23 @@ def limits_at_knee(sustained: Sequence[Any], broken: Sequence[Any]) -> list[dict
         found.append({"limit": "dropped_sends", "detail": f"{dropped} of {scheduled} scheduled sends dropped: the QoS window stayed full, acknowledgements came too slowly",
                       "dropped": dropped, "scheduled": scheduled})
     return found
+
+
+def _memory_limit(broken: Sequence[Any]) -> Optional[dict[str, Any]]:
+    """The memory limit, when a probe that broke the objectives found it: OOM kills or times the
+    limit was hit, as the broker's cgroup counted them."""
+    outcomes = [(p.manifest.get("broker") or {}).get("limits") or {} for p in broken]
+    limited = [o for o in outcomes if o.get("memory_bytes") and (o.get("oom_kills") or o.get("memory_limit_hits"))]
+    if not limited:
+        return None
+    kills = sum(int(o.get("oom_kills") or 0) for o in limited)
+    hits = sum(int(o.get("memory_limit_hits") or 0) for o in limited)
+    lost = sum(1 for p in broken if p.summary.get("status") == "broker_lost")
+    detail = (f"the broker reached its memory limit of {limited[0]['memory_bytes'] / 2**20:g} MiB in {len(limited)} of {len(broken)} probes "
+              f"(OOM kills {kills}, limit hit {hits} times" + (f"; broker lost in {lost}" if lost else "") + ")")
+    peaks = [int(o["memory_peak_bytes"]) for o in limited if o.get("memory_peak_bytes")]
+    return {"limit": "memory", "detail": detail, "oom_kills": kills, "limit_hits": hits, "memory_bytes": limited[0]["memory_bytes"],
+            "peak_bytes": max(peaks) if peaks else None}
 
 
 def _mean_p99(probes: Sequence[Any]) -> Optional[float]:

@@ -20,9 +20,14 @@ from mqttlab.exits import Exit, HostLimitReached, LoadRefused, RunFailed
 
 REFUSED = "refused.json"  # a probe whose run could not connect: no results directory, only why
 # The unit of what each knob sets, as reports print it.
-UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections"}
+UNITS = {"publishers.rate": "msg/s", "load.connect_rate": "conn/s", "subscribers.count": "connections",
+         "offline.held": "queued messages", "retained.topics": "retained messages"}
 # Statuses whose figures can be judged; any other (interrupted, failed) is run again.
 KEPT = ("completed", "incomplete", "broker_lost")
+# The searches of state: what they count is held by the broker, not paced by the generator.
+STATE_KNOBS = ("offline.held", "retained.topics")
+# A generator thread above this share of a core (the engine's own limit, summary.rs) set the pace.
+GENERATOR_CPU_LIMIT = 0.95
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,13 @@ class ProbeSpec:
     duration: str
     warmup: str
     dask: Optional[str] = None
-    # What the search varies (mqttlab.capacity.modes): the publishers' rate, the connect rate, or
-    # the number of (idle) subscribers.
+    # What the search varies (UNITS): the publishers' rate, the connect rate, the number of (idle)
+    # subscribers, the messages held for offline sessions (set through the publishers' rate while
+    # the sessions are away), or the retained topics set before a read (one per publisher).
     knob: str = "publishers.rate"
+    # offline.held: the messages held per msg/s of each publisher (publishers x time away x
+    # subscribers owed each message).
+    held_per_publisher_rate: float = 1.0
 
     def probe_assignments(self, rate: float) -> list[str]:
         # After the user's own --set, so the search's rate and timing win.
@@ -46,6 +55,10 @@ class ProbeSpec:
             value = f"publishers.rate={rate / self.publishers!r}"
         elif self.knob == "subscribers.count":
             value = f"subscribers.count={int(round(rate))}"
+        elif self.knob == "offline.held":
+            value = f"publishers.rate={rate / self.held_per_publisher_rate!r}"
+        elif self.knob == "retained.topics":
+            value = f"publishers.count={int(round(rate))}"
         else:
             value = f"{self.knob}={rate!r}"
         return [*self.assignments, value, f"load.duration={self.duration}", f"load.warmup={self.warmup}"]
@@ -71,10 +84,20 @@ class Probe:
     checks: list[Check] = field(default_factory=list)
     host: dict[str, Any] = field(default_factory=dict)
     reused: bool = False
+    # Whether sends late on their schedule make the probe generator-limited. Not in the searches
+    # of state: the count they hold is what was sent while the sessions were away (or the topics
+    # set before the read), whenever within that time each send left, and their objectives are
+    # the drain's and the read's, which late sends do not slow; a generator thread out of CPU,
+    # which may read the drain late, still counts.
+    lateness_limits: bool = True
 
     @property
     def generator_limited(self) -> bool:
-        return bool(self.summary.get("generator_limited"))
+        limited = bool(self.summary.get("generator_limited"))
+        if not limited or self.lateness_limits:
+            return limited
+        generator = self.summary.get("generator")
+        return generator is None or float(generator.get("max_thread_cpu_share") or 0.0) > GENERATOR_CPU_LIMIT
 
     @property
     def refused(self) -> bool:
@@ -105,8 +128,9 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     quieter one now): it judged nothing, so nothing is lost."""
     directory = probe_directory(root, rate, attempt)
     kept = _read(directory)
+    lateness_limits = spec.knob not in STATE_KNOBS
     if kept is not None and not (rerun_limited and kept.summary.get("generator_limited")):
-        return _probe(rate, attempt, directory, kept, reused=True).judge(objectives)
+        return _probe(rate, attempt, directory, kept, reused=True, lateness_limits=lateness_limits).judge(objectives)
     refused = _read_refusal(directory)
     if refused is not None and not (rerun_limited and refused.get("generator_limited")):
         return Probe(rate, attempt, directory, refused, {}, {}, reused=True).judge(objectives)
@@ -133,7 +157,8 @@ def run_probe(spec: ProbeSpec, root: Path, rate: float, attempt: int, objectives
     host_load.write(directory, host)
     if run.outcome.status not in KEPT:  # the manifest's status
         raise RunFailed(f"error: the probe at {rate:g} msg/s did not finish ({directory})", Exit.ABNORMAL)
-    return Probe(rate, attempt, directory, dict(run.summary), run.result, run.manifest, host=host).judge(objectives)
+    return Probe(rate, attempt, directory, dict(run.summary), run.result, run.manifest, host=host,
+                 lateness_limits=lateness_limits).judge(objectives)
 
 
 def _refused(directory: Path, summary: dict[str, Any], rate: float, attempt: int, objectives: list[Objective]) -> Probe:
@@ -162,8 +187,9 @@ def _read_refusal(directory: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def _probe(rate: float, attempt: int, directory: Path, kept: Any, reused: bool) -> Probe:
-    return Probe(rate, attempt, directory, kept.summary, kept.result, kept.manifest, host=host_load.read(directory), reused=reused)
+def _probe(rate: float, attempt: int, directory: Path, kept: Any, reused: bool, lateness_limits: bool) -> Probe:
+    return Probe(rate, attempt, directory, kept.summary, kept.result, kept.manifest, host=host_load.read(directory), reused=reused,
+                 lateness_limits=lateness_limits)
 
 
 def _read(directory: Path) -> Any:

@@ -112,8 +112,9 @@ def with_rate_offered(spec: ProbeSpec, objectives: list[Objective]) -> list[Obje
     """A message rate counts as sustained only if it was offered: open loop, a send that falls
     due while the publisher's QoS window is full (the broker acknowledging too slowly) is dropped,
     not sent, so a probe that dropped sends carried less than its rate however good its latency
-    and loss. Unless the objectives bound `dropped` themselves, `dropped==0` joins them."""
-    if spec.knob != "publishers.rate" or any(objective.metric == "dropped" for objective in objectives):
+    and loss. Unless the objectives bound `dropped` themselves, `dropped==0` joins them (also in the
+    queued-messages search, whose count is the messages sent while the sessions are away)."""
+    if spec.knob not in ("publishers.rate", "offline.held") or any(objective.metric == "dropped" for objective in objectives):
         return objectives
     return [*objectives, parse_objective(SENT_AS_OFFERED)]
 

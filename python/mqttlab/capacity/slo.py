@@ -4,8 +4,15 @@ One objective is `[SOURCE.]METRIC OP VALUE`:
 
 - a latency percentile, mean or maximum: `p99<10ms`, `p50<=2ms`, `p99.9<50ms` (also `p999`),
   `mean<5ms`, `max<1s`; SOURCE is the histogram, `e2e` by default, or `puback`, `pubcomp`,
-  `connack`, `connect`, `tls`, `suback`, `e2e_uncorrected`, `rtt` (`puback.p99<5ms`);
-- `loss`: the share of owed deliveries that never arrived (0..1), `loss==0`, `loss<=0.001`;
+  `connack`, `connect`, `tls`, `suback`, `e2e_uncorrected`, `rtt`, `e2e_queued` (the messages an
+  offline session held, from their intended send time) (`puback.p99<5ms`);
+- a time of the state workloads, p50, p99 or max over the sessions or subscribers (not a
+  histogram: the summary's spread): `drain.p99<1s` (an offline session's drain, from its return's
+  CONNACK to its last held message), `retained.p99<500ms` (a retained read's time to all, from a
+  subscriber's SUBSCRIBE to its last retained message);
+- `loss`: the share of owed deliveries that never arrived (0..1), `loss==0`, `loss<=0.001`; in a
+  retained read, where no live delivery is owed, the share of the retained values owed that did
+  not arrive or arrived stale;
 - `lost`: the same as a count of messages;
 - `failed`: connections that could not be opened (CONNACK refused, timed out, reset), a count;
 - `delivered`: the share of owed deliveries that arrived, `delivered>=0.999`;
@@ -23,7 +30,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-LATENCY_SOURCES = ("e2e", "e2e_uncorrected", "puback", "pubcomp", "connack", "connect", "tls", "suback", "rtt")
+LATENCY_SOURCES = ("e2e", "e2e_uncorrected", "puback", "pubcomp", "connack", "connect", "tls", "suback", "rtt", "e2e_queued")
+# The state workloads' times, read from the summary's spreads over sessions or subscribers:
+# source -> (summary section, spread).
+SPREAD_SOURCES = {"drain": ("offline", "drain_s"), "retained": ("retained", "all_s")}
+SPREAD_METRICS = ("p50", "p99", "max")
 SHARES = ("loss", "delivered", "dropped")
 COUNTS = ("lost", "failed")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -105,11 +116,13 @@ def parse_objective(text: str) -> Objective:
         raise ValueError("expected METRIC OP VALUE, such as 'p99<10ms', 'puback.p50<=2ms', 'loss==0' or 'delivered>=0.999'")
     source, metric, op, raw = match.group("source"), match.group("metric"), match.group("op"), match.group("value")
     if metric.startswith("p") or metric in ("mean", "max"):
-        if source is not None and source not in LATENCY_SOURCES:
-            raise ValueError(f"unknown latency {source!r}; one of {', '.join(LATENCY_SOURCES)}")
+        if source is not None and source not in LATENCY_SOURCES + tuple(SPREAD_SOURCES):
+            raise ValueError(f"unknown latency {source!r}; one of {', '.join(LATENCY_SOURCES + tuple(SPREAD_SOURCES))}")
         if op == "==":
             raise ValueError("a latency is compared with <, <=, > or >=, not ==")
         name = _percentile_name(metric) if metric.startswith("p") else metric
+        if source in SPREAD_SOURCES and name not in SPREAD_METRICS:
+            raise ValueError(f"{source} is a spread over sessions or subscribers: p50, p99 or max (got {metric})")
         from mqttlab.scenario.units import parse_duration
 
         try:
@@ -151,8 +164,15 @@ def _percentile_name(metric: str) -> str:
 
 def judge(objective: Objective, summary: dict[str, Any], result: dict[str, Any]) -> Check:
     """The objective on one probe: its summary.json and result.json (for the histograms)."""
-    messages = summary.get("messages") or {}
-    if objective.kind == "latency":
+    messages = _owed(summary)
+    observed: Optional[float]
+    if objective.kind == "latency" and objective.source in SPREAD_SOURCES:
+        section, key = SPREAD_SOURCES[objective.source]
+        spread = (summary.get(section) or {}).get(key)
+        if not spread:
+            return Check(objective, None, False, f"no {objective.source} time was measured")
+        observed = float(spread[objective.metric]) * 1e6
+    elif objective.kind == "latency":
         observed = latency_us(result, objective.source, objective.metric)
         if observed is None:
             return Check(objective, None, False, f"no {objective.source} latency was measured")
@@ -171,6 +191,17 @@ def judge(objective: Objective, summary: dict[str, Any], result: dict[str, Any])
         lost_share = messages.get("lost", 0) / expected
         observed = lost_share if objective.metric == "loss" else messages.get("delivered", 0) / expected
     return Check(objective, observed, objective.holds(observed))
+
+
+def _owed(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's message counts; for a retained read, where no live delivery is owed, the retained
+    values owed in their place (a stale one counts as not delivered: it is not the value owed)."""
+    messages = dict(summary.get("messages") or {})
+    retained = summary.get("retained")
+    if not messages.get("expected") and retained and retained.get("expected"):
+        lost = int(retained["missing"]) + int(retained["stale"])
+        messages.update(expected=retained["expected"], delivered=int(retained["expected"]) - lost, lost=lost)
+    return messages
 
 
 def latency_us(result: dict[str, Any], source: str, metric: str) -> Optional[float]:

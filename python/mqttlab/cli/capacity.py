@@ -23,7 +23,7 @@ Text = Optional[str]
 
 def capacity_command(
     scenario_file: Annotated[Optional[Path], typer.Argument(help="Scenario YAML whose shape is searched (its rate is the search's); none = the built-in default.", show_default=False)] = None,
-    of: Annotated[str, typer.Option("--of", help="What is searched: messages (the publishers' offered msg/s), connect-rate (new connections per second, e.g. --slo 'connack.p99<50ms' --slo 'failed==0'; add --set launch.tls=true for TLS handshakes) or connections (idle subscribers held, e.g. under --set launch.limits.memory=64MiB).")] = "messages",
+    of: Annotated[str, typer.Option("--of", help="What is searched: messages (the publishers' offered msg/s), connect-rate (new connections per second, e.g. --slo 'connack.p99<50ms' --slo 'failed==0'; add --set launch.tls=true for TLS handshakes), connections (idle subscribers held, e.g. under --set launch.limits.memory=64MiB), queued-messages (messages held for offline sessions, e.g. --slo 'loss==0' --slo 'drain.p99<1s') or retained (retained messages set, then read, e.g. --slo 'loss==0' --slo 'retained.p99<1s').")] = "messages",
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="An objective every probe must meet (repeatable): 'p99<10ms', 'puback.p50<=2ms', 'p99.9<50ms', 'loss==0', 'delivered>=0.999', 'dropped==0'.")] = None,
     broker: Annotated[Text, typer.Option("--broker", "-b", help="A broker to launch (mosquitto, rumqttd, ...) or mqtt(s)://HOST:PORT. Default: the scenario's.")] = None,
     brokers: Annotated[Text, typer.Option("--brokers", help="Several brokers, comma-separated: one search each, compared on one figure and table.")] = None,
@@ -42,7 +42,7 @@ def capacity_command(
     repeats: Annotated[int, typer.Option("--repeats", help="Probes that must all meet the objectives at the capacity.")] = 3,
     resolution: Annotated[float, typer.Option("--resolution", help="Narrow until the bracket's upper end is within this share of its lower end.")] = 0.1,
     probe_duration: Annotated[str, typer.Option("--probe-duration", help="Each probe's load phase, warm-up included.")] = "5s",
-    warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up, excluded from its figures.")] = "1s",
+    warmup: Annotated[str, typer.Option("--warmup", help="Each probe's warm-up, excluded from its figures (none in --of retained).")] = "1s",
     generator_retries: Annotated[int, typer.Option("--generator-retries", help="Repeats of a probe the generator limited before the search stops there.")] = 1,
     max_probes: Annotated[int, typer.Option("--max-probes", help="Probes at most, per broker.")] = 60,
     rerun_limited: Annotated[bool, typer.Option("--rerun-generator-limited", help="Resuming: run again the kept probes the generator limited (on a host quieter now).")] = False,
@@ -80,7 +80,13 @@ def capacity_command(
     if knob is None:
         problems.append(f"--of: one of {', '.join(KNOBS)} (got {of!r})")
     overrides = flag_overrides(pubs=pubs, subs=subs, topic=topic, filters=filters, qos=qos, size=size, inflight=inflight)
-    if knob not in (None, "publishers.rate"):
+    if knob == "retained.topics":
+        warmup = "0s"  # nothing live is measured: the publishers set their values once, then the store is read
+    if knob in SHAPES:
+        overrides.update({k: v for k, v in SHAPES[knob].items() if k not in overrides})
+        # The probes' own length (each probe sets it again): the reads and returns are checked against it.
+        overrides.update({"load.duration": probe_duration, "load.warmup": warmup})
+    elif knob not in (None, "publishers.rate"):
         overrides.update({k: v for k, v in CONNECTIONS_ONLY.items() if k not in overrides})
         if knob == "subscribers.count":
             # A connect rate the listen backlog keeps up with (all at once overflows it).
@@ -96,9 +102,12 @@ def capacity_command(
         # Below it a connect-rate probe of N clients would spend minutes connecting them.
         slowest = scenario.publishers.count + scenario.subscribers.count if scenario is not None else 0
         min_rate = max(1.0, slowest / 30) if knob == "load.connect_rate" else 1.0
+    held_per_rate = 1.0
     if scenario is not None and knob is not None:
-        problems.extend(_shape_problems(scenario, knob))
-        first = start if start is not None else _scenario_start(scenario, knob)
+        problems.extend(_shape_problems(scenario, knob, probe_duration))
+        if knob == "offline.held":
+            held_per_rate = _held_per_publisher_rate(scenario, session.routing_of(scenario).owed_per_message)
+        first = start if start is not None else _scenario_start(scenario, knob, held_per_rate)
     else:
         # The scenario's rate is unknown: the search's own options are still checked.
         first = start if start is not None else max(min_rate, 1.0)
@@ -122,7 +131,7 @@ def capacity_command(
     reports: list[CapacityReport] = []
     for name in targets:
         spec = ProbeSpec(scenario_file, {**overrides, "broker": name}, tuple(assignments or ()), scenario.publishers.count,
-                         probe_duration, warmup, dask, knob)
+                         probe_duration, warmup, dask, knob, held_per_rate)
         directory = root / _directory_name(name) if len(targets) > 1 else root
         judged_by = with_rate_offered(spec, objectives)
         err.print(f"capacity of {name}: {', '.join(o.text for o in judged_by)}; probes in {directory}")
@@ -185,7 +194,8 @@ def _probe_problems(duration: str, warmup: str) -> list[str]:
     return found
 
 
-KNOBS = {"messages": "publishers.rate", "connect-rate": "load.connect_rate", "connections": "subscribers.count"}
+KNOBS = {"messages": "publishers.rate", "connect-rate": "load.connect_rate", "connections": "subscribers.count",
+         "queued-messages": "offline.held", "retained": "retained.topics"}
 # The connection searches' clients, unless the flags or --set say otherwise: the subscribers hold
 # idle connections (their filters match nothing sent); one publisher at 1 msg/s keeps the load
 # phase (and the broker's CPU and memory sampling) going for the probe's duration, which a run
@@ -193,30 +203,90 @@ KNOBS = {"messages": "publishers.rate", "connect-rate": "load.connect_rate", "co
 CONNECTIONS_ONLY = {"publishers.count": 1, "publishers.rate": 1, "publishers.topic": "capacity/ping", "subscribers.filters": ["capacity/idle/%i"]}
 
 
-def _scenario_start(scenario: Any, knob: str) -> float:
+# The state searches' shapes, unless the flags or --set say otherwise (docs/capacity.md, "State").
+# Queued messages: every subscriber follows its publisher and leaves its persistent session at
+# 1.5 s (after the 1 s warm-up) for 2 s while the publishers go on; 1 KiB payloads, so that a
+# memory limit is reached at rates this host's generator offers; a window wide enough for them.
+QUEUED_SHAPE: dict[str, Any] = {
+    "mqtt.clean_start": False, "publishers.count": 5, "subscribers.count": 5, "publishers.topic": "queued/%i",
+    "subscribers.filters": ["queued/%i"], "publishers.qos": 1, "publishers.payload": 1024, "publishers.inflight": 1000,
+    "subscribers.offline": {"at": "1.5s", "duration": "2s"},
+}
+# Retained messages: one topic per publisher, each set once in the first half second (1 KiB), then
+# two subscribers on a wildcard read the store at 1.5 s; the publishers connect at 2,000/s (all at
+# once overflows the listen backlog).
+RETAINED_SHAPE: dict[str, Any] = {
+    "publishers.topic": "stored/%i", "publishers.retain": True, "publishers.messages": 1, "publishers.rate": 2, "publishers.qos": 1,
+    "publishers.payload": 1024, "subscribers.count": 2, "subscribers.filters": ["stored/#"], "subscribers.retained": {"at": "1.5s"},
+    "load.connect_rate": 2000,
+}
+SHAPES = {"offline.held": QUEUED_SHAPE, "retained.topics": RETAINED_SHAPE}
+
+
+def _held_per_publisher_rate(scenario: Any, owed_per_message: float) -> float:
+    """Messages held for the offline sessions per msg/s of each publisher: every publisher's sends
+    while the subscribers are away, times the subscribers owed each (all away at once)."""
+    offline = scenario.subscribers.offline
+    if offline is None:
+        return 1.0
+    return max(scenario.publishers.count * offline.duration * owed_per_message, 1e-9)
+
+
+def _scenario_start(scenario: Any, knob: str, held_per_rate: float = 1.0) -> float:
     """Where the search starts by default: the scenario's own rate (or count)."""
     if knob == "publishers.rate":
         return float(scenario.publishers.count * (scenario.publishers.rate or 0))
+    if knob == "offline.held":
+        return float(round(held_per_rate * (scenario.publishers.rate or 1)))
+    if knob == "retained.topics":
+        return float(scenario.publishers.count)
     if knob == "load.connect_rate":
         return float(scenario.load.connect_rate or 100)
     return float(scenario.subscribers.count or 100)
 
 
-def _shape_problems(scenario: Any, knob: str) -> list[str]:
+def _shape_problems(scenario: Any, knob: str, probe_duration: str = "5s") -> list[str]:
     """A scenario the search cannot set its rate on."""
     found = []
     p = scenario.publishers
-    if knob == "publishers.rate":
+    if knob == "offline.held":
+        found.extend(_queued_problems(scenario, probe_duration))
+    if knob == "retained.topics" and scenario.subscribers.retained is None:
+        found.append("subscribers.retained: the retained search reads the store; give it a time (--set subscribers.retained.at=1.5s)")
+    if knob in ("publishers.rate", "offline.held"):
         if p.count < 1:
             found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
         if p.arrival in ("closed", "window"):
             found.append(f"publishers.arrival: {p.arrival} has no offered rate to search; use constant or poisson")
     elif scenario.subscribers.count < 1 and knob == "load.connect_rate":
         found.append("subscribers.count: the connect-rate search opens the subscribers; give --subs N (1,000 or more measures a rate)")
-    if p.messages is not None:
+    if p.messages is not None and knob != "retained.topics":
         found.append("publishers.messages: a probe runs for --probe-duration; leave the message count out")
     if scenario.faults:
         found.append("faults: a capacity probe measures the broker undisturbed; leave the faults out")
+    return found
+
+
+def _queued_problems(scenario: Any, probe_duration: str) -> list[str]:
+    """What the queued-messages search needs: every subscriber away at once, once, and back before
+    the probe ends."""
+    from mqttlab.scenario.units import parse_duration
+
+    offline = scenario.subscribers.offline
+    if offline is None:
+        return ["subscribers.offline: the queued-messages search needs the subscribers away (--set subscribers.offline.at=1.5s ...)"]
+    found = []
+    if offline.fraction != 1:
+        found.append(f"subscribers.offline.fraction: the queued-messages search holds every subscriber away at once; leave it 1 (got {offline.fraction:g})")
+    if offline.every is not None:
+        found.append("subscribers.offline.every: the queued-messages search holds the sessions away once; leave it out")
+    try:
+        duration = parse_duration(probe_duration)
+    except ValueError:
+        return found  # named by the probe's own check
+    if offline.at + offline.duration >= duration:
+        found.append(f"subscribers.offline: the sessions must be back before the probe ends (at {offline.at:g} s + {offline.duration:g} s "
+                     f">= --probe-duration {probe_duration})")
     return found
 
 

@@ -118,7 +118,7 @@ def bring_up(scenario: Scenario, directory: Path, *, dask: Optional[str] = None,
 
             network_before = run_link.measure_before(network)
         clients = _with_broker_login(_trusting_launched_ca(scenario, broker) if scenario.launch.tls else scenario, broker)
-        sampler = _resource_sampler(broker.pid, gateway.pid if gateway is not None else None)
+        sampler = _resource_sampler(broker.pid, gateway.pid if gateway is not None else None, holds_state=_holds_state(scenario))
         faults = _fault_driver(scenario, broker, dask, sampler, network, url)
         tshark = _open_capture(url, directory, network) if capturing else None
         if tshark is not None:
@@ -328,19 +328,28 @@ def _trusting_launched_ca(scenario: Scenario, broker: RunningBroker) -> Scenario
     return scenario.model_copy(update={"tls": tls})
 
 
-def _resource_sampler(broker_pid: Optional[int], gateway_pid: Optional[int] = None) -> RunResources:
+def _holds_state(scenario: Scenario) -> bool:
+    """Whether the broker holds state for the subscribers to read later (offline sessions, a
+    retained read), whose memory per message is measured (mqttlab.state_memory)."""
+    return scenario.subscribers.offline is not None or scenario.subscribers.retained is not None
+
+
+def _resource_sampler(broker_pid: Optional[int], gateway_pid: Optional[int] = None, holds_state: bool = False) -> RunResources:
     """Samples the broker's (when its PID is known), the MQTT-SN gateway's (a process of its own:
     RSMB beside the broker, Paho's or mqttlab's gateway) and this process's CPU and memory every
-    second on the engine's clock; a PID that is gone only drops that process's figures. The
-    gateway runs as a child of this process, so without its own sampler it would count as the
-    generator's."""
+    second on the engine's clock (every 0.1 s when the broker `holds_state`, so that its RSS is
+    read close to the moment that state peaks); a PID that is gone only drops that process's
+    figures. The gateway runs as a child of this process, so without its own sampler it would
+    count as the generator's."""
     from mqttlab.environment.resources import RunResources
+    from mqttlab.state_memory import STATE_SAMPLE_INTERVAL_S
 
     gateway = gateway_pid if gateway_pid != broker_pid else None  # RSMB as the broker serves MQTT-SN itself
+    interval = STATE_SAMPLE_INTERVAL_S if holds_state else 1.0
     try:
-        return RunResources(broker_pid, gateway_pid=gateway)
+        return RunResources(broker_pid, interval, gateway_pid=gateway)
     except ValueError:
-        return RunResources(None, gateway_pid=gateway)
+        return RunResources(None, interval, gateway_pid=gateway)
 
 
 def _fault_driver(scenario: Scenario, broker: RunningBroker, dask: Optional[str], sampler: RunResources,

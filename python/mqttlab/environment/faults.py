@@ -263,16 +263,22 @@ def fault_section(
             entry["stopping_s"] = round((fault.down_mono_ns - fault.started_mono_ns) / 1e9, 3)
         entry.update(_recovery(series, begin_s, end_s))
         if fault.kind in ("broker-restart", "clients-disconnect"):
-            entry.update(_session_verdict(plan, result.get("counters") or {}, int(entry["lost_of_sent_during"])))
+            entry.update(_session_verdict(plan, result, int(entry["lost_of_sent_during"])))
         section.append(entry)
     return section
 
 
-def _session_verdict(plan: Mapping[str, Any], counters: Mapping[str, Any], lost: int) -> dict[str, Any]:
+def _session_verdict(plan: Mapping[str, Any], result: Mapping[str, Any], lost: int) -> dict[str, Any]:
     """Whether the broker kept the clients' sessions across the restart, and what the losses
     around it mean: QoS 1 and 2 promise delivery within a session, so a message lost from a
-    session the broker kept is the broker's fault; from a session it dropped, it is expected."""
-    reconnects, resumed = int(counters.get("reconnects") or 0), int(counters.get("sessions_resumed") or 0)
+    session the broker kept is the broker's fault; from a session it dropped, it is expected.
+    Only the reconnects the fault caused count: the engine's `sessions_resumed` also counts
+    offline subscribers coming back into their sessions (subscribers.offline), which are no
+    reconnects of the fault's and are judged by the offline rules (mqttlab.promises)."""
+    counters = result.get("counters") or {}
+    returns = sum(1 for period in result.get("offline") or [] if period.get("returned") and period.get("session_present"))
+    reconnects = int(counters.get("reconnects") or 0)
+    resumed = max(0, int(counters.get("sessions_resumed") or 0) - returns)
     sessions = None if not reconnects else "kept" if resumed == reconnects else "lost" if resumed == 0 else "some kept"
     qos = effective_qos(plan)
     if qos == 0:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 from mqttlab.analysis import Comparison
 from mqttlab.analysis.runs import RunFigures
 from mqttlab.promises import verdict_text
+from mqttlab.state_memory import per_message
 
 Table = list[dict[str, Any]]
 Summary = Mapping[str, Any]
@@ -40,7 +41,8 @@ def _offline(summary: Summary) -> dict[str, str]:
             "held messages delivered": f"{o['delivered']:,} of {o['owed']:,}",
             "drain ms p50 / p99": _spread_ms(o.get("drain_s")),
             "drain msg/s p50": f"{rate['p50']:,.0f}" if rate else "—",
-            "held e2e ms p50 / max": _latency_ms(summary, "e2e_queued", 0)}
+            "held e2e ms p50 / max": _latency_ms(summary, "e2e_queued", 0),
+            "B per queued message": per_message((summary.get("state_memory") or {}).get("queued"))}
 
 
 def _retained(summary: Summary) -> dict[str, str]:
@@ -48,7 +50,8 @@ def _retained(summary: Summary) -> dict[str, str]:
     return {"retained values delivered": f"{r['delivered']:,} of {r['expected']:,}",
             "subscribers complete": f"{r['complete']}/{r['subscribers']}",
             "SUBSCRIBE → first ms p50 / p99": _spread_ms(r.get("first_s")),
-            "SUBSCRIBE → all ms p50 / p99": _spread_ms(r.get("all_s"))}
+            "SUBSCRIBE → all ms p50 / p99": _spread_ms(r.get("all_s")),
+            "B per retained message": per_message((summary.get("state_memory") or {}).get("retained"))}
 
 
 def _wills(summary: Summary) -> dict[str, str]:
