@@ -140,3 +140,18 @@ def test_retain_handling_2_gets_nothing_from_the_store(broker: str, tmp_path: Pa
                                                "subscribers.retained": {"at": "1s"}, "subscribers.retain_handling": 2})
     assert summary["retained"]["expected"] == 0 and summary["messages"]["retained"] == 0
     assert summary["violations"] == []
+
+
+@pytest.mark.skipif("mosquitto" not in MQTT5_BROKERS, reason="mosquitto is not installed (scripts/install-brokers.sh)")
+def test_messages_that_expire_while_a_session_is_away_are_not_owed_and_none_comes_late(tmp_path: Path) -> None:
+    # Away 3 s with a 1 s expiry: what was sent in the first 2 s away expires in the broker.
+    summary = _run("mosquitto", tmp_path, "expiry", **{"publishers.messages": None, "load.duration": "5s", "publishers.message_expiry": "1s",
+                                                       "mqtt.clean_start": False, "mqtt.session_expiry": "60s",
+                                                       "subscribers.offline": {"at": "1s", "duration": "3s"}})
+    offline = summary["offline"]
+    assert offline["expired"] >= 100, offline  # 100 msg/s for about 2 of the 3 s away
+    assert offline["not_delivered"] == 0 and offline["delivered"] + offline["expired"] == offline["owed"]
+    queue = next(v for v in summary["promises"] if v["name"] == "queued_lost")
+    assert (queue["verdict"], queue["broken"], queue["expired"]) == ("kept", 0, offline["expired"])
+    # Judged by the session's promise, not as QoS 1 loss; nothing delivered past its expiry.
+    assert not [v for v in summary["violations"] if v["kind"] in ("expired_delivered", "qos1_loss")], summary["violations"]

@@ -13,7 +13,8 @@ from mqttlab import restart_survival
 SESSION_RULE = ("a client that reconnects with clean start 0 finds its session present (MQTT 3.1.1 §3.2.2.2; "
                 "MQTT 5 §3.2.2.1.1, unless its session expiry ran out while it was away)")
 QUEUE_RULE = ("every QoS {qos} message published to an offline session's subscription is delivered when the session "
-              "returns (MQTT 3.1.1 §3.1.2.4, MQTT 5 §3.1.2.4), less what a configured queue limit drops")
+              "returns (MQTT 3.1.1 §3.1.2.4, MQTT 5 §3.1.2.4), less what a configured queue limit drops and what its MQTT 5 "
+              "message expiry let the broker discard while the session was away (MQTT 5 §3.3.2.3.3)")
 QOS0_RULE = "QoS 0 messages for an offline session may be queued or dropped (MQTT 3.1.1 §3.1.2.4): broker-specific, not judged"
 WILL_RULES = (
     ("will delivered on an ungraceful exit", "will_missing", "missing",
@@ -141,12 +142,15 @@ def _queue_delivered(plan: Mapping[str, Any], cycles: list[Mapping[str, Any]], l
     resumed = [c for c in cycles if c["returned"] and c["session_present"]]
     owed = sum(int(c["owed"]) for c in resumed)
     delivered = sum(int(c["delivered"]) for c in resumed)
+    # MQTT 5 message expiry: what expired in the broker while the subscriber was away is not owed.
+    expired = sum(int(c.get("expired", 0)) for c in resumed)
     known, limit = "queued_messages" in limits, limits.get("queued_messages")
     by_limit = 0
     if limit is not None:
         # What a session could not hold is the most the limit explains, period by period: the
         # messages on their way at the DISCONNECT (`earlier`) took their places in the queue too.
-        by_limit = sum(min(int(c["owed"]) - int(c["delivered"]), max(0, int(c["owed"]) + int(c["earlier"]) - limit)) for c in resumed)
+        by_limit = sum(min(int(c["owed"]) - int(c["delivered"]) - int(c.get("expired", 0)), max(0, int(c["owed"]) + int(c["earlier"]) - limit))
+                       for c in resumed)
     if not known:
         allowed = "the broker's queue limit is not known here"
     elif limit is None:
@@ -154,9 +158,9 @@ def _queue_delivered(plan: Mapping[str, Any], cycles: list[Mapping[str, Any]], l
     else:
         allowed = f"at most {limit} messages queued per session (configured)"
     verdict: dict[str, Any] = {"promise": "queued messages delivered", "allowed": allowed, "owed": owed, "kept": delivered,
-                               "dropped_by_limit": by_limit, "limit": limit, "name": "queued_lost"}
+                               "dropped_by_limit": by_limit, "limit": limit, "expired": expired, "name": "queued_lost"}
     if qos == 0:
         return {**verdict, "rule": QOS0_RULE, "broken": 0, "verdict": "broker-specific"}
-    lost = owed - delivered - by_limit
+    lost = owed - delivered - by_limit - expired
     return {**verdict, "rule": QUEUE_RULE.format(qos=qos), "broken": lost,
             "verdict": "broken" if lost else ("kept" if owed else "not judged")}

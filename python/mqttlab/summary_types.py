@@ -137,6 +137,7 @@ class OfflineSummary(TypedDict):
     owed: int
     delivered: int
     not_delivered: int
+    expired: int  # MQTT 5 message expiry ran out while away: not owed
     earlier: int
     drain_s: Optional[Spread]
     drain_rate_per_s: Optional[Spread]

@@ -411,6 +411,8 @@ def _offline_lines(offline: Mapping[str, Any], verdicts: list[Mapping[str, Any]]
                 f"{offline['delivered']:,} of {offline['owed']:,} messages owed while away delivered")
     if offline.get("earlier"):
         text.append(f" (+{offline['earlier']:,} sent before leaving)")
+    if offline.get("expired"):
+        text.append(f", {offline['expired']:,} expired while away (message expiry: not owed)")
     for key, label, unit in (("drain_s", "drain", "s"), ("drain_rate_per_s", "drain rate", " msg/s")):
         spread = offline.get(key)
         if spread:

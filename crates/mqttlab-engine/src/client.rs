@@ -733,8 +733,18 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
     count_traffic(&mut ctx.stats.borrow_mut().counters, &mut conn);
     conn.close().await;
     let back_at = ctx.ctl_now().start_ns + end;
+    // Message expiry: what is sent up to an interval less a second before the return may expire.
+    let mut expiry_mark = ctx.plan.publishers.message_expiry_s.map(|e| back_at.saturating_sub(u64::from(e.saturating_sub(1)) * 1_000_000_000));
     while now_ns() < back_at && ctx.ctl_now().phase == Phase::Run {
+        if expiry_mark.is_some_and(|at| now_ns() >= at) {
+            window.mark_expiring(shared, index);
+            expiry_mark = None;
+        }
         tokio::time::sleep(Duration::from_nanos(back_at.saturating_sub(now_ns())).min(Duration::from_millis(50))).await;
+    }
+    if expiry_mark.is_some() {
+        // An interval of a second or so: marked at the return.
+        window.mark_expiring(shared, index);
     }
     let mut backoff = Duration::from_millis(50);
     loop {

@@ -77,13 +77,28 @@ pub struct Window {
     delivered: u64,
     earlier: u64,
     last_ns: u64,
+    /// Message expiry: per owed publisher, the sequence number below which its messages may have
+    /// expired by the return (`mark_expiring`), and how many of those still came.
+    expiring: Vec<(u32, u32)>,
+    delivered_expirable: u64,
 }
 
 impl Window {
     /// The subscriber is leaving now: what each publisher owed to it has sent so far.
     pub fn leaving(shared: &OfflineShared, subscriber: u32, now: u64) -> Window {
         let owed = shared.progress(subscriber).into_iter().map(|(p, next)| (p, next, next)).collect();
-        Window { owed, left_ns: now, back_ns: 0, session_present: false, delivered: 0, earlier: 0, last_ns: 0 }
+        Window { owed, left_ns: now, back_ns: 0, session_present: false, delivered: 0, earlier: 0, last_ns: 0, expiring: Vec::new(), delivered_expirable: 0 }
+    }
+
+    /// Message expiry (`publishers.message_expiry`): called one expiry interval less one second
+    /// (the broker's rounding) before the return; what each owed publisher has sent by now may
+    /// have expired in the broker by then, and is not owed.
+    pub fn mark_expiring(&mut self, shared: &OfflineShared, subscriber: u32) {
+        self.expiring = shared.progress(subscriber);
+    }
+
+    fn expirable(&self, publisher: u32, seq: u32) -> bool {
+        self.expiring.iter().any(|&(p, below)| p == publisher && seq < below)
     }
 
     /// The subscriber is back (its CONNACK read): what was sent meanwhile is what it is owed.
@@ -106,6 +121,7 @@ impl Window {
         let owed = self.back_ns > 0 && self.owed.iter().any(|&(p, from, to)| p == publisher && from <= seq && seq < to);
         if owed {
             self.delivered += 1;
+            self.delivered_expirable += u64::from(self.expirable(publisher, seq));
             self.last_ns = self.last_ns.max(now);
         }
         owed
@@ -125,6 +141,14 @@ impl Window {
     /// What the period came to; `load_start` places it on the run's timeline.
     pub fn cycle(&self, subscriber: u32, load_start: u64) -> OfflineCycle {
         let owed: u64 = self.owed.iter().map(|&(_, from, to)| u64::from(to.saturating_sub(from))).sum();
+        let expirable: u64 = self
+            .owed
+            .iter()
+            .map(|&(p, from, to)| {
+                let below = self.expiring.iter().find(|e| e.0 == p).map_or(from, |e| e.1.clamp(from, to));
+                u64::from(below - from)
+            })
+            .sum();
         let held = self.delivered + self.earlier;
         OfflineCycle {
             subscriber,
@@ -135,6 +159,7 @@ impl Window {
             owed,
             delivered: self.delivered,
             earlier: self.earlier,
+            expired: expirable.saturating_sub(self.delivered_expirable),
             drain_s: (held > 0).then(|| self.last_ns.saturating_sub(self.back_ns) as f64 / 1e9),
         }
     }
@@ -158,6 +183,10 @@ pub struct OfflineCycle {
     pub delivered: u64,
     /// Messages sent before it left that first arrived after it came back (held by the broker).
     pub earlier: u64,
+    /// Message expiry: owed messages sent more than the expiry interval (less a second) before
+    /// the return that did not come: they may have expired in the broker, so they are not owed.
+    #[serde(default)]
+    pub expired: u64,
     /// From the CONNACK to the last held message (owed or earlier) delivered; None when none was.
     pub drain_s: Option<f64>,
 }
@@ -183,6 +212,9 @@ pub struct OfflineSummary {
     pub owed: u64,
     pub delivered: u64,
     pub not_delivered: u64,
+    /// Of the owed, not delivered because their message expiry ran out while the subscriber was
+    /// away (not counted in not_delivered).
+    pub expired: u64,
     /// Messages sent before a DISCONNECT that first arrived after the return.
     pub earlier: u64,
     /// From CONNACK to the last held message, over the periods that drained something (s).
@@ -223,6 +255,7 @@ pub fn summarize(plan: &RunPlan, cycles: &[OfflineCycle]) -> Option<OfflineSumma
     subscribers.dedup();
     let owed: u64 = returned.iter().map(|c| c.owed).sum();
     let delivered: u64 = returned.iter().map(|c| c.delivered).sum();
+    let expired_messages: u64 = returned.iter().map(|c| c.expired).sum();
     let drained: Vec<(f64, u64)> = returned.iter().filter_map(|c| c.drain_s.map(|d| (d, c.delivered + c.earlier))).collect();
     Some(OfflineSummary {
         subscribers: subscribers.len() as u64,
@@ -233,7 +266,8 @@ pub fn summarize(plan: &RunPlan, cycles: &[OfflineCycle]) -> Option<OfflineSumma
         sessions_expired: returned.iter().filter(|c| !c.session_present && expired(c)).count() as u64,
         owed,
         delivered,
-        not_delivered: owed.saturating_sub(delivered),
+        not_delivered: owed.saturating_sub(delivered).saturating_sub(expired_messages),
+        expired: expired_messages,
         earlier: returned.iter().map(|c| c.earlier).sum(),
         drain_s: Spread::of(drained.iter().map(|(d, _)| *d).collect()),
         // A queue drained within a microsecond counts as drained at that rate, not infinitely fast.

@@ -257,7 +257,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
     // offline session are judged by the session's own promise (mqttlab.promises), where a
     // broker's configured queue limit can explain them.
     let offline = crate::offline::summarize(plan, &r.offline);
-    let owed_offline = offline.as_ref().map_or(0, |o| o.not_delivered);
+    let owed_offline = offline.as_ref().map_or(0, |o| o.not_delivered + o.expired);
     let never = lost.saturating_sub(late).saturating_sub(owed_offline);
     if effective_qos >= 1 && never > 0 && r.status == Status::Completed && r.counters.connections_lost == 0 {
         violations.push(Violation {
