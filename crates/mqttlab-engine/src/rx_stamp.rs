@@ -8,6 +8,9 @@
 //! names; on a busy connection reads are frequent and small). The kernel stamps with the real-time
 //! clock; it is moved onto the engine's monotonic clock by the two clocks' offset read beside it.
 //!
+//! The kernel switches its stamping on, for the first socket that asks, by deferred work: a read
+//! in the first instants may come without a stamp, and is then stamped when read.
+//!
 //! TLS decrypts inside its library, which reads the socket itself: no timestamp reaches us, and
 //! such connections are stamped as the client saw them (`Conn::rx_ns`), as are MQTT-SN's.
 use bytes::{BufMut, BytesMut};
@@ -88,6 +91,9 @@ mod tests {
         let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (receiver, _) = listener.accept().unwrap();
         assert!(enable(receiver.as_raw_fd()));
+        // The kernel turns its stamping on for the first such socket by deferred work: a packet in
+        // the next instants may come unstamped (the engine then falls back to the read's time).
+        std::thread::sleep(std::time::Duration::from_millis(20));
         let sent = crate::clock::now_ns();
         sender.write_all(b"hello").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
