@@ -22,9 +22,10 @@ pytestmark = [pytest.mark.serial,
               pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")]
 
 # 2,000 messages of 16 KB a second: 32 MB/s, which fills loopback's socket buffers in a fraction of
-# a second once the broker stops reading.
+# a second once the broker stops reading. 8 s of load: a pause of the host under 80 ms (1% of the
+# sends late) is no evidence against the generator.
 HEAVY = {"publishers.count": 1, "subscribers.count": 1, "publishers.qos": 0, "publishers.rate": 2000, "publishers.payload": "16KB",
-         "load.duration": "5s", "load.warmup": "0s", "load.grace": "5s"}  # fmt: skip
+         "load.duration": "8s", "load.warmup": "0s", "load.grace": "5s"}  # fmt: skip
 
 
 def test_a_frozen_broker_is_back_pressure_not_a_late_generator(tmp_path: Path) -> None:
@@ -33,8 +34,8 @@ def test_a_frozen_broker_is_back_pressure_not_a_late_generator(tmp_path: Path) -
     stall = {"kind": "broker-stall", "at": "1s", "duration": "2s"}
     summary = mqttlab.run(None, broker="mosquitto", set={**HEAVY, "subscribers.count": 0, "faults": [stall]}, out=tmp_path / "stall").summary
     generator = summary["generator"]
-    # Frozen 2 s of the publisher's 5: its socket full for most of the stall.
-    assert 1.0 <= generator["socket_full_s"] <= 2.5 and generator["back_pressure_share"] >= 0.2
+    # Frozen 2 s of the publisher's 8: its socket full for most of the stall.
+    assert 1.0 <= generator["socket_full_s"] <= 2.5 and generator["back_pressure_share"] >= 0.12
     assert not summary["generator_limited"], summary["generator_limited_reasons"]
 
 

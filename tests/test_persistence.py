@@ -105,8 +105,10 @@ def test_mosquitto_retained_messages_survive_a_clean_stop_only_with_persistence(
 @pytest.mark.parametrize("persistence", [True, False])
 def test_hivemq_keeps_sessions_and_queues_across_a_clean_stop_only_in_file_mode(tmp_path: Path, persistence: bool) -> None:
     # HiveMQ stops cleanly in seconds and its JVM starts again in seconds more (docs/faults.md):
-    # the load lasts long enough for the clients to find it again.
-    result = mqttlab.run(None, broker="hivemq", set={**AWAY_ACROSS, "load.duration": "14s", "faults": [CLEAN_STOP],
+    # the subscribers stay away 4 s, so a slow stop on a busy host cannot see them back before it
+    # (then their period would not span the restart), and the load lasts for them to find it again.
+    away = {"at": "1s", "duration": "4s"}
+    result = mqttlab.run(None, broker="hivemq", set={**AWAY_ACROSS, "subscribers.offline": away, "load.duration": "16s", "faults": [CLEAN_STOP],
                                                      "launch.persistence": persistence}, out=tmp_path / "run")
     verdicts = restart_verdicts(result.summary)
     sessions, queued = verdicts["sessions"], verdicts["queued"]

@@ -61,7 +61,7 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub churn: Option<crate::churn::ChurnSummary>,
     /// Shared subscriptions: how each group's messages split over its members.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_groups: Vec<crate::shared_groups::GroupSplit>,
     /// The broker's reason codes worth seeing (every one but a plain success, and every
     /// DISCONNECT it sent), by packet and code, with the spec's name.
