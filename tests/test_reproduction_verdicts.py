@@ -11,7 +11,7 @@ standard error) and the side (lower, higher, other sign) of a disagreement; each
 from its conditions' outcomes by the combination the page prints; each condition's outcome from
 its own lines of evidence (paper_claims.csv's condition_lines says which): an `agree` from the
 rows' statuses, a share of rows, pairs or configurations from the counts it prints, a ratio or a
-range from the bounds it prints, a ranking from each Welch interval (or value) it prints, a rise
+range from the bounds it prints, a ranking from each Welch interval (or value, or capacity bracket) it prints, a rise
 or fall from each step of its chains; and each of those lines' own marks from its numbers."""
 
 from __future__ import annotations
@@ -241,10 +241,16 @@ def condition_outcome(text: str, lines: list[str], rows: dict[str, list[dict[str
 
 def _ranked(line: str, sign: float) -> str:
     """A ranking's line: ahead when the Welch interval of the difference lies wholly on its side
-    (without one, when its value is the better), behind when wholly on the other."""
+    (without one, when its value is the better), behind when wholly on the other; two capacities by
+    their brackets."""
     found = BEST.match(line)
     assert found, line
-    if interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
+    if brackets := re.fullmatch(r"brackets ([-\d.e+]+)–([-\d.e+inf]+) and ([-\d.e+]+)–([-\d.e+inf]+)", found[6]):
+        # Two capacities: their searches' brackets, wholly above or below each other, or overlapping.
+        low, high, their_low, their_high = (_float(brackets[i]) for i in range(1, 5))
+        above, below = low > their_high, high < their_low
+        mark = "cannot tell from" if not (above or below) else "ahead of" if (above if sign > 0 else below) else "behind"
+    elif interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
         low, high = sorted((sign * _float(interval[1]), sign * _float(interval[2])))
         mark = "ahead of" if low > 0 else "behind" if high < 0 else "cannot tell from"
     else:
