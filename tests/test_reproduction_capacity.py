@@ -29,7 +29,7 @@ figures:
 - {id: qos1-capacity, quote: QoS 1, where: here, kind: throughput, value: null, unit: msg/s, exact: false,
    reproduce: {capacity: cap-qos1, broker: mosquitto}}
 - {id: latency, quote: fast, where: here, kind: latency_mean, value: 1, unit: ms, exact: false,
-   reproduce: {scenario: run, metric: latency_mean, tolerance: 100}}
+   reproduce: {scenario: "p2p-*", metric: latency_mean, tolerance: 100}}
 claims:
 - id: qos1-costs
   text: QoS 1 carries at most as much as QoS 0.
@@ -83,7 +83,9 @@ def test_a_page_judges_capacities_beside_runs_and_is_made_again_from_its_evidenc
     page = (work / "c.md").read_text(encoding="utf-8")
     assert "### The capacity searches" in page and "| cap-qos0 | mosquitto | 0 | loss==0, dropped==0 | 200 | – |" in page
     assert "| qos1-costs | cannot tell | cap-qos0 (mosquitto); cap-qos1 (mosquitto) | – |" in page  # [200, ∞) / [200, ∞)
-    assert "| fast | holds | – | run (mosquitto) |" in page
+    (fast,) = [line for line in page.splitlines() if line.startswith("| fast | ") and line.count("|") == 5]
+    # The short run on a busy host may be flagged generator-limited: then it judges nothing and is not named.
+    assert fast in ("| fast | holds | – | p2p-2-2-qos1-20ps (mosquitto) |", "| fast | not judged: generator-limited runs only | – | – |")
     with tarfile.open(work / "c" / "evidence.tar.xz", "r:xz") as tar:
         names = tar.getnames()
     assert sum(name.endswith("/capacity.json") for name in names) == 2

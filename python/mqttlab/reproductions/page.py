@@ -8,12 +8,13 @@ after reading the results) is kept when the page is made again from new runs."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
 from mqttlab.reproductions.beside import BesideFigure
-from mqttlab.reproductions.paper_figures import BRACKET, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
+from mqttlab.reproductions.paper_figures import BRACKET, LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.reproductions.verdicts import COMBINATION
 from mqttlab.results import INVOCATIONS
@@ -258,16 +259,23 @@ def _regimes(section: PaperSection) -> str:
     lines = ["### Regime and broker configuration of each verdict", "",
              "At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
              "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
-             "delivered rate is what was offered unless the broker falls behind. The broker's configuration is in its "
-             "label (as-shipped: as its package ships it; no mode named: mqttlab's tuned settings).", "",
+             "delivered rate is what was offered unless the broker falls behind. Only the figures a verdict could use are "
+             "named (generator-limited runs judge nothing). The broker's configuration is in its label (as-shipped: as its "
+             "package ships it; no mode named: mqttlab's tuned settings).", "",
              "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
     for claim in section.claims:
-        rows = [row for name in claim.figures for row in by_figure.get(name, [])]
-        capacity = sorted({f"{row.scenario}: {row.broker}" for row in rows if row.interval_kind == BRACKET})
-        offered = sorted({f"{row.scenario}: {row.broker}" for row in rows if row.interval_kind != BRACKET})
+        rows = [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED]  # what judged it
+        capacity = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind == BRACKET for broker in _labels(row.broker)})
+        offered = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind != BRACKET for broker in _labels(row.broker)})
         lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(capacity)) or '–')} | "
                      f"{_cell('; '.join(_grouped(offered)) or '–')} |")
     return "\n".join(lines)
+
+
+def _labels(brokers: Optional[str]) -> list[str]:
+    """The broker labels of a row: one, or a range row's several joined by ", " (a label's own
+    details, in parentheses, hold commas too)."""
+    return [part.strip() for part in re.findall(r"[^,(]+(?:\([^)]*\))?", brokers or "") if part.strip()]
 
 
 def _grouped(where: list[str]) -> list[str]:

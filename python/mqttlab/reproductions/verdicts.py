@@ -98,7 +98,7 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
 
 def _reads_brackets(check: Check, rows: dict[str, list[FigureRow]]) -> bool:
     """Whether the check's figures are capacities (their searches' brackets, not runs' intervals)."""
-    found = [row for name in dict.fromkeys(check.figure_ids()) for row in rows.get(name, [])]
+    found = [row for name in dict.fromkeys(check.figure_ids()) for row in rows.get(name, []) if row.ours is not None]
     return bool(found) and _brackets(*found)
 
 
