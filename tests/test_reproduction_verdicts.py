@@ -11,7 +11,7 @@ standard error) and the side (lower, higher, other sign) of a disagreement; each
 from its conditions' outcomes by the combination the page prints; each condition's outcome from
 its own lines of evidence (paper_claims.csv's condition_lines says which): an `agree` from the
 rows' statuses, a share of rows, pairs or configurations from the counts it prints, a ratio or a
-range from the bounds it prints, a ranking from each Welch interval (or value) it prints, a rise
+range from the bounds it prints, a ranking from each Welch interval (or value, or capacity bracket) it prints, a rise
 or fall from each step of its chains; and each of those lines' own marks from its numbers."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 from scipy.stats import binomtest, norm
 
 ROOT = Path(__file__).resolve().parent.parent
-# The seven pages of docs/reproductions/ and the two of the evidence tests (tests/data/reproduction/).
+# The pages of docs/reproductions/ and the two of the evidence tests (tests/data/reproduction/).
 PAGES = sorted(path.parent for pages in (ROOT / "docs" / "reproductions", ROOT / "tests" / "data" / "reproduction")
                for path in pages.glob("*/paper_claims.csv"))
 JUDGED = ("agrees", "disagrees", "cannot tell", "matches", "differs")
@@ -241,10 +241,16 @@ def condition_outcome(text: str, lines: list[str], rows: dict[str, list[dict[str
 
 def _ranked(line: str, sign: float) -> str:
     """A ranking's line: ahead when the Welch interval of the difference lies wholly on its side
-    (without one, when its value is the better), behind when wholly on the other."""
+    (without one, when its value is the better), behind when wholly on the other; two capacities by
+    their brackets."""
     found = BEST.match(line)
     assert found, line
-    if interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
+    if brackets := re.fullmatch(r"brackets ([-\d.e+]+)–([-\d.e+inf]+) and ([-\d.e+]+)–([-\d.e+inf]+)", found[6]):
+        # Two capacities: their searches' brackets, wholly above or below each other, or overlapping.
+        low, high, their_low, their_high = (_float(brackets[i]) for i in range(1, 5))
+        above, below = low > their_high, high < their_low
+        mark = "cannot tell from" if not (above or below) else "ahead of" if (above if sign > 0 else below) else "behind"
+    elif interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
         low, high = sorted((sign * _float(interval[1]), sign * _float(interval[2])))
         mark = "ahead of" if low > 0 else "behind" if high < 0 else "cannot tell from"
     else:
@@ -346,8 +352,8 @@ def test_every_verdict_on_the_page_follows_from_its_printed_rule(folder):
 
 def test_the_recomputation_finds_a_verdict_its_rule_does_not_give(tmp_path):
     pages = {folder.name: folder for folder in PAGES}
-    folder = tmp_path / "seed003"
-    shutil.copytree(pages["seed003"], folder, ignore=shutil.ignore_patterns("*.png", "*.tar.xz"))
+    folder = tmp_path / "seed003-tuned"  # a page with a row that agrees and a ranking of runs
+    shutil.copytree(pages["seed003-tuned"], folder, ignore=shutil.ignore_patterns("*.png", "*.tar.xz", "steadiness"))
     rows = _read(folder / "paper_vs_ours.csv")
     judged = next(row for row in rows if row["status"] == "agrees")
     judged["status"] = "disagrees"  # a row the rule beside it says agrees
@@ -361,8 +367,8 @@ def test_the_recomputation_finds_a_verdict_its_rule_does_not_give(tmp_path):
     _write(folder / "paper_claims.csv", claims)
     problems = page_problems(folder)
     assert any(judged["figure"] in p and "its rule gives 'agrees'" in p for p in problems), problems
-    assert any(p.startswith(f"seed003: {claims[0]['claim']}: printed") for p in problems), problems
-    assert any(p.startswith(f"seed003: {ranked['claim']}: condition") for p in problems), problems
+    assert any(p.startswith(f"seed003-tuned: {claims[0]['claim']}: printed") for p in problems), problems
+    assert any(p.startswith(f"seed003-tuned: {ranked['claim']}: condition") for p in problems), problems
 
 
 def test_a_share_of_clients_is_judged_by_its_binomial_interval_not_a_factor():

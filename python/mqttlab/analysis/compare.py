@@ -266,7 +266,9 @@ def leave_out_generator_limited(comparison: Comparison, *, keep_all_flagged: boo
             if not run.generator_limited or (keep_all_flagged and group.generator_limited_runs == len(group.runs))]
     if not kept:
         return comparison
-    judged = compare_runs(kept, baseline=comparison.baseline, confidence=comparison.confidence)
+    # The baseline broker may have had nothing but flagged runs: then the first broker left is.
+    baseline = comparison.baseline if any(run.broker == comparison.baseline for run in kept) else None
+    judged = compare_runs(kept, baseline=baseline, confidence=comparison.confidence)
     judged.notes, judged.paper, judged.excluded = comparison.notes, comparison.paper, comparison.excluded
     judged.generator_limited_left_out = [run.path for group in groups for run in group.runs if run not in kept]
     return judged

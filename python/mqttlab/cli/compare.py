@@ -92,9 +92,15 @@ def _compare(paths: list[Path], baseline: Optional[str], confidence: float, out:
     if smc:
         _compare_smc(smc, paths, paper, out, title, as_json, page)
         return
+    from mqttlab.reproductions.capacity_searches import is_capacity_source, searches_in
+
+    # Capacity searches given beside runs (a reproduction's saturation regime) feed the paper's
+    # `capacity:` figures; their probes are not compared as runs. Given alone, a search's probes are.
+    beside = [path for path in paths if is_capacity_source(path)]
+    runs = [path for path in paths if path not in beside] or paths
     with _refused_on(ComparisonError, PaperFileError):
-        comparison = compare_directories(paths, baseline=baseline, confidence=confidence)
-        attach_paper(comparison, paths, paper)
+        comparison = compare_directories(runs, baseline=baseline, confidence=confidence)
+        attach_paper(comparison, runs, paper, searches_in(beside) if len(runs) < len(paths) else None)
     shown = as_read(comparison, flagged_apart=flagged_apart)
     if as_json:
         typer.echo(json.dumps(comparison_data(shown), indent=2))

@@ -9,7 +9,8 @@ packet's bytes, the exchanges, the connections, each message's round trip; see
 analysis/captures.py) instead of the capture, which is too large to commit; nothing else (no other
 histograms, no logs). Per source directory: the
 suite's copy of its file, its command log and its skipped brokers; for seed 000's `smc paper`
-directory its tables, paper.json and the learned coefficients. Runs that the comparison left out
+directory its tables, paper.json and the learned coefficients; for a directory of `mqttlab
+capacity` searches, each search's capacity.json, search.json and curve.csv (not its probes). Runs that the comparison left out
 go in too, so the page made again leaves them out for the same reason.
 
 The archive is deterministic (sorted members, no times or owners, fixed xz preset), so the same
@@ -51,6 +52,7 @@ def is_evidence(path: Path) -> bool:
 def evidence_files(sources: list[Path]) -> dict[str, Union[Path, bytes]]:
     """Archive name -> file (or its bytes, for what is made here: a capture's figures), for every
     source directory (as `s0/...`, `s1/...`)."""
+    from mqttlab.reproductions.capacity_searches import is_capacity_source, search_files
     from mqttlab.reproductions.paper_figures import is_smc_directory
 
     files: dict[str, Union[Path, bytes]] = {}
@@ -61,6 +63,9 @@ def evidence_files(sources: list[Path]) -> dict[str, Union[Path, bytes]]:
                 files.update({f"{prefix}/{p.relative_to(source).as_posix()}": p for p in source.glob(pattern) if p.is_file()})
             continue
         files.update({f"{prefix}/{name}": source / name for name in SOURCE_FILES if (source / name).is_file()})
+        if is_capacity_source(source):  # its searches' reports and curves, not their probes
+            files.update({f"{prefix}/{name}": found for name, found in search_files(source).items()})
+            continue
         for run in find_result_directories([source]):
             where = run.relative_to(source).as_posix()
             for name in RUN_FILES:

@@ -8,12 +8,13 @@ after reading the results) is kept when the page is made again from new runs."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
 from mqttlab.reproductions.beside import BesideFigure
-from mqttlab.reproductions.paper_figures import MEASURED, NO_PAPER_NUMBER, NOT_HERE, value_text
+from mqttlab.reproductions.paper_figures import BRACKET, LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.reproductions.verdicts import COMBINATION
 from mqttlab.results import INVOCATIONS
@@ -54,7 +55,8 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
 
 def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
                    tables: Optional[list[Path]] = None, beside: str = "") -> str:
-    parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section)]
+    parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
+             _capacity_table(section)]
     if tables:
         parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
     parts.append(beside)
@@ -241,6 +243,66 @@ def _claims(section: PaperSection) -> str:
         lines += ["", "The rules in full, each condition with its outcome:", ""]
         lines += [f"- **{_cell(claim.claim)}** ({claim.verdict}): " + "; and ".join(f"{_cell(text)} [{outcome}]" for text, outcome, _ in claim.conditions)
                   for claim in judged]
+    return "\n".join(lines)
+
+
+def _regimes(section: PaperSection) -> str:
+    """Where a page judges some claims at capacity (a capped broker's searches) and others on runs
+    at an offered load: for each claim, which regime and which broker configuration its numbers
+    come from, read from the rows its rule reads."""
+    if not section.searches:
+        return ""
+    by_figure: dict[str, list[FigureRow]] = {}
+    for row in section.rows:
+        if row.ours is not None:
+            by_figure.setdefault(row.figure, []).append(row)
+    lines = ["### Regime and broker configuration of each verdict", "",
+             "At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
+             "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
+             "delivered rate is what was offered unless the broker falls behind. Only the figures a verdict could use are "
+             "named (generator-limited runs judge nothing). The broker's configuration is in its label (as-shipped: as its "
+             "package ships it; no mode named: mqttlab's tuned settings).", "",
+             "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
+    for claim in section.claims:
+        rows = [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED]  # what judged it
+        capacity = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind == BRACKET for broker in _labels(row.broker)})
+        offered = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind != BRACKET for broker in _labels(row.broker)})
+        lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(capacity)) or '–')} | "
+                     f"{_cell('; '.join(_grouped(offered)) or '–')} |")
+    return "\n".join(lines)
+
+
+def _labels(brokers: Optional[str]) -> list[str]:
+    """The broker labels of a row: one, or a range row's several joined by ", " (a label's own
+    details, in parentheses, hold commas too)."""
+    return [part.strip() for part in re.findall(r"[^,(]+(?:\([^)]*\))?", brokers or "") if part.strip()]
+
+
+def _grouped(where: list[str]) -> list[str]:
+    """`configuration: broker` pairs as one entry per configuration, its brokers listed."""
+    brokers: dict[str, list[str]] = {}
+    for entry in where:
+        configuration, _, broker = entry.partition(": ")
+        brokers.setdefault(configuration, []).append(broker)
+    return [f"{configuration} ({', '.join(names)})" for configuration, names in brokers.items()]
+
+
+def _capacity_table(section: PaperSection) -> str:
+    """The capacity searches the claims at capacity read, one row per search."""
+    if not section.searches:
+        return ""
+    lines = ["### The capacity searches", "",
+             "Each search probes offered rates (a fresh broker per probe) and reports the highest rate at which every "
+             "repeated probe met the objectives, with its bracket: the knee lies between the capacity and the lowest "
+             "rate above it at which a probe broke them (docs/capacity.md); the bracket is the search's, not a "
+             "confidence interval. Probes the generator limited judge nothing.", "",
+             "| search | broker | QoS | objectives | capacity msg/s | bracket | limited by | probes (generator-limited) | status |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for s in section.searches:
+        bracket = f"[{_number(s.bracket[0])}, {_number(s.bracket[1])}]" if s.status == "bracketed" else "–"
+        lines.append(f"| {_cell(s.name)} | {_cell(s.broker)} | {'' if s.qos is None else s.qos} | {_cell(s.objectives)} | "
+                     f"{_number(s.lower) if s.lower is not None else '–'} | {bracket} | {_cell(s.limited_by) or '–'} | "
+                     f"{s.probes} ({s.generator_limited_probes}) | {_cell(s.headline if s.status != 'bracketed' else s.status)} |")
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ from mqttlab.analysis.compare import BrokerGroup, Comparison
 from mqttlab.analysis.runs import RunFigures
 from mqttlab.analysis.stats import mean_interval
 from mqttlab.engine import client_topic, expand_template
+from mqttlab.reproductions.capacity_searches import CapacitySearch, matching
 from mqttlab.reproductions.paper_file import Figure, Reproduce
 
 # Row statuses.
@@ -87,7 +88,10 @@ class FigureRow:
         elif self.samples:
             parts.append("one run" if len(self.samples) == 1 else f"{len(self.samples)} runs")
         if self.interval is not None:
-            parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}" + (f" ({self.interval_kind})" if self.interval_kind else ""))
+            if self.interval_kind == BRACKET:
+                parts.append(f"bracket {_text(self.interval[0])}–{_text(self.interval[1])}")
+            else:
+                parts.append(f"CI {_text(self.interval[0])}–{_text(self.interval[1])}" + (f" ({self.interval_kind})" if self.interval_kind else ""))
         elif len(self.samples) > 1 and not self.spans:
             parts.append("no interval")
         # A value with keys: the intervals of the keys its rules read (a share's binomial one, an estimate's).
@@ -100,7 +104,8 @@ class FigureRow:
         return asdict(self)
 
 
-def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"]) -> list[FigureRow]:
+def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional["SmcPaperResults"],
+                searches: Optional[list[CapacitySearch]] = None) -> list[FigureRow]:
     how = figure.reproduce
     paper = _paper_value(figure)
     base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper,
@@ -116,10 +121,13 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
         found = smc.values(figure, how)
     elif how.capture is not None:
         found = _captured(figure, how, comparison)
+    elif how.capacity is not None:
+        found = _capacity(how, searches or [])
     else:
         found = _measured(how, comparison)
     if not found:
-        where = (f"scenario {how.scenario}" + (" with a packet capture" if how.capture else "")) if how.scenario else (how.smc or how.computed or "")
+        where = ((f"scenario {how.scenario}" + (" with a packet capture" if how.capture else "")) if how.scenario
+                 else f"capacity search {how.capacity}" if how.capacity else (how.smc or how.computed or ""))
         return [FigureRow(**base, ours=None, status=NOT_MEASURED, source=where,
                           reason=f"no run of {where}" + (f" on {how.broker}" if how.broker else "") + " in these results")]
     rows = []
@@ -133,7 +141,8 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
             row.limited = 0
             _judge(row, figure, how, match.inputs)
         elif match.limited_only:
-            row.status, row.rule = LIMITED, "every run of this configuration was flagged generator-limited"
+            row.status, row.rule = LIMITED, ("the search stopped at the generator's limit before any rate was sustained" if how.capacity
+                                              else "every run of this configuration was flagged generator-limited")
         else:
             _judge(row, figure, how, match.inputs)
         rows.append(row)
@@ -244,6 +253,21 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
                       how.scenario, ", ".join(dict.fromkeys(f.broker or "" for f in judged)), sum(f.runs or 0 for f in judged),
                       limited=sum(f.limited for f in found), limited_only=all(f.limited_only for f in found),
                       statistic=f"range of {len(numbers)} groups' {' or '.join(statistics)}", spans=spans)]
+    return found
+
+
+BRACKET = "bracket"  # the interval_kind of a capacity: the search's bracket, not a confidence interval
+
+
+def _capacity(how: Reproduce, searches: list[CapacitySearch]) -> list[_Ours]:
+    """The broker's capacity from each matching search, its bracket as its interval; a search the
+    generator stopped before any rate was sustained judges nothing (limited_only)."""
+    found = []
+    for search in matching(searches, how.capacity or "", [how.broker] if how.broker else how.brokers):
+        statistic = f"capacity ({search.objectives}; {search.probes} probes)"
+        found.append(_Ours(search.lower, f"capacity search {search.name}: {search.headline}", search.name, search.broker, 1,
+                           interval=search.bracket, limited_only=search.lower is None and search.status == "generator_limited",
+                           statistic=statistic, interval_kind=BRACKET))
     return found
 
 

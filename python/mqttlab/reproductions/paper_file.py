@@ -16,7 +16,10 @@ A figure's `reproduce:` is one of
   the suite's runs (reproductions/captured.py: a packet's bytes, a PUBLISH exchange's overhead, a
   connection's TCP ACKs); `expected: NAME` adds the figure computed from the protocol (one of the
   `computed:` names) beside it, labelled expected, never as the measurement;
-- `{smc: TABLE, ...}`: seed 000, read from a `mqttlab smc paper` output directory.
+- `{smc: TABLE, ...}`: seed 000, read from a `mqttlab smc paper` output directory;
+- `{capacity: GLOB, broker: NAME}`: the broker's capacity (msg/s) from the `mqttlab capacity`
+  searches whose name (the directory given to `-o`) matches GLOB, with the search's bracket as its
+  interval (reproductions/capacity_searches.py): the regime of a claim about saturation.
 
 A claim's `check:` says how the runs judge it (every condition must hold); without one the claim
 is listed with the numbers it rests on and no verdict."""
@@ -86,6 +89,8 @@ class Reproduce(_Strict):
     expected: Optional[str] = None  # a `computed:` name, shown as the expected figure
     # seed 000's `smc paper` directory
     smc: Optional[str] = None
+    # a `mqttlab capacity` search: a glob over the searches' names, per broker (`broker:`)
+    capacity: Optional[str] = None
     profile: Optional[str] = None
     threshold_ms: Optional[float] = None
     clients: Optional[int] = None
@@ -97,9 +102,9 @@ class Reproduce(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> "Reproduce":
-        sources = [name for name in ("not_here", "metric", "computed", "capture", "smc") if getattr(self, name) is not None]
+        sources = [name for name in ("not_here", "metric", "computed", "capture", "smc", "capacity") if getattr(self, name) is not None]
         if len(sources) != 1:
-            raise ValueError("give exactly one of not_here, metric (with scenario), computed, capture (with scenario) or smc"
+            raise ValueError("give exactly one of not_here, metric (with scenario), computed, capture (with scenario), smc or capacity"
                              + (f" (got {', '.join(sources)})" if sources else ""))
         problems = []
         if self.metric is not None:

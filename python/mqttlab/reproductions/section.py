@@ -4,11 +4,12 @@ directory; and which seed's paper applies to a results directory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
 from mqttlab.analysis.compare import Comparison
+from mqttlab.reproductions.capacity_searches import CapacitySearch
 from mqttlab.reproductions.paper_figures import LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, SmcPaperResults, figure_rows
 from mqttlab.reproductions.paper_file import PaperFile, load_paper, paper_path
 from mqttlab.reproductions.verdicts import ClaimVerdict, Reference, judge_claim
@@ -23,6 +24,7 @@ class PaperSection:
     claims: list[ClaimVerdict]
     configuration: str = ""  # the broker configuration of seed 000's run ("as-shipped", "tuned")
     reference: Optional["PaperSection"] = None  # a second run in another configuration, for `unchanged` checks
+    searches: list[CapacitySearch] = field(default_factory=list)  # the capacity searches its `capacity:` figures read
 
     @property
     def flagged(self) -> list[FigureRow]:
@@ -65,18 +67,21 @@ def paper_name_for(paths: Iterable[Path]) -> Optional[str]:
     return None
 
 
-def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[str] = None) -> Optional[PaperSection]:
+def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[str] = None,
+                 searches: Optional[list[CapacitySearch]] = None) -> Optional[PaperSection]:
     """Sets `comparison.paper` to the section of `paper`, or of the seed whose suite the results
-    come from; leaves it None when neither applies. A malformed paper file raises PaperFileError."""
+    come from; leaves it None when neither applies. `searches`: the capacity searches given beside
+    the runs. A malformed paper file raises PaperFileError."""
     name = paper if paper is not None else paper_name_for(paths)
     if name is None:
         return None
-    comparison.paper = paper_section(name, comparison)
+    comparison.paper = paper_section(name, comparison, searches=searches)
     return comparison.paper
 
 
 def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Comparison] = None,
-                  smc_directory: Optional[Path] = None, reference: Optional[PaperSection] = None) -> PaperSection:
+                  smc_directory: Optional[Path] = None, reference: Optional[PaperSection] = None,
+                  searches: Optional[list[CapacitySearch]] = None) -> PaperSection:
     """Every figure of the paper beside ours from `comparison` (a suite's runs) and/or a seed-000
     `smc paper` directory, and a verdict per claim; `reference`: the section of a second run in
     another configuration, which the claims' `unchanged` checks compare ours with."""
@@ -86,7 +91,7 @@ def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Compa
     smc = SmcPaperResults(Path(smc_directory)) if smc_directory is not None else None
     rows: list[FigureRow] = []
     for figure in paper.figures:
-        rows += figure_rows(figure, comparison, smc)
+        rows += figure_rows(figure, comparison, smc, searches)
     by_figure: dict[str, list[FigureRow]] = {}
     for row in rows:
         by_figure.setdefault(row.figure, []).append(row)
@@ -98,4 +103,4 @@ def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Compa
             theirs.setdefault(row.figure, []).append(row)
         other = Reference(theirs, reference.configuration or "the other run", configuration or "this run")
     claims = [judge_claim(claim, by_figure, other) for claim in paper.claims]
-    return PaperSection(paper.seed, paper.title, source, rows, claims, configuration, reference)
+    return PaperSection(paper.seed, paper.title, source, rows, claims, configuration, reference, list(searches or []))

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 
 from mqttlab.analysis.stats import welch_difference
 from mqttlab.reproductions.paper_figures import (
-    CANNOT_TELL, DIFFERS, DISAGREES, LIMITED, MEASURED, FigureRow, base_name, number, value_text as _text,
+    BRACKET, CANNOT_TELL, DIFFERS, DISAGREES, LIMITED, MEASURED, FigureRow, base_name, number, value_text as _text,
 )
 from mqttlab.reproductions.paper_file import Check, Claim
 
@@ -43,6 +43,7 @@ class ClaimVerdict:
     # each condition as a sentence a reader can apply by hand to the numbers beside it, its outcome,
     # and how many lines of `evidence` are its (they come in the conditions' order)
     conditions: list[tuple[str, str, int]] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)  # the paper's figures its rule reads (or, unjudged, lists)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +66,8 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
         evidence = [f"{row.figure}{_at(row)}: paper {_text(row.paper)}, ours {_text(row.ours)}{_n(row)}"
                     for name in claim.figures for row in rows.get(name, []) if row.ours is not None]
         return ClaimVerdict(claim.id, claim.text, NOT_JUDGED if evidence else NOT_MEASURED_HERE, evidence,
-                            f"not judged: {claim.unjudged}" if claim.unjudged else "no rule in the paper file: the numbers are listed, not judged")
+                            f"not judged: {claim.unjudged}" if claim.unjudged else "no rule in the paper file: the numbers are listed, not judged",
+                            figures=list(claim.figures))
     usable = {name: [row for row in found if row.status != LIMITED] for name, found in rows.items()}
     limited = {name: [row for row in found if row.status == LIMITED] for name, found in rows.items()}
     outcomes = []
@@ -89,7 +91,15 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
     shorts = [short_rule(check) for check in claim.check]
     short = "; and ".join(shorts) if len(shorts) <= 3 else f"{shorts[0]}; and {len(shorts) - 1} more conditions (in full below)"
     return ClaimVerdict(claim.id, claim.text, verdict, evidence, short,
-                        [(rule_text(check), outcome_word(ok), len(lines)) for check, (ok, lines) in zip(claim.check, outcomes)])
+                        [(rule_text(check, _reads_brackets(check, usable)), outcome_word(ok), len(lines))
+                         for check, (ok, lines) in zip(claim.check, outcomes)],
+                        list(dict.fromkeys(name for check in claim.check for name in check.figure_ids())))
+
+
+def _reads_brackets(check: Check, rows: dict[str, list[FigureRow]]) -> bool:
+    """Whether the check's figures are capacities (their searches' brackets, not runs' intervals)."""
+    found = [row for name in dict.fromkeys(check.figure_ids()) for row in rows.get(name, []) if row.ours is not None]
+    return bool(found) and _brackets(*found)
 
 
 def outcome_word(ok: Outcome) -> str:
@@ -130,8 +140,9 @@ def short_rule(check: Check) -> str:
     return f"{kind}: " + " ".join(part for part in how if part)
 
 
-def rule_text(check: Check) -> str:
-    """The check as a sentence a reader can apply by hand to the numbers beside it."""
+def rule_text(check: Check, brackets: bool = False) -> str:
+    """The check as a sentence a reader can apply by hand to the numbers beside it; `brackets`:
+    its figures are capacities, each with its search's bracket."""
     if check.agree is not None:
         return f"every measured row of {', '.join(check.agree)} agrees with the paper (each row's tolerance beside it)"
     if check.increasing is not None or check.decreasing is not None:
@@ -145,6 +156,9 @@ def rule_text(check: Check) -> str:
         head = f"{what}{check.best} is the {'highest' if check.higher_is_better else 'lowest'} of {', '.join(check.among or [])}"
         if check.key or check.absolute:
             return head + ": value against value (one value each, no interval)"
+        if brackets:
+            return head + (": capacities, by their searches' brackets: wholly above (below) each rival's, ahead (behind); "
+                           "overlapping: cannot tell")
         return (head + f": with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
                 "on its side (across zero: cannot tell)")
     within = _region(*(check.within or [0.0, 0.0]))
@@ -522,9 +536,15 @@ def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
             continue
         runs = check.key is None and not check.absolute and len(best.samples) >= 2 and len(rival.samples) >= 2
         welch = welch_difference(best.samples, rival.samples, CONFIDENCE) if runs else None
-        if welch is not None and welch.has_interval:
+        if _brackets(best, rival):
+            # Two capacities: a search's bracket is where its knee lies, so disjoint brackets order them.
+            (low, high), (their_low, their_high) = best.interval or [], rival.interval or []
+            above, below = low > their_high, high < their_low
+            outcome: Outcome = CANNOT_TELL if not (above or below) else above if check.higher_is_better else below
+            how = f"brackets {_text(low)}–{_text(high)} and {_text(their_low)}–{_text(their_high)}"
+        elif welch is not None and welch.has_interval:
             lo, hi = sorted((sign * (welch.low or 0.0), sign * (welch.high or 0.0)))
-            outcome: Outcome = True if lo > 0 else False if hi < 0 else CANNOT_TELL
+            outcome = True if lo > 0 else False if hi < 0 else CANNOT_TELL
             how = f"difference {CONFIDENCE:.0%} CI {_text(welch.low or 0.0)}–{_text(welch.high or 0.0)}, n = {len(best.samples)} and {len(rival.samples)}"
         else:
             outcome = sign * (best_value - value) > 0
@@ -537,6 +557,11 @@ def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
         first, second = (best.figure, rival.figure) if same else (best.broker or best.figure, rival.broker or rival.figure)
         lines.append(f"{first} {_text(best_value)} {mark} {second} {_text(value)} ({how})")
     return _combine(outcomes) if outcomes else None, lines
+
+
+def _brackets(*rows: FigureRow) -> bool:
+    """Rows that are capacities, each with its search's bracket."""
+    return all(row.interval_kind == BRACKET and row.interval is not None for row in rows)
 
 
 def _each(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list[str]]:
