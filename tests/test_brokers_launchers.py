@@ -63,7 +63,10 @@ def ensure_installed(launcher: Launcher) -> None:
 # NanoMQ 0.25.3 closes a TLS connection now and then when a packet follows its CONNACK at once (its
 # log: "tlstran_pipe_send_start: pro_ver of the msg is not 3, 4 or 5"): 5 of 60 TLS round trips
 # here, none of 60 plain ones. Also the broker's defect, retried here like Moquette's.
-KNOWN_RACES = {"moquette": "closed the connection", "nanomq": "closed the connection"}
+# rumqttd 0.20 (the embedded one) closes a connection now and then between its CONNACK and the
+# SUBACK on a loaded host: 3 times in about 150 runs of these tests on 2026-11-27, none when the
+# host was quiet; its cause not looked into. Retried here too: these tests judge the launcher.
+KNOWN_RACES = {"moquette": "closed the connection", "nanomq": "closed the connection", "rumqttd": "closed the connection"}
 RACE_TRIES = 4
 RACE_PAUSE_S = 0.3
 
