@@ -94,37 +94,47 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
     let wait = Duration::from_millis(ctx.plan.mqtt.connect_timeout_ms.max(1));
     let filter = c.subscribe.as_ref().map(|f| crate::template::expand(f, k as u32, &id));
     if let Some(f) = &filter {
-        let sent = now_ns();
-        conn.send(&subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default()));
-        conn.write_now();
-        match answer(&mut conn, wait, |p| matches!(p, Packet::SubAck(_))).await {
-            Some((Packet::SubAck(s), at)) => {
-                let mut st = ctx.stats.borrow_mut();
-                s.return_codes.iter().for_each(|code| reason_codes::count(&mut st.reason_codes, "SUBACK", *code));
-                st.record(H::ChurnSuback, at.saturating_sub(sent) / 1000);
-            }
-            _ => return lost(&ctx, &id, "SUBACK", conn).await,
+        let request = subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default());
+        if !exchange(&ctx, &mut conn, request, wait, "SUBACK", H::ChurnSuback).await {
+            return lost(&ctx, &id, "SUBACK", conn).await;
         }
     }
     // Staying: what the subscription brings is read and let go (QoS 0: nothing to acknowledge).
     let _ = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await;
     if let Some(f) = filter {
-        let sent = now_ns();
-        conn.send(&Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() }));
-        conn.write_now();
-        match answer(&mut conn, wait, |p| matches!(p, Packet::UnsubAck(_))).await {
-            Some((Packet::UnsubAck(u), at)) => {
-                let mut st = ctx.stats.borrow_mut();
-                u.reasons.iter().for_each(|code| reason_codes::count(&mut st.reason_codes, "UNSUBACK", *code));
-                st.record(H::ChurnUnsuback, at.saturating_sub(sent) / 1000);
-            }
-            _ => return lost(&ctx, &id, "UNSUBACK", conn).await,
+        let request = Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() });
+        if !exchange(&ctx, &mut conn, request, wait, "UNSUBACK", H::ChurnUnsuback).await {
+            return lost(&ctx, &id, "UNSUBACK", conn).await;
         }
     }
     ctx.stats.borrow_mut().counters.churn_completed += 1;
     match c.leave {
         ChurnLeave::Graceful => conn.close().await,
         ChurnLeave::Close => conn.abandon().await,
+    }
+}
+
+/// Sends `request` and waits for its answer (`what`: SUBACK or UNSUBACK) within `wait`: its codes
+/// counted, its time recorded in `h`; false when none came.
+async fn exchange(ctx: &WorkerCtx, conn: &mut Conn, request: Packet, wait: Duration, what: &'static str, h: H) -> bool {
+    let sent = now_ns();
+    conn.send(&request);
+    conn.write_now();
+    let Some((reply, at)) = answer(conn, wait, |p| codes(p, what).is_some()).await else { return false };
+    let mut st = ctx.stats.borrow_mut();
+    for code in codes(&reply, what).unwrap_or_default() {
+        reason_codes::count(&mut st.reason_codes, what, *code);
+    }
+    st.record(h, at.saturating_sub(sent) / 1000);
+    true
+}
+
+/// The reason codes of `p` when it is the `what` answer.
+fn codes<'a>(p: &'a Packet, what: &str) -> Option<&'a [u8]> {
+    match (p, what) {
+        (Packet::SubAck(s), "SUBACK") => Some(&s.return_codes),
+        (Packet::UnsubAck(u), "UNSUBACK") => Some(&u.reasons),
+        _ => None,
     }
 }
 
