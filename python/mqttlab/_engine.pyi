@@ -70,6 +70,12 @@ def histogram_stats(encoded: str) -> str:
 def histogram_merge(encoded: list[str]) -> str:
     """Sum of HdrHistogram V2 base64 values, encoded the same way."""
 
+def calibrate(messages: int, rate: float) -> str:
+    """The instrument's own overhead on this host, as JSON: `messages` sent at `rate` a second
+    through a loopback TCP pair, each stamped by the sender, the kernel on leaving and arriving,
+    and the reading task; `send_us`, `loopback_us`, `wake_us`, `client_us` (histogram stats, None
+    when nothing was stamped), `stamped` (messages with all four stamps)."""
+
 def serve_broker(config_json: str) -> None:
     """Runs the embedded rumqttd broker with a rumqttd Config (as JSON) until the process is
     terminated. Meant for a child process: `python -m mqttlab.brokers.embedded CONFIG.json`."""

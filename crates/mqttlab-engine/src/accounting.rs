@@ -134,15 +134,16 @@ pub struct PairState {
     max_seq: Option<u32>,
 }
 
-pub enum Arrival {
-    New,
+/// Whether a delivery is the pair's first of its sequence number or a repeat.
+pub enum Receipt {
+    First,
     Duplicate,
 }
 
 impl PairState {
     /// Records one delivery; `ordered` = count a sequence number below the highest seen so far
     /// as out of order (not meaningful for shared groups, whose members race).
-    pub fn record(&mut self, seq: u32, ordered: bool) -> Arrival {
+    pub fn record(&mut self, seq: u32, ordered: bool) -> Receipt {
         let (word, bit) = ((seq / 64) as usize, seq % 64);
         if word >= self.seen.len() {
             self.seen.resize(word + 1, 0);
@@ -150,7 +151,7 @@ impl PairState {
         let mask = 1u64 << bit;
         if self.seen[word] & mask != 0 {
             self.duplicates += 1;
-            return Arrival::Duplicate;
+            return Receipt::Duplicate;
         }
         self.seen[word] |= mask;
         self.unique += 1;
@@ -160,7 +161,7 @@ impl PairState {
                 _ => self.max_seq = Some(seq),
             }
         }
-        Arrival::New
+        Receipt::First
     }
 }
 

@@ -13,7 +13,7 @@ use crate::context::{Phase, WorkerCtx};
 use crate::packets::{connect_packet, subscribe_packet};
 use crate::plan::{Churn, ChurnLeave, SubscribeOptions};
 use crate::reason_codes;
-use crate::stats::H;
+use crate::stats::Timing;
 use mqttlab_codec::{Packet, Properties, QoS, Unsubscribe};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -56,7 +56,7 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
         }
     }
     let start = ctx.ctl_now().start_ns;
-    let end = start + ctx.plan.schedule_length_ns().unwrap_or(0);
+    let end = start + crate::pacing::schedule_length_ns(&ctx.plan).unwrap_or(0);
     let gap = (1e9 / c.rate) as u64;
     let mut visits = Vec::new();
     for k in 0u64.. {
@@ -81,7 +81,7 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
         Ok((conn, _, timings)) => {
             let mut st = ctx.stats.borrow_mut();
             st.counters.churn_opened += 1;
-            st.record(H::ChurnConnack, timings.connack_us);
+            st.record(Timing::ChurnConnack, timings.connack_us);
             conn
         }
         Err(e) => {
@@ -95,7 +95,7 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
     let filter = c.subscribe.as_ref().map(|f| crate::template::expand(f, k as u32, &id));
     if let Some(f) = &filter {
         let request = subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default());
-        if !exchange(&ctx, &mut conn, request, wait, "SUBACK", H::ChurnSuback).await {
+        if !exchange(&ctx, &mut conn, request, wait, "SUBACK", Timing::ChurnSuback).await {
             return lost(&ctx, &id, "SUBACK", conn).await;
         }
     }
@@ -103,7 +103,7 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
     let _ = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await;
     if let Some(f) = filter {
         let request = Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() });
-        if !exchange(&ctx, &mut conn, request, wait, "UNSUBACK", H::ChurnUnsuback).await {
+        if !exchange(&ctx, &mut conn, request, wait, "UNSUBACK", Timing::ChurnUnsuback).await {
             return lost(&ctx, &id, "UNSUBACK", conn).await;
         }
     }
@@ -116,7 +116,7 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
 
 /// Sends `request` and waits for its answer (`what`: SUBACK or UNSUBACK) within `wait`: its codes
 /// counted, its time recorded in `h`; false when none came.
-async fn exchange(ctx: &WorkerCtx, conn: &mut Conn, request: Packet, wait: Duration, what: &'static str, h: H) -> bool {
+async fn exchange(ctx: &WorkerCtx, conn: &mut Conn, request: Packet, wait: Duration, what: &'static str, h: Timing) -> bool {
     let sent = now_ns();
     conn.send(&request);
     conn.write_now();

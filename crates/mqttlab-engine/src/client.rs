@@ -13,7 +13,7 @@ use crate::packets::{self, connect_packet, subscribe_packet};
 use crate::plan::{Leave, SubscribeOptions};
 use crate::reason_codes;
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
-use crate::stats::{WorkerShared, H};
+use crate::stats::{Timing, WorkerShared};
 use bytes::Bytes;
 use mqttlab_codec::{encode_publish, Ack, Packet, Properties, Protocol, QoS};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -50,14 +50,14 @@ async fn open(ctx: &WorkerCtx, client_id: String, index: u32, is_publisher: bool
             if conn.protocol == Protocol::V5 && st.broker_limits.is_none() {
                 st.broker_limits = Some(BrokerLimits::from_connack(&ack.properties));
             }
-            st.record(H::Connect, t.tcp_us);
+            st.record(Timing::Connect, t.tcp_us);
             if let Some(tls) = t.tls_us {
-                st.record(H::Tls, tls);
+                st.record(Timing::Tls, tls);
             }
             if let Some(ws) = t.ws_us {
-                st.record(H::WebSocket, ws);
+                st.record(Timing::WebSocket, ws);
             }
-            st.record(H::Connack, t.connack_us);
+            st.record(Timing::Connack, t.connack_us);
             Some(conn)
         }
         Err(e) => {
@@ -138,6 +138,7 @@ impl MqttOutlet {
     /// allows, and a topic alias when the plan asks for them and the broker accepts one (a new
     /// connection starts with no alias set).
     fn follow_broker(&mut self, ctx: &WorkerCtx) {
+        self.conn.count_held_back_in(ctx.shared.held_back.clone());
         let asked = ctx.plan.publishers.inflight as usize;
         let allowed = self.conn.broker_receive_max.map_or(usize::MAX, usize::from);
         self.window = asked.min(allowed);
@@ -375,7 +376,7 @@ fn schedule_end_ns(ctx: &WorkerCtx) -> Option<u64> {
     if start == 0 {
         None
     } else {
-        ctx.plan.schedule_length_ns().map(|length| start + length)
+        crate::pacing::schedule_length_ns(&ctx.plan).map(|length| start + length)
     }
 }
 
@@ -478,14 +479,14 @@ fn read_packet(conn: &mut Conn) -> Result<Option<Packet>, String> {
 fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInFlight, echoes: &mut Option<Echoes>, now: u64) -> Result<(), String> {
     while let Some(packet) = read_packet(conn)? {
         match packet {
-            Packet::PubAck(a) => complete(ctx, inflight, &a, now, H::Puback, "PUBACK"),
-            Packet::PubComp(a) => complete(ctx, inflight, &a, now, H::Pubcomp, "PUBCOMP"),
+            Packet::PubAck(a) => complete(ctx, inflight, &a, now, Timing::Puback, "PUBACK"),
+            Packet::PubComp(a) => complete(ctx, inflight, &a, now, Timing::Pubcomp, "PUBCOMP"),
             Packet::PubRec(a) => {
                 if a.reason != 0 {
                     reason_codes::count(&mut ctx.stats.borrow_mut().reason_codes, "PUBREC", a.reason);
                 }
                 if a.reason >= 0x80 {
-                    complete(ctx, inflight, &a, now, H::Pubcomp, "PUBREC");
+                    complete(ctx, inflight, &a, now, Timing::Pubcomp, "PUBREC");
                     continue;
                 }
                 match inflight.get_mut(&a.pkid) {
@@ -535,7 +536,7 @@ fn publisher_packets(ctx: &WorkerCtx, conn: &mut Conn, inflight: &mut PublishInF
     Ok(())
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: H, what: &'static str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, h: Timing, what: &'static str) {
     // A plain success (every acknowledgement under 3.1.1) costs the hot path one comparison.
     if a.reason != 0 && what != "PUBREC" {
         reason_codes::count(&mut ctx.stats.borrow_mut().reason_codes, what, a.reason);
@@ -548,7 +549,7 @@ fn complete(ctx: &WorkerCtx, inflight: &mut PublishInFlight, a: &Ack, now: u64, 
         (a.reason >= 0x80).then(|| format!("{what} reason {:#04x} ({})", a.reason, reason_codes::name(packets::protocol(&ctx.plan.mqtt), what, a.reason)));
     // A broker without QoS 2 (RabbitMQ 3.10) answers a QoS 2 PUBLISH with PUBACK: the message left,
     // but exactly-once was never agreed (MQTT 3.1.1 §4.3.3, MQTT 5 §4.3.3).
-    if refused.is_none() && matches!(h, H::Puback) && ctx.plan.publishers.qos == 2 {
+    if refused.is_none() && matches!(h, Timing::Puback) && ctx.plan.publishers.qos == 2 {
         ctx.stats.borrow_mut().violation("puback_for_qos2", &format!("PUBACK instead of PUBREC for QoS 2 packet id {}", a.pkid));
     }
     completed(ctx, &f, a.pkid, refused, now, h);
@@ -564,7 +565,7 @@ fn check_suback(ctx: &WorkerCtx, s: &mqttlab_codec::SubAck, requested: QoS, sent
         let name = reason_codes::name(packets::protocol(&ctx.plan.mqtt), "SUBACK", *code);
         return Err(format!("the broker refused the subscription (SUBACK reason {code:#04x} {name})"));
     }
-    st.record(H::Suback, now.saturating_sub(sent_at) / 1000);
+    st.record(Timing::Suback, now.saturating_sub(sent_at) / 1000);
     if s.return_codes.iter().any(|c| *c < requested as u8) {
         st.error("qos_downgraded", &format!("broker granted QoS {:?} for requested {}", s.return_codes, requested as u8));
     }
@@ -765,7 +766,7 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
                 let now = now_ns();
                 window.back(shared, index, now, connack.session_present);
                 let mut st = ctx.stats.borrow_mut();
-                st.record(H::Connack, t.connack_us);
+                st.record(Timing::Connack, t.connack_us);
                 if connack.session_present {
                     st.counters.sessions_resumed += 1;
                 } else {

@@ -17,6 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -219,6 +220,8 @@ pub struct Conn {
     /// and for how long it did before, in all (`take_socket_full_ns`).
     full_since: Option<u64>,
     full_ns: u64,
+    /// The worker's count of connections held back now, for the live display (a publisher's).
+    held_back_gauge: Option<Arc<AtomicU64>>,
     /// The broker ended the connection with DISCONNECT (its reason code): what a broker that
     /// shuts down cleanly sends. The connection is then as lost as a closed socket.
     pub broker_disconnect: Option<u8>,
@@ -349,6 +352,7 @@ impl Conn {
             last_rx_ns: None,
             full_since: None,
             full_ns: 0,
+            held_back_gauge: None,
             broker_disconnect: None,
             batch: None,
         };
@@ -604,12 +608,30 @@ impl Conn {
     /// fast enough (back-pressure); the time until none wait is added up.
     fn note_full_socket(&mut self) {
         match (self.pending_write() > 0, self.full_since) {
-            (true, None) => self.full_since = Some(now_ns()),
+            (true, None) => {
+                self.full_since = Some(now_ns());
+                self.gauge_add(1);
+            }
             (false, Some(since)) => {
                 self.full_ns += now_ns().saturating_sub(since);
                 self.full_since = None;
+                self.gauge_add(-1);
             }
             _ => {}
+        }
+    }
+
+    /// Counts this connection in `gauge` while its socket holds its bytes back.
+    pub fn count_held_back_in(&mut self, gauge: Arc<AtomicU64>) {
+        if self.full_since.is_some() {
+            gauge.fetch_add(1, Relaxed);
+        }
+        self.held_back_gauge = Some(gauge);
+    }
+
+    fn gauge_add(&self, delta: i64) {
+        if let Some(g) = &self.held_back_gauge {
+            g.fetch_add(delta as u64, Relaxed);
         }
     }
 
@@ -757,5 +779,14 @@ pub fn packet_name(p: &Packet) -> &'static str {
         Packet::PingResp => "PINGRESP",
         Packet::Disconnect(_) => "DISCONNECT",
         Packet::Auth(_) => "AUTH",
+    }
+}
+
+impl Drop for Conn {
+    /// A connection that ends held back is no longer counted as held back.
+    fn drop(&mut self) {
+        if self.full_since.is_some() {
+            self.gauge_add(-1);
+        }
     }
 }

@@ -41,7 +41,7 @@ pub struct WorkerCtx {
     /// Send records for the topic-sequence method; None with the header.
     pub sequence: Option<Arc<crate::sequence::SequenceTable>>,
     /// Closed loop completing on delivery: the receivers tell the publishers.
-    pub tracker: Option<Arc<crate::closed::DeliveryTracker>>,
+    pub tracker: Option<Arc<crate::delivery_tracker::DeliveryTracker>>,
     /// Offline sessions (`subscribers.offline`): the publishers' progress every worker reads.
     pub offline: Option<Arc<crate::offline::OfflineShared>>,
     /// Wills (`publishers.will`): each publisher's exit instant, which its watchers time from.
@@ -142,7 +142,7 @@ impl WorkerCtx {
             units: Arc::new(units),
             target: Arc::new(target),
             sequence: None,
-            tracker: crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new),
+            tracker: crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new),
             offline,
             wills: crate::wills::WillShared::for_plan(&plan).map(Arc::new),
             stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),

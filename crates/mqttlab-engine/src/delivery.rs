@@ -1,11 +1,11 @@
 //! Delivery accounting on the subscriber side: what one received message means for the
 //! counters, its (publisher, receiver) pair, the latency histograms and the QoS guarantees.
-use crate::accounting::Arrival;
+use crate::accounting::Receipt;
 use crate::context::WorkerCtx;
 use crate::offline::Window;
 use crate::payload::Header;
 use crate::retained::RetainedWatch;
-use crate::stats::{WorkerShared, H};
+use crate::stats::{Timing, WorkerShared};
 use rustc_hash::FxHashMap;
 
 /// One subscriber as the accounting sees it.
@@ -46,7 +46,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     let mut st = ctx.stats.borrow_mut();
     st.counters.received += 1;
     if let Some(row) = st.second(now) {
-        row.received += 1;
+        row.counts.received += 1;
     }
     if retain {
         st.counters.retained_received += 1;
@@ -101,11 +101,11 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     let shared_group = ctx.units.is_shared(unit);
     let pair = st.pairs.entry((publisher, unit)).or_default();
     let ooo_before = pair.out_of_order;
-    let arrival = pair.record(seq, !shared_group);
+    let receipt = pair.record(seq, !shared_group);
     let reordered = pair.out_of_order > ooo_before;
-    let new_in_group = shared_group && matches!(arrival, Arrival::New);
-    match arrival {
-        Arrival::New => {
+    let new_in_group = shared_group && matches!(receipt, Receipt::First);
+    match receipt {
+        Receipt::First => {
             WorkerShared::inc(&ctx.shared.unique_deliveries);
             if let Some(tracker) = ctx.tracker.as_deref() {
                 tracker.delivered(publisher, seq);
@@ -123,7 +123,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                     let was_held = held(rx, publisher, seq);
                     if was_held {
                         if st.measured(intended_ns) {
-                            st.record(H::E2eQueued, now.saturating_sub(intended_ns) / 1000);
+                            st.record(Timing::E2eQueued, now.saturating_sub(intended_ns) / 1000);
                         }
                     } else if same_clock {
                         st.record_delivery_latency(now, intended_ns, lag_ns);
@@ -132,7 +132,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                     // broker held for an offline session too: it arrived, if later).
                     if !late && (was_held || same_clock) {
                         if let Some(row) = st.second(intended_ns) {
-                            row.owed_delivered += 1;
+                            row.counts.owed_delivered += 1;
                         }
                     }
                 }
@@ -142,7 +142,7 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                 st.violation("ordering", &format!("publisher {publisher} message {seq} arrived after a later one (QoS {effective_qos})"));
             }
         }
-        Arrival::Duplicate => {
+        Receipt::Duplicate => {
             if effective_qos == 2 {
                 st.violation("qos2_duplicate", &format!("publisher {publisher} message {seq} delivered twice at QoS 2"));
             }
@@ -161,7 +161,7 @@ fn will_delivered(ctx: &WorkerCtx, st: &mut crate::stats::WorkerStats, publisher
     let early = left == 0 || now < left + delay_ns;
     let late = left > 0 && crate::wills::silent_deadline_ns(&ctx.plan).is_some_and(|deadline| now > left + deadline);
     if left > 0 {
-        st.record(H::Will, now.saturating_sub(left) / 1000);
+        st.record(Timing::Will, now.saturating_sub(left) / 1000);
     }
     let d = st.wills.entry((publisher, subscriber)).or_insert(crate::wills::WillDelivery { publisher, subscriber, count: 0, early: 0, late: 0 });
     d.count += 1;

@@ -595,18 +595,4 @@ impl RunPlan {
     pub fn effective_qos(&self) -> u8 {
         self.publishers.qos.min(self.subscribers.qos)
     }
-
-    /// How long the publishers' schedule lasts from the start of the load (ns), where the plan
-    /// fixes it: `load.duration_ms`, else an open-loop count at its rate. None for a closed loop
-    /// or a window filled with a count, which lasts as long as the broker takes.
-    pub fn schedule_length_ns(&self) -> Option<u64> {
-        let p = &self.publishers;
-        if self.load.duration_ms > 0 {
-            Some(self.load.duration_ms * 1_000_000)
-        } else if matches!(p.arrival, Arrival::Constant | Arrival::Poisson) && p.rate > 0.0 {
-            p.messages.map(|m| (m as f64 / p.rate * 1e9) as u64)
-        } else {
-            None
-        }
-    }
 }

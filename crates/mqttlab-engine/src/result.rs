@@ -4,10 +4,11 @@ use crate::histogram::{self, Hist};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 /// How a run ended. Merging shards keeps the worst (the order below).
 pub enum Status {
+    #[default]
     Completed,
     // A distributed run some of whose shards never came back: the others' results, merged (set
     // by the cluster runner on the merged result before it is summarised). A plain comment, not
@@ -223,7 +224,7 @@ pub struct ShardInfo {
     pub status: Status,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct RawResult {
     pub status: Status,
     pub error: Option<String>,
@@ -266,7 +267,7 @@ pub struct RawResult {
     pub broker_limits: Option<crate::broker_limits::BrokerLimits>,
 }
 
-/// In the order of `stats::H`.
+/// In the order of `stats::Timing`.
 pub const HISTOGRAM_NAMES: [&str; 17] = [
     "e2e",
     "e2e_uncorrected",
@@ -375,8 +376,8 @@ impl RawResult {
 }
 
 impl SeriesRow {
-    /// Adds another shard's counts of the same second (its histogram apart).
-    fn add_counts(&mut self, o: &SeriesRow) {
+    /// Adds another shard's or worker's counts of the same second (its histogram apart).
+    pub fn add_counts(&mut self, o: &SeriesRow) {
         self.sent += o.sent;
         self.acked += o.acked;
         self.received += o.received;
@@ -406,19 +407,9 @@ mod tests {
             counters: Counters { sent, ..Counters::default() },
             connections: Connections { publishers_ok: 1, subscribers_ok: 2, ..Connections::default() },
             histograms: BTreeMap::from([("e2e".to_string(), histogram::encode(&h))]),
-            series: Vec::new(),
             sent_per_publisher: BTreeMap::from([(0, sent)]),
-            deliveries: Vec::new(),
-            violations: BTreeMap::new(),
-            errors: BTreeMap::new(),
             generator: Generator { cpu_user_s: 1.0, cpu_sys_s: 0.5, max_thread_cpu_share: sent as f64 / 100.0, threads: 1 },
-            offline: Vec::new(),
-            retained: Vec::new(),
-            will_exits: Vec::new(),
-            wills: Vec::new(),
-            reason_codes: Vec::new(),
-            broker_limits: None,
-            shared_members: Vec::new(),
+            ..RawResult::default()
         };
         add_issue(&mut r.errors, lost_kind, 2, "first");
         r

@@ -63,6 +63,9 @@ pub struct Progress {
 pub struct ConnectedNow {
     pub publishers: u64,
     pub subscribers: u64,
+    /// Publisher connections whose socket holds the load's bytes back now: the broker not
+    /// reading (back-pressure), apart from a generator that is late by itself.
+    pub held_back: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -188,7 +191,11 @@ impl Coordinator {
             t_s: (now - self.t0) as f64 / 1e9,
             phase: self.phase_name(),
             load_start_mono_ns: self.ctl.borrow().start_ns,
-            connected: ConnectedNow { publishers: self.sum(|s| &s.publishers_connected), subscribers: self.sum(|s| &s.subscribers_ready) },
+            connected: ConnectedNow {
+                publishers: self.sum(|s| &s.publishers_connected),
+                subscribers: self.sum(|s| &s.subscribers_ready),
+                held_back: self.shared.iter().map(|s| s.held_back.load(Relaxed)).sum(),
+            },
             interval: Interval {
                 sent: total.sent - self.last_totals.sent,
                 acked: total.acked - self.last_totals.acked,
@@ -347,7 +354,7 @@ impl Coordinator {
         // until it is stopped, as no other end can be known here.)
         // A retained read lasts its planned length too: its subscribers subscribe after the publishers are done.
         let waits_for_publishers = plan.is_whole() && plan.publishers.count > 0 && plan.subscribers.retained.is_none();
-        let planned_end = if waits_for_publishers { 0 } else { plan.schedule_length_ns().map_or(u64::MAX, |length| start_ns + length) };
+        let planned_end = if waits_for_publishers { 0 } else { crate::pacing::schedule_length_ns(&plan).map_or(u64::MAX, |length| start_ns + length) };
         let short_grace = plan.load.grace_ms.min(1000) * 1_000_000;
         loop {
             self.emit_progress(false);
@@ -422,7 +429,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let live = plan.subscribers.retained.is_none();
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| if live { v.len() as u32 } else { 0 }).collect());
     let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
-    let tracker = crate::closed::DeliveryTracker::for_plan(&plan).map(Arc::new);
+    let tracker = crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
     let wills = crate::wills::WillShared::for_plan(&plan).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
@@ -476,27 +483,13 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
         warmup_ms,
         load_ms: (load_end_ns.saturating_sub(start_ns) + 500_000) / 1_000_000,
         shards: vec![ShardInfo { publishers: plan.shard.publishers, subscribers: plan.shard.subscribers, host: hostname(), status }],
-        counters: Default::default(),
-        connections: Default::default(),
-        histograms: BTreeMap::new(),
-        series: Vec::new(),
-        sent_per_publisher: BTreeMap::new(),
-        deliveries: Vec::new(),
-        violations: BTreeMap::new(),
-        errors: BTreeMap::new(),
-        offline: Vec::new(),
-        retained: Vec::new(),
-        will_exits: Vec::new(),
-        wills: Vec::new(),
-        reason_codes: Vec::new(),
-        broker_limits: None,
-        shared_members: Vec::new(),
         generator: Generator {
             cpu_user_s: cpu_user1 - cpu_user0,
             cpu_sys_s: cpu_sys1 - cpu_sys0,
             max_thread_cpu_share: outputs.iter().map(|o| o.load_cpu_share).fold(0.0, f64::max),
             threads: workers as u32,
         },
+        ..RawResult::default()
     };
     collect(&mut result, outputs, &units);
     Ok(result)
@@ -516,7 +509,7 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
         }
         for (t, mut row) in st.take_series() {
             let e = seconds.entry(t).or_default();
-            e.add_counts(&row);
+            e.counts.add_counts(&row.counts);
             if let Some(h) = row.take_e2e() {
                 histogram::add(e.e2e.get_or_insert_with(histogram::new_series_hist), &h);
             }
@@ -560,21 +553,8 @@ fn collect(result: &mut RawResult, outputs: Vec<WorkerOutput>, units: &UnitTable
     for (name, h) in HISTOGRAM_NAMES.iter().zip(hists.iter()) {
         result.histograms.insert(name.to_string(), histogram::encode(h));
     }
-    result.series = seconds
-        .into_iter()
-        .map(|(t_s, r)| SeriesRow {
-            t_s,
-            sent: r.sent,
-            acked: r.acked,
-            received: r.received,
-            dropped: r.dropped,
-            errors: r.errors,
-            owed: r.owed,
-            owed_delivered: r.owed_delivered,
-            schedule_lag_max_us: r.lag_max_us,
-            e2e: histogram::encode(&r.e2e.unwrap_or_else(histogram::new_series_hist)),
-        })
-        .collect();
+    result.series =
+        seconds.into_iter().map(|(t_s, r)| SeriesRow { t_s, e2e: histogram::encode(&r.e2e.unwrap_or_else(histogram::new_series_hist)), ..r.counts }).collect();
     result.deliveries = pairs.into_values().collect();
 }
 

@@ -70,7 +70,7 @@ fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
 
 /// A CLOCK_REALTIME instant on CLOCK_MONOTONIC: both clocks read back to back, the offset between
 /// them applied (exact to the few hundred nanoseconds between the two reads).
-fn on_monotonic(real_ns: u64) -> u64 {
+pub fn on_monotonic(real_ns: u64) -> u64 {
     let mono_now = crate::clock::now_ns();
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime only writes into the timespec we pass.

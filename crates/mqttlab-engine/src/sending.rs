@@ -5,13 +5,17 @@
 //! handed to the socket and whether there is room for one more, is behind `Outlet`.
 use crate::clock::now_ns;
 use crate::context::{Phase, WorkerCtx};
-use crate::pacer::Schedule;
 use crate::payload::{Header, SizeSampler, HEADER_LEN};
-use crate::stats::{WorkerShared, H};
+use crate::schedule::Schedule;
+use crate::stats::{Timing, WorkerShared};
 use crate::timer::LocalSignal;
 use rustc_hash::FxHashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// Schedule lag beyond which a send was late (µs): the summary's generator-limited rule counts
+/// the sends past it, less those the broker held back (counted here).
+pub const LAG_LIMIT_US: u64 = 2_000;
 
 /// A publisher's transport as the send path sees it.
 pub trait Outlet {
@@ -162,7 +166,7 @@ impl Sender {
             missed += 1;
             // In the second it was due, so the series shows the hole where it was.
             if let Some(row) = st.second(due) {
-                row.dropped += 1;
+                row.counts.dropped += 1;
             }
             match sched.next() {
                 Some(o) => due = self.start_ns + o,
@@ -204,19 +208,19 @@ impl Sender {
         if lag_ns > 1_000_000 {
             st.counters.late_sends += 1;
         }
-        if held_back && lag_ns > crate::summary::LAG_LIMIT_US * 1000 {
+        if held_back && lag_ns > LAG_LIMIT_US * 1000 {
             st.counters.late_sends_held_back += 1;
         }
         if st.measured(due) {
-            st.record(H::ScheduleLag, lag_ns / 1000);
+            st.record(Timing::ScheduleLag, lag_ns / 1000);
         }
         if let Some(row) = st.second(sent_at) {
-            row.sent += 1;
-            row.lag_max_us = row.lag_max_us.max(lag_ns / 1000);
+            row.counts.sent += 1;
+            row.counts.schedule_lag_max_us = row.counts.schedule_lag_max_us.max(lag_ns / 1000);
         }
         if let Some(row) = st.second(due) {
             // The subscribers' deliveries only (an echo in round-trip mode is the publisher's).
-            row.owed += ctx.fanout.get(self.index as usize).copied().unwrap_or(0) as u64;
+            row.counts.owed += ctx.fanout.get(self.index as usize).copied().unwrap_or(0) as u64;
         }
         (seq, id)
     }
@@ -257,20 +261,20 @@ pub fn count_drop(ctx: &WorkerCtx, now: u64, at_receive_maximum: bool) {
     st.counters.dropped += 1;
     st.counters.dropped_receive_maximum += u64::from(at_receive_maximum);
     if let Some(row) = st.second(now) {
-        row.dropped += 1;
+        row.counts.dropped += 1;
     }
 }
 
 /// Accounts the acknowledgement that ends a message's QoS 1 or 2 flow (`h`: PUBACK or PUBCOMP;
 /// `refused`: the broker's reason when it refused the message), already taken out of flight.
-pub fn completed<R>(ctx: &WorkerCtx, f: &InFlight<R>, id: u16, refused: Option<String>, now: u64, h: H) {
+pub fn completed<R>(ctx: &WorkerCtx, f: &InFlight<R>, id: u16, refused: Option<String>, now: u64, h: Timing) {
     WorkerShared::sub(&ctx.shared.inflight, 1);
     let mut st = ctx.stats.borrow_mut();
     if let Some(why) = refused {
         st.error("publish_refused", &why);
         return;
     }
-    if matches!(h, H::Pubcomp) && !f.released {
+    if matches!(h, Timing::Pubcomp) && !f.released {
         st.violation("pubcomp_before_pubrec", &format!("PUBCOMP for packet id {id} before its PUBREC"));
     }
     WorkerShared::inc(&ctx.shared.acked);
@@ -279,6 +283,6 @@ pub fn completed<R>(ctx: &WorkerCtx, f: &InFlight<R>, id: u16, refused: Option<S
         st.record(h, now.saturating_sub(f.intended_ns) / 1000);
     }
     if let Some(row) = st.second(now) {
-        row.acked += 1;
+        row.counts.acked += 1;
     }
 }

@@ -13,7 +13,7 @@ use crate::delivery::{delivered, Receiver};
 use crate::pacing::Pacing;
 use crate::plan::{SnOptions, SnTopicIds, Transport};
 use crate::sending::{completed, next_packet_id, InFlight, InFlightMap, Outlet, Sender};
-use crate::stats::{WorkerShared, H};
+use crate::stats::{Timing, WorkerShared};
 use bytes::{Bytes, BytesMut};
 use mqttlab_codec::sn::{self, return_code as rc, SnConnect, SnPacket, SnPublish, SnQoS, SnSubscribe, SnTopicFilter, TopicRef};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -164,7 +164,7 @@ async fn connect(ctx: &WorkerCtx, udp: &mut Udp, client_id: &str) -> Result<(), 
     if code != rc::ACCEPTED {
         return Err(format!("the gateway refused CONNECT of {client_id} (return code {code})"));
     }
-    ctx.stats.borrow_mut().record(H::Connack, us);
+    ctx.stats.borrow_mut().record(Timing::Connack, us);
     Ok(())
 }
 
@@ -388,8 +388,8 @@ fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<Resend>
 
 fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<Resend>, packet: SnPacket, now: u64) -> Result<(), String> {
     match packet {
-        SnPacket::PubAck { msg_id, return_code, .. } => complete(ctx, inflight, msg_id, return_code, now, H::Puback, "PUBACK"),
-        SnPacket::PubComp { msg_id } => complete(ctx, inflight, msg_id, rc::ACCEPTED, now, H::Pubcomp, "PUBCOMP"),
+        SnPacket::PubAck { msg_id, return_code, .. } => complete(ctx, inflight, msg_id, return_code, now, Timing::Puback, "PUBACK"),
+        SnPacket::PubComp { msg_id } => complete(ctx, inflight, msg_id, rc::ACCEPTED, now, Timing::Pubcomp, "PUBCOMP"),
         SnPacket::PubRec { msg_id } => {
             match inflight.get_mut(&msg_id) {
                 Some(f) => {
@@ -408,7 +408,7 @@ fn publisher_packet(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<R
     Ok(())
 }
 
-fn complete(ctx: &WorkerCtx, inflight: &mut InFlightMap<Resend>, msg_id: u16, code: u8, now: u64, h: H, what: &str) {
+fn complete(ctx: &WorkerCtx, inflight: &mut InFlightMap<Resend>, msg_id: u16, code: u8, now: u64, h: Timing, what: &str) {
     let Some(f) = inflight.remove(&msg_id) else {
         // Over UDP a late acknowledgement of a retransmitted message is expected, not a violation.
         ctx.stats.borrow_mut().counters.unexpected += 1;
@@ -484,7 +484,7 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     }
     {
         let mut st = ctx.stats.borrow_mut();
-        st.record(H::Suback, (now_ns() - t0) / 1000);
+        st.record(Timing::Suback, (now_ns() - t0) / 1000);
         st.connections.subscribers_ok += 1;
     }
     WorkerShared::inc(&ctx.shared.subscribers_ready);

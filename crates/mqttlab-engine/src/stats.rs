@@ -4,14 +4,15 @@
 use crate::accounting::PairState;
 use crate::conn::ConnectError;
 use crate::histogram::{self, Hist};
-use crate::result::{add_issue, Connections, Counters, Issue};
+use crate::result::{add_issue, Connections, Counters, Issue, SeriesRow};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+/// The histograms a worker records into, one per timing (their names: `result::HISTOGRAM_NAMES`).
 #[derive(Clone, Copy)]
-pub enum H {
+pub enum Timing {
     E2e = 0,
     E2eUncorrected,
     Puback,
@@ -46,16 +47,10 @@ const MAX_SECONDS: usize = 86_400;
 
 #[derive(Default)]
 pub struct SecondRow {
-    pub sent: u64,
-    pub acked: u64,
-    pub received: u64,
-    pub dropped: u64,
-    pub errors: u64,
-    /// Deliveries owed for the messages intended in this second, and how many of them arrived
-    /// (first and in time): by send second, so a loss shows when its message was meant to leave.
-    pub owed: u64,
-    pub owed_delivered: u64,
-    pub lag_max_us: u64,
+    /// The second's counts as the result's series carries them (its `t_s` and `e2e` are filled
+    /// when the run is collected). Deliveries owed count by send second, so a loss shows when
+    /// its message was meant to leave.
+    pub counts: SeriesRow,
     pub e2e: Option<Hist>,
     /// The end-to-end histogram of a second that has passed, V2-encoded. A live histogram holds
     /// about 25 KB and a run keeps one per second until it ends (a day's soak: 2 GB); encoded it
@@ -64,18 +59,6 @@ pub struct SecondRow {
 }
 
 impl SecondRow {
-    /// Adds another worker's counts of the same second (its histogram apart).
-    pub fn add_counts(&mut self, o: &SecondRow) {
-        self.sent += o.sent;
-        self.acked += o.acked;
-        self.received += o.received;
-        self.dropped += o.dropped;
-        self.errors += o.errors;
-        self.owed += o.owed;
-        self.owed_delivered += o.owed_delivered;
-        self.lag_max_us = self.lag_max_us.max(o.lag_max_us);
-    }
-
     /// The second's end-to-end histogram, live and packed parts together.
     pub fn take_e2e(&mut self) -> Option<Hist> {
         let packed = self.e2e_packed.take().map(|s| histogram::decode(&s).expect("a histogram this run encoded decodes"));
@@ -168,7 +151,7 @@ impl WorkerStats {
         self.measure_start_ns != 0 && t_ns >= self.measure_start_ns
     }
 
-    pub fn record(&mut self, h: H, us: u64) {
+    pub fn record(&mut self, h: Timing, us: u64) {
         if self.record_latency {
             histogram::record(&mut self.hists[h as usize], us);
         }
@@ -211,11 +194,11 @@ impl WorkerStats {
             return;
         }
         if let Some(handled) = self.read_handled_ns.filter(|_| self.measured(intended_ns)) {
-            histogram::record(&mut self.hists[H::E2eClient as usize], handled.saturating_sub(intended_ns + lag_ns) / 1000);
+            histogram::record(&mut self.hists[Timing::E2eClient as usize], handled.saturating_sub(intended_ns + lag_ns) / 1000);
         }
         if self.measured(intended_ns) {
-            histogram::record(&mut self.hists[H::E2e as usize], corrected);
-            histogram::record(&mut self.hists[H::E2eUncorrected as usize], uncorrected);
+            histogram::record(&mut self.hists[Timing::E2e as usize], corrected);
+            histogram::record(&mut self.hists[Timing::E2eUncorrected as usize], uncorrected);
         }
         histogram::record(&mut self.interval_e2e, corrected);
         if let Some(row) = self.second(recv_ns) {
@@ -260,6 +243,9 @@ pub struct WorkerShared {
     pub received: AtomicU64,
     pub dropped: AtomicU64,
     pub errors: AtomicU64,
+    /// Publisher connections whose socket holds the load's bytes back now (the broker not
+    /// reading): what the live display shows of back-pressure; the summary adds up its time.
+    pub held_back: Arc<AtomicU64>,
     /// Why the first client that failed did so: the run's reason when it cannot go on.
     pub first_error: Mutex<Option<ConnectError>>,
     pub interval_e2e: Mutex<Option<Hist>>,

@@ -3,16 +3,15 @@
 use crate::accounting::UnitTable;
 use crate::histogram;
 use crate::histogram::Stats;
-use crate::plan::{Arrival, CompleteOn, RunPlan, Submission};
+use crate::plan::{RunPlan, Submission};
 use crate::result::{Counters, RawResult, Status, HISTOGRAM_NAMES};
+use crate::sending::LAG_LIMIT_US;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// Schedule lag beyond which a send was the generator's late one: more than 1% of the sends that
-/// late (the p99 above it) means the generator, not the broker, set the pace...
-pub const LAG_LIMIT_US: u64 = 2_000;
-/// ...when at least this many sends were that late: a single pause of the host (a VM's hiccup)
+/// More than 1% of the sends later than `LAG_LIMIT_US` (the p99 above it) means the generator,
+/// not the broker, set the pace... when at least this many sends were that late: a single pause of the host (a VM's hiccup)
 /// makes one late send, which in a probe of 100 sends is its p99 and proves nothing.
 const MIN_LATE_SENDS: u64 = 10;
 /// A worker thread this busy cannot promise its schedule.
@@ -400,32 +399,14 @@ pub fn receive_stamp(plan: &RunPlan) -> &'static str {
 }
 
 fn measurement(plan: &RunPlan) -> Measurement {
-    let p = &plan.publishers;
-    let closed = p.arrival == Arrival::Closed;
-    let window = p.arrival == Arrival::Window;
+    let mode = crate::pacing::mode(plan.publishers.arrival);
+    let settings = (mode.settings)(plan);
     Measurement {
-        method: p.measure.name().to_string(),
-        pacing: if closed {
-            "closed"
-        } else if window {
-            "window"
-        } else {
-            "open"
-        }
-        .to_string(),
-        latency_from: if closed {
-            "actual send"
-        } else if window {
-            "intended send (its slot in the window opened)"
-        } else {
-            "intended send (schedule)"
-        }
-        .to_string(),
-        complete_on: closed.then(|| match p.complete_on {
-            CompleteOn::Ack => "ack".to_string(),
-            CompleteOn::Delivery => "delivery".to_string(),
-        }),
-        think_s: closed.then(|| p.think_us as f64 / 1e6),
+        method: plan.publishers.measure.name().to_string(),
+        pacing: mode.name.to_string(),
+        latency_from: mode.latency_from.to_string(),
+        complete_on: settings.complete_on.map(str::to_string),
+        think_s: settings.think_s,
         deadline_s: plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
         receive_stamp: receive_stamp(plan).to_string(),
     }

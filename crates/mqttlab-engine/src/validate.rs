@@ -5,42 +5,15 @@
 //! is the scenario's `load.warmup`, and durations are said in seconds), and the fields it reads.
 use crate::accounting::UnitTable;
 use crate::payload::{SizeSampler, HEADER_LEN};
-use crate::plan::{Arrival, CompleteOn, Leave, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::plan::{Leave, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::problem::{number, problem, seconds, Problem};
 use crate::template::expand;
 use crate::topic::matches;
 use mqttlab_codec::sn;
-use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 /// Largest MQTT-SN packet: its payload must leave room for the PUBLISH header (3 + 1 + 5 bytes).
 pub const MAX_SN_PAYLOAD: u32 = sn::MAX_PACKET as u32 - 9;
-
-/// One broken rule: the field it is about, why, and the other fields it reads.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    pub field: String,
-    pub message: String,
-    pub related: Vec<String>,
-}
-
-fn problem(field: &str, message: impl Into<String>, related: &[&str]) -> Problem {
-    Problem { field: field.into(), message: message.into(), related: related.iter().map(|r| r.to_string()).collect() }
-}
-
-/// Milliseconds as the scenario writes seconds: 5000 → "5", 1500 → "1.5".
-fn seconds(ms: u64) -> String {
-    let text = format!("{:.3}", ms as f64 / 1000.0);
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// A number as Python's `:g` writes it for the sizes here: 16.0 → "16", 15.5 → "15.5".
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
-    }
-}
 
 impl RunPlan {
     pub fn from_json(s: &str) -> Result<RunPlan, String> {
@@ -73,15 +46,7 @@ impl RunPlan {
         if s.qos > 2 {
             problems.push(problem("subscribers.qos", format!("must be 0, 1 or 2 (got {})", s.qos), &[]));
         }
-        let closed = p.arrival == Arrival::Closed;
-        let scheduled = matches!(p.arrival, Arrival::Constant | Arrival::Poisson);
-        if p.count > 0 && p.messages.is_none() && scheduled && !(p.rate > 0.0 && p.rate.is_finite()) {
-            problems.push(problem(
-                "publishers.rate",
-                "must be greater than 0 unless publishers.messages is given",
-                &["publishers.messages", "publishers.count"],
-            ));
-        }
+        problems.extend((crate::pacing::mode(p.arrival).problems)(self));
         if p.count > 0 && p.messages.is_none() && self.load.duration_ms == 0 {
             problems.push(problem("load.duration", "is needed when publishers.messages is not set (the load has no other end)", &["publishers.messages"]));
         }
@@ -120,22 +85,6 @@ impl RunPlan {
             )),
             Measure::TopicSequence => problems.extend(topic_sequence_problems(self, min_size)),
             _ => {}
-        }
-        if closed {
-            if p.complete_on == CompleteOn::Ack && p.qos == 0 {
-                problems.push(problem(
-                    "publishers.complete_on",
-                    "ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery",
-                    &["publishers.arrival", "publishers.qos"],
-                ));
-            }
-            if p.complete_on == CompleteOn::Delivery && p.count > 0 && !self.is_whole() {
-                problems.push(problem(
-                    "publishers.complete_on",
-                    "delivery needs every client in one engine process (this plan is a shard); run in one process (not --dask)",
-                    &["publishers.arrival"],
-                ));
-            }
         }
         if let Some(d) = self.load.deadline_ms {
             if d == 0 {
@@ -294,7 +243,7 @@ fn churn_problems(plan: &RunPlan) -> Vec<Problem> {
     if c.clients == 0 {
         problems.push(problem("churn.clients", "must be at least 1", &[]));
     }
-    if plan.schedule_length_ns().is_none() {
+    if crate::pacing::schedule_length_ns(plan).is_none() {
         problems.push(problem("churn.rate", "needs a load with an end (load.duration, or publishers.messages at a rate)", &["load.duration"]));
     }
     if !matches!(plan.transport, Transport::Mqtt) {
@@ -402,7 +351,7 @@ fn retained_problems(plan: &RunPlan) -> Vec<Problem> {
             "is needed with subscribers.retained: each publisher's updates of its topic (the last is the value that must remain)",
             &["subscribers.retained"],
         )),
-        Some(n) if matches!(p.arrival, Arrival::Constant | Arrival::Poisson) && p.rate > 0.0 => {
+        Some(n) if crate::pacing::mode(p.arrival).scheduled && p.rate > 0.0 => {
             let last_send_ms = n as f64 / p.rate * 1000.0;
             if (r.at_ms as f64) <= last_send_ms {
                 problems.push(problem(

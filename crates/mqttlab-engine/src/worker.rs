@@ -39,7 +39,7 @@ pub fn spawn(
     units: Arc<UnitTable>,
     fanout: Arc<Vec<u32>>,
     sequence: Option<Arc<crate::sequence::SequenceTable>>,
-    tracker: Option<Arc<crate::closed::DeliveryTracker>>,
+    tracker: Option<Arc<crate::delivery_tracker::DeliveryTracker>>,
     offline: Option<Arc<crate::offline::OfflineShared>>,
     wills: Option<Arc<crate::wills::WillShared>>,
     assignment: Assignment,

@@ -59,7 +59,7 @@ fn effective_qos(plan_json: &str) -> PyResult<u8> {
 /// How long a plan's schedule lasts, in seconds; see `_engine.pyi`.
 #[pyfunction]
 fn schedule_length_s(plan_json: &str) -> PyResult<Option<f64>> {
-    Ok(parse_plan(plan_json)?.schedule_length_ns().map(|ns| ns as f64 / 1e9))
+    Ok(mqttlab_engine::pacing::schedule_length_ns(&parse_plan(plan_json)?).map(|ns| ns as f64 / 1e9))
 }
 
 /// Every rule a plan breaks, as the engine checks it; see `_engine.pyi`.
@@ -167,6 +167,14 @@ fn histogram_merge(encoded: Vec<String>) -> PyResult<String> {
         histogram::add(&mut acc, &histogram::decode(e).map_err(PyValueError::new_err)?);
     }
     Ok(histogram::encode(&acc))
+}
+
+/// The instrument's overhead on this host (`calibration`), as JSON: `messages` through a loopback
+/// pair at `rate` a second, without the GIL.
+#[pyfunction]
+fn calibrate(py: Python<'_>, messages: u32, rate: f64) -> PyResult<String> {
+    let c = py.allow_threads(|| mqttlab_engine::calibration::calibrate(messages, rate)).map_err(|e| PyConnectionError::new_err(format!("calibration: {e}")))?;
+    Ok(serde_json::to_string(&c).expect("a calibration serialises"))
 }
 
 /// Runs the embedded rumqttd until the process is told to stop.
@@ -331,6 +339,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_stats, m)?)?;
     m.add_function(wrap_pyfunction!(histogram_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(serve_broker, m)?)?;
     m.add_function(wrap_pyfunction!(smc_explore, m)?)?;
     m.add_function(wrap_pyfunction!(smc_profile_run, m)?)?;

@@ -3,15 +3,51 @@
 //!
 //! Complete means: acknowledged (PUBACK / PUBCOMP, or refused) at QoS 1 and 2, and with
 //! `complete_on: delivery` also received once by every receiver owed it (and, in round-trip mode,
-//! echoed back; the receivers count in `closed::DeliveryTracker`). A message not complete within
+//! echoed back; the receivers count in `delivery_tracker::DeliveryTracker`). A message not complete within
 //! `load.grace_ms` of its send is given up (`completion_timeouts`): the next is sent, and an
 //! undelivered one counts as lost as usual. There is no schedule, so the intended send time is
 //! the actual one.
 use crate::clock::now_ns;
-use crate::closed::DeliveryTracker;
 use crate::context::WorkerCtx;
+use crate::delivery_tracker::DeliveryTracker;
+use crate::pacing::{Mode, Settings};
+use crate::plan::{CompleteOn, RunPlan};
+use crate::problem::{problem, Problem};
 use crate::sending::{count_drop, Outlet, Sender};
 use std::sync::Arc;
+
+pub const MODE: Mode = Mode { name: "closed", scheduled: false, latency_from: "actual send", problems, settings };
+
+/// Completion by acknowledgement needs one; completion by delivery needs every receiver in this
+/// process (they count in the `DeliveryTracker`).
+fn problems(plan: &RunPlan) -> Vec<Problem> {
+    let p = &plan.publishers;
+    let mut problems = Vec::new();
+    if p.complete_on == CompleteOn::Ack && p.qos == 0 {
+        problems.push(problem(
+            "publishers.complete_on",
+            "ack needs publishers.qos 1 or 2 (QoS 0 has no acknowledgement); use delivery",
+            &["publishers.arrival", "publishers.qos"],
+        ));
+    }
+    if p.complete_on == CompleteOn::Delivery && p.count > 0 && !plan.is_whole() {
+        problems.push(problem(
+            "publishers.complete_on",
+            "delivery needs every client in one engine process (this plan is a shard); run in one process (not --dask)",
+            &["publishers.arrival"],
+        ));
+    }
+    problems
+}
+
+fn settings(plan: &RunPlan) -> Settings {
+    let p = &plan.publishers;
+    let complete_on = match p.complete_on {
+        CompleteOn::Ack => "ack",
+        CompleteOn::Delivery => "delivery",
+    };
+    Settings { complete_on: Some(complete_on), think_s: Some(p.think_us as f64 / 1e6) }
+}
 
 /// The message a closed-loop publisher is waiting on.
 struct Awaiting {

@@ -2,13 +2,18 @@
 //! pacer wakes it (`on_wake`: send what is due, arm the next wake-up), when an acknowledgement,
 //! an echo or a delivery arrives (`on_progress`), and after its connection broke (`after_outage`).
 //!
-//! * `open`: a schedule fixed in advance (constant or Poisson, `pacer::Schedule`); nothing that
+//! * `open`: a schedule fixed in advance (constant or Poisson, `schedule::Schedule`); nothing that
 //!   arrives moves it.
 //! * `closed`: one message at a time, the next when the one before is complete (mqttperf).
 //! * `window`: whenever the in-flight window has room, each message intended when its slot
 //!   opened (the saturating mode of other generators).
 //! * `round_trip`: the echoes of a publisher's own messages, which complete them in round-trip
 //!   mode, and the subscriber's side that sends them back.
+//!
+//! Each mode's file also owns what the rest of the engine knows of it (`Mode`: its rules of the
+//! plan, how the summary names it, whether a schedule bounds it); `mode` is the registration. A
+//! new mode is its file, a line in `mode` and in `Pacing`, and its name in `plan::Arrival` (the
+//! schema).
 //!
 //! An enum rather than a trait object: the publisher's select! loop calls it once per message,
 //! and the generic `Outlet` keeps MQTT and MQTT-SN on the same code.
@@ -18,11 +23,57 @@ pub mod round_trip;
 pub mod window;
 
 use crate::context::WorkerCtx;
-use crate::plan::Arrival;
+use crate::plan::{Arrival, RunPlan};
+use crate::problem::Problem;
 use crate::sending::{Outlet, Sender};
 use closed::ClosedLoop;
 use open::OpenLoop;
 use window::WindowFill;
+
+/// What the rest of the engine knows of a pacing mode, told by the mode's own file.
+pub struct Mode {
+    /// `measurement.pacing` in the summary.
+    pub name: &'static str,
+    /// Whether sends are due at times fixed in advance (the open loop): then a count of messages
+    /// at a rate bounds the load, and the schedule says when the last update went out.
+    pub scheduled: bool,
+    /// `measurement.latency_from`: the instant a message's latency counts from.
+    pub latency_from: &'static str,
+    /// The plan's rules this mode adds to the common ones (validate.rs), each broken one once.
+    pub problems: fn(&RunPlan) -> Vec<Problem>,
+    /// The mode's own settings as the summary states them.
+    pub settings: fn(&RunPlan) -> Settings,
+}
+
+/// A mode's settings in the summary's `measurement` (the closed loop's; none for the others).
+#[derive(Default)]
+pub struct Settings {
+    pub complete_on: Option<&'static str>,
+    pub think_s: Option<f64>,
+}
+
+/// The registration: the mode each `publishers.arrival` runs.
+pub fn mode(arrival: Arrival) -> &'static Mode {
+    match arrival {
+        Arrival::Constant | Arrival::Poisson => &open::MODE,
+        Arrival::Closed => &closed::MODE,
+        Arrival::Window => &window::MODE,
+    }
+}
+
+/// How long the publishers' schedule lasts from the start of the load (ns), where the plan
+/// fixes it: `load.duration_ms`, else a scheduled mode's count at its rate. None for a closed
+/// loop or a window filled with a count, which lasts as long as the broker takes.
+pub fn schedule_length_ns(plan: &RunPlan) -> Option<u64> {
+    let p = &plan.publishers;
+    if plan.load.duration_ms > 0 {
+        Some(plan.load.duration_ms * 1_000_000)
+    } else if mode(p.arrival).scheduled && p.rate > 0.0 {
+        p.messages.map(|m| (m as f64 / p.rate * 1e9) as u64)
+    } else {
+        None
+    }
+}
 
 pub enum Pacing {
     Open(OpenLoop),

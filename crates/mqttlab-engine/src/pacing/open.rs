@@ -1,9 +1,23 @@
 //! Open loop (`arrival: constant` or `poisson`): every send is due at a time fixed in advance by
-//! the publisher's schedule (`pacer::Schedule`), whatever the broker answers; a send the transport
+//! the publisher's schedule (`schedule::Schedule`), whatever the broker answers; a send the transport
 //! has no room for, or that fell due while the connection was down, is dropped and counted, never
 //! sent late (coordinated omission).
 use crate::context::WorkerCtx;
+use crate::pacing::{Mode, Settings};
+use crate::plan::RunPlan;
+use crate::problem::{problem, Problem};
 use crate::sending::{Outlet, Sender};
+
+pub const MODE: Mode = Mode { name: "open", scheduled: true, latency_from: "intended send (schedule)", problems, settings: |_| Settings::default() };
+
+/// A schedule needs a rate unless a count of messages ends it.
+fn problems(plan: &RunPlan) -> Vec<Problem> {
+    let p = &plan.publishers;
+    if p.count > 0 && p.messages.is_none() && !(p.rate > 0.0 && p.rate.is_finite()) {
+        return vec![problem("publishers.rate", "must be greater than 0 unless publishers.messages is given", &["publishers.messages", "publishers.count"])];
+    }
+    Vec::new()
+}
 
 pub struct OpenLoop;
 

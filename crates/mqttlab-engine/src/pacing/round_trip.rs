@@ -8,12 +8,12 @@
 //! Correlation Data: the subscriber answers on the topic the request names, carrying the
 //! correlation back, and the publisher checks that it came back unchanged. A broker that drops or
 //! changes either property is named (`response_topic_missing`, `correlation_data_changed`).
-use crate::accounting::{Arrival as Seen, PairState};
+use crate::accounting::{PairState, Receipt};
 use crate::clock::now_ns;
 use crate::conn::Conn;
 use crate::context::WorkerCtx;
 use crate::payload::Header;
-use crate::stats::{WorkerShared, H};
+use crate::stats::{Timing, WorkerShared};
 use bytes::Bytes;
 use mqttlab_codec::{encode_publish, Properties, Publish, QoS};
 use rustc_hash::FxHashSet;
@@ -64,19 +64,19 @@ impl Echoes {
             return;
         };
         match self.seen.record(seq, true) {
-            Seen::New => {
+            Receipt::First => {
                 st.counters.replies += 1;
                 WorkerShared::inc(&ctx.shared.unique_deliveries);
                 if let Some(t) = ctx.tracker.as_deref() {
                     t.delivered(self.index, seq);
                 }
                 match intended {
-                    Some(intended_ns) if st.measured(intended_ns) => st.record(H::Rtt, now.saturating_sub(intended_ns) / 1000),
+                    Some(intended_ns) if st.measured(intended_ns) => st.record(Timing::Rtt, now.saturating_sub(intended_ns) / 1000),
                     Some(_) => {}
                     None => st.counters.unmeasured += 1,
                 }
             }
-            Seen::Duplicate => st.counters.reply_duplicates += 1,
+            Receipt::Duplicate => st.counters.reply_duplicates += 1,
         }
     }
 }
@@ -186,7 +186,7 @@ mod tests {
         echoes.received(&ctx, &echo(1, 5, now - 2_000_000), now);
         let st = ctx.stats.borrow();
         assert_eq!((st.counters.replies, st.counters.reply_duplicates, st.counters.unexpected), (1, 1, 1));
-        let rtt = &st.hists[H::Rtt as usize];
+        let rtt = &st.hists[Timing::Rtt as usize];
         assert_eq!(rtt.len(), 1);
         assert!(rtt.min() >= 1_990 && rtt.max() <= 2_010, "round trip {}..{} µs", rtt.min(), rtt.max());
     }

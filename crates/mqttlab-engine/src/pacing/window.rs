@@ -8,12 +8,21 @@
 //! measured late, as an open-loop one behind its schedule is; at QoS 0 it is the send itself.
 use crate::clock::now_ns;
 use crate::context::WorkerCtx;
+use crate::pacing::{Mode, Settings};
 use crate::sending::{Outlet, Sender};
 use std::collections::VecDeque;
 
 /// Sends per wake-up at most, so that reads (the acknowledgements that open the window) are
 /// served between batches.
 const BATCH: usize = 64;
+
+pub const MODE: Mode = Mode {
+    name: "window",
+    scheduled: false,
+    latency_from: "intended send (its slot in the window opened)",
+    problems: |_| Vec::new(),
+    settings: |_| Settings::default(),
+};
 
 pub struct WindowFill {
     acknowledged: bool,
