@@ -1,6 +1,6 @@
 """Pacing modes: how the publishers space their sends (publishers.arrival). Each mode owns, in its
-own module, whether it follows a schedule, its rules on a scenario, its words in the summary, its
-part of a run's name and the plan keys it alone sets; MODES registers them by the arrival name,
+own module, whether it follows a schedule, its rules on a scenario, its words in the summary and
+the CLI's help, its part of a run's name and the plan keys it alone sets; MODES registers them by the arrival name,
 and callers ask the registry instead of comparing names.
 
 A new mode is its module, its line in MODES, the Literal of publishers.arrival in

@@ -17,6 +17,7 @@ class OpenLoop(PacingMode):
         self.arrival = arrival
 
     def problems(self, publishers: PublisherSettings, load: LoadSettings) -> list[PacingProblem]:
+        # Only an even spacing says in advance when the last send goes; Poisson gaps are drawn.
         return _sends_outside_the_measurement(publishers, load) if self.arrival == "constant" else []
 
     def label(self, publishers: PublisherSettings) -> str:
