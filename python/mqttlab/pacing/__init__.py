@@ -1,13 +1,13 @@
 """Pacing modes: how the publishers space their sends (publishers.arrival). Each mode owns, in its
 own module, whether it follows a schedule, its rules on a scenario, its words in the summary and
-the CLI's help, its part of a run's name and the plan keys it alone sets; MODES registers them by the arrival name,
-and callers ask the registry instead of comparing names.
+the CLI's help, its part of a run's name and the plan keys it alone sets; MODES registers them by
+the arrival name, and callers ask the registry instead of comparing names.
 
 A new mode is its module, its line in MODES, the Literal of publishers.arrival in
 scenario/model.py (pydantic and mypy need it written out; tests/test_pacing_modes.py checks it
 against MODES) and the engine's side: its schema and plan_types.Arrival, checked against it.
 
-Pacing sits below scenario/, which asks it for its rules, and imports nothing else of mqttlab."""
+Pacing sits below scenario/, which asks it for its rules, and imports nothing of mqttlab outside itself."""
 
 from __future__ import annotations
 
