@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from mqttlab import engine
+from mqttlab.pacing import mode_of
 from mqttlab.plan_types import BrokerTarget, Load, MqttSnTransport, Options, PayloadSize, Publishers, RunPlan, TlsOptions
 from mqttlab.scenario import Problem, Scenario, check_scenario, read_scenario
 from mqttlab.scenario.fields import BrokerAddress, DEFAULT_WEBSOCKET_PATH, is_url
@@ -78,9 +79,7 @@ def single_process_problem(scenario: Scenario) -> Optional[str]:
     pubs = scenario.publishers
     if pubs.measure == "topic-sequence":
         return "publishers.measure: topic-sequence looks up each message's send record in the engine process that sent it"
-    if pubs.arrival == "closed" and pubs.complete_on == "delivery":
-        return "publishers.complete_on: delivery needs the subscribers in the publishers' engine process"
-    return None
+    return mode_of(pubs.arrival).single_process_problem(pubs)
 
 
 def _engine_rules(scenario: Scenario) -> list[Problem]:
@@ -114,9 +113,8 @@ def _compile(scenario: Scenario) -> Plan:
         will = pubs.will
         publishers["will"] = {"topic": will.topic, "qos": will.qos, "leave": will.leave, "at_ms": _ms(will.at), "fraction": will.fraction,
                               "delay_s": int(round(will.delay))}
-    if pubs.arrival == "closed":
-        publishers["think_us"] = round(pubs.think_time * 1e6)
-        publishers["complete_on"] = pubs.complete_on
+    # The mode's keys are Publishers keys; pacing, below the plan, does not import its types.
+    publishers.update(mode_of(pubs.arrival).plan_keys(pubs))  # type: ignore[typeddict-item]
     # 0 = no time limit: the run ends when every publisher sent its messages.
     load_plan: Load = {"duration_ms": _ms(load.duration) if load.duration is not None else 0, "warmup_ms": _ms(load.warmup),
                        "grace_ms": _ms(load.grace), "connect_rate": float(load.connect_rate), "seed": load.seed}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqttlab.pacing import mode_of
 from mqttlab.routing import RoutingCheck
 
 
@@ -41,9 +42,7 @@ def shape_word(routing: RoutingCheck, filters: list[str]) -> str:
 def pacing(publishers: Any) -> str:
     """The publishers' send schedule in a name: 100ps (per publisher per second), 100ps-poisson,
     closed or window."""
-    if publishers.arrival in ("closed", "window"):
-        return str(publishers.arrival)
-    return f"{publishers.rate:g}ps" + ("-poisson" if publishers.arrival == "poisson" else "")
+    return mode_of(publishers.arrival).label(publishers)
 
 
 def shape_name(scenario: Any, routing: RoutingCheck, paced: bool = True) -> str:

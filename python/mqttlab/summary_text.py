@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from mqttlab import pacing
+
 
 def counted(n: int, noun: str) -> str:
     """`1 publisher`, `2 publishers`, `1,000 late sends`."""
@@ -27,17 +29,7 @@ def measurement_line(measurement: Optional[Mapping[str, Any]]) -> str:
         "measured by the 16-byte payload header" if method == "header"
         else "measured by topic and sequence number (topic-sequence: no payload header)"
     ]
-    if measurement.get("pacing") == "closed":
-        think = measurement.get("think_s") or 0
-        parts.append(
-            f"closed loop: each message sent when the previous one's {measurement.get('complete_on')} came"
-            + (f", plus {think:g} s" if think else "")
-            + "; latency from the actual send"
-        )
-    elif measurement.get("pacing") == "window":
-        parts.append("window filling: each message sent when the in-flight window had room; latency from the instant its slot opened")
-    else:
-        parts.append("open loop: latency from the intended send time")
+    parts.append(pacing.measured(measurement.get("pacing")).measurement_words(measurement))
     if measurement.get("deadline_s") is not None:
         parts.append(f"loss deadline {measurement['deadline_s']:g} s after each send (late counts as lost)")
     return "; ".join(parts)
@@ -71,12 +63,7 @@ def plan_line(plan: Mapping[str, Any], followed: Optional[Mapping[str, str]] = N
     count = pubs["count"]
     duration = (load.get("duration_ms") or 0) / 1000
     warmup = (load.get("warmup_ms") or 0) / 1000
-    if pubs.get("arrival") == "closed":
-        pace = f"{counted(count, 'publisher')}, closed loop"
-    elif pubs.get("arrival") == "window":
-        pace = f"{counted(count, 'publisher')}, filling a window of {pubs['inflight']:,}" if pubs["qos"] else f"{counted(count, 'publisher')}, as fast as the socket takes them"
-    else:
-        pace = f"{counted(count, 'publisher')} × {pubs['rate']:g} msg/s = {count * pubs['rate']:,.6g} msg/s"
+    pace = counted(count, "publisher") + pacing.mode_of(pubs.get("arrival")).pace_words(pubs)
     amount = f", {pubs['messages']:,} messages each" if pubs.get("messages") else ""
     span = f" for {duration:g} s ({warmup:g} s warm-up)" if duration else f" ({warmup:g} s warm-up)"
     line = f"plan: {pace}{amount}{span} → {counted(subs['count'], 'subscriber')} of {', '.join(subs['filters'])}, QoS {pubs['qos']}/{subs['qos']}"

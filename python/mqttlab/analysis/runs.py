@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from mqttlab.pacing import mode_of
 from mqttlab.results import MANIFEST, Results, ResultsError, load_results
 
 
@@ -98,7 +99,7 @@ class RunFigures:
     def saturating(self) -> bool:
         """Whether the generator sent as fast as the broker took it (closed loop, window filling)
         rather than on a schedule."""
-        return (self.results.scenario.get("publishers") or {}).get("arrival") in ("closed", "window")
+        return not mode_of((self.results.scenario.get("publishers") or {}).get("arrival")).scheduled
 
     @property
     def offered_per_s(self) -> Optional[float]:

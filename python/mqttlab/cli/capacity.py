@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 
+from mqttlab import pacing
 from mqttlab.exits import Exit
 
 if TYPE_CHECKING:
@@ -256,8 +257,8 @@ def _shape_problems(scenario: Any, knob: str, probe_duration: str = "5s") -> lis
     if knob in ("publishers.rate", "offline.held"):
         if p.count < 1:
             found.append("publishers.count: the search offers a rate, so it needs at least one publisher")
-        if p.arrival in ("closed", "window"):
-            found.append(f"publishers.arrival: {p.arrival} has no offered rate to search; use constant or poisson")
+        if not pacing.mode_of(p.arrival).scheduled:
+            found.append(f"publishers.arrival: {p.arrival} has no offered rate to search; use {pacing.SCHEDULED}")
     elif scenario.subscribers.count < 1 and knob == "load.connect_rate":
         found.append("subscribers.count: the connect-rate search opens the subscribers; give --subs N (1,000 or more measures a rate)")
     if p.messages is not None and knob != "retained.topics":

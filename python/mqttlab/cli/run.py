@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
+from mqttlab import pacing
 from mqttlab.exits import Exit, exit_code_for
 
 # The run path (scenario, engine, session: pydantic, numpy, the compiled engine) is imported by
@@ -155,7 +156,7 @@ def run_command(
     qos: Annotated[Optional[int], typer.Option("--qos", "-q", help="QoS of publishes and subscriptions: 0, 1 or 2.")] = None,
     size: Annotated[Text, typer.Option("--size", "-s", help="Payload size: 64, 1KB (1000 B), 1KiB (1024 B); under 16 B measured by topic and sequence number instead of the 16-byte header.")] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", "-r", help="Messages per second per publisher.")] = None,
-    arrival: Annotated[Text, typer.Option("--arrival", help="Send schedule: constant or poisson; closed = the next send when the previous completed; window = whenever the in-flight window has room (closed and window drop the file's rate).")] = None,
+    arrival: Annotated[Text, typer.Option("--arrival", help=pacing.arrival_help())] = None,
     duration: Annotated[Text, typer.Option("--duration", "-d", help="Load phase, warm-up included: 10s, 2m, ...")] = None,
     warmup: Annotated[Text, typer.Option("--warmup", help="Warm-up at the start of the duration, excluded from the statistics. Default: 2s, or a fifth of a --duration under 10s.")] = None,
     messages: Annotated[Optional[int], typer.Option("--messages", "-n", help="Messages per publisher (instead of running for the duration).")] = None,
@@ -218,7 +219,7 @@ def run_command(
         overrides["launch.tls"] = True
     if websocket:
         overrides["launch.websocket"] = True
-    if arrival in ("closed", "window") and rate is None:
+    if arrival in pacing.MODES and not pacing.MODES[arrival].scheduled and rate is None:
         overrides["publishers.rate"] = None  # a file's open-loop rate does not apply without a schedule
     if no_latency:
         overrides["options.record_latency"] = False

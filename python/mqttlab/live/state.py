@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from mqttlab.pacing import mode_of
+
 LIVE_FILE = "live.json"
 FORMAT = "mqttlab-live/1"
 LOAD_PHASES = ("warmup", "measuring")
@@ -33,7 +35,7 @@ class RunState:
         self.publishers = high - low
         self.subscribers = plan["shard"]["subscribers"][1] - plan["shard"]["subscribers"][0]
         self.rate = float(pubs.get("rate") or 0)
-        self.open_loop = pubs.get("arrival", "constant") in ("constant", "poisson") and self.rate > 0
+        self.open_loop = mode_of(pubs.get("arrival")).scheduled and self.rate > 0
         self.messages = pubs.get("messages")
         from mqttlab.engine import planned_load_s
 

@@ -7,6 +7,7 @@ to launch, faults, the gateway, client-id templates), are here."""
 
 from __future__ import annotations
 
+from mqttlab import pacing
 from mqttlab.scenario.errors import Problem
 from mqttlab.scenario.fields import MAX_PAYLOAD, BrokerAddress, is_image, is_url
 from mqttlab.scenario.model import Scenario, payload_size_bounds
@@ -16,7 +17,7 @@ def cross_field_problems(scenario: Scenario) -> list[Problem]:
     problems: list[Problem] = []
     problems += _client_problems(scenario)
     problems += _payload_problems(scenario)
-    problems += _timing_problems(scenario)
+    problems += _pacing_problems(scenario)
     problems += _protocol_problems(scenario)
     problems += _mqtt_sn_problems(scenario)
     problems += _launch_problems(scenario)
@@ -124,48 +125,8 @@ def _payload_problems(s: Scenario) -> list[Problem]:
     return []
 
 
-def _timing_problems(s: Scenario) -> list[Problem]:
-    problems = []
-    closed = s.publishers.arrival == "closed"
-    if closed and s.load.grace <= 0:
-        problems.append(Problem("load.grace", "must be > 0 with publishers.arrival: closed (a message not complete within it is given up)", ("publishers.arrival",)))
-    if not closed and s.publishers.think_time > 0:
-        problems.append(Problem("publishers.arrival", "publishers.think_time applies to closed loop: set arrival: closed", ("publishers.think_time",)))
-    problems += _measures_nothing_problems(s)
-    return problems
-
-
-def _measures_nothing_problems(s: Scenario) -> list[Problem]:
-    """Settings that together silently cut the run short or leave nothing to measure."""
-    pubs, load = s.publishers, s.load
-    assert load.warmup is not None  # Scenario's after-validator always fills it in
-    problems = []
-    if pubs.count and pubs.messages is not None and pubs.arrival == "constant" and pubs.rate > 0:
-        sending = (pubs.messages - 1) / pubs.rate  # the last send's offset from the start
-        if load.duration is not None and sending >= load.duration:
-            sent = min(pubs.messages, int(load.duration * pubs.rate) + 1)
-            problems.append(Problem(
-                "load.duration",
-                f"stops the sends at {load.duration:g}s, before the {pubs.messages:,} messages per publisher at {pubs.rate:g} msg/s "
-                f"are sent ({sending:g}s; only about {sent:,} would be); leave load.duration out to send them all",
-                ("publishers.messages", "publishers.rate"),
-            ))
-        elif load.warmup > 0 and sending < load.warmup:
-            problems.append(Problem(
-                "load.warmup",
-                f"every message is sent within the warm-up ({pubs.messages:,} at {pubs.rate:g} msg/s take {sending:g}s < {load.warmup:g}s), "
-                "so no latency would be measured; lower load.warmup or leave it out",
-                ("publishers.messages", "publishers.rate"),
-            ))
-    unscheduled = {"closed": "the next message goes when the previous one completed", "window": "a message goes whenever the window has room"}
-    if pubs.arrival in unscheduled and "rate" in pubs.model_fields_set:
-        problems.append(Problem(
-            "publishers.rate",
-            f"is not used with publishers.arrival: {pubs.arrival} ({unscheduled[pubs.arrival]}); "
-            "leave it out (on the command line: --set publishers.rate=null), or use arrival: constant or poisson",
-            ("publishers.arrival",),
-        ))
-    return problems
+def _pacing_problems(s: Scenario) -> list[Problem]:
+    return [Problem(*problem) for problem in pacing.scenario_problems(s.publishers, s.load)]
 
 
 def _protocol_problems(s: Scenario) -> list[Problem]:
