@@ -32,29 +32,30 @@ def _search(tmp_path: Path, *options: str) -> dict:
     return json.loads((tmp_path / "search" / "capacity.json").read_text())
 
 
+def _bracketed_under_the_memory_limit(tmp_path: Path, report: dict, unit: str) -> tuple[dict, dict]:
+    """Checks that the search bracketed a count of `unit` whose lower end fits in the memory limit
+    with the payloads alone, the upper end killed by that limit; returns a probe that met the
+    objectives and that probe's run summary."""
+    assert report["status"] == "bracketed" and report["unit"] == unit
+    low, high = report["interval_per_s"]
+    assert low * PAYLOAD < LIMIT and high > low
+    assert "memory" in [item["limit"] for item in report["limited_by"]], report["limited_by"]
+    met = next(p for p in report["probes"] if p["met"])
+    return met, json.loads((tmp_path / "search" / met["directory"] / "summary.json").read_text())
+
+
 def test_a_memory_limited_mosquitto_holds_a_bracketed_number_of_queued_messages(tmp_path):
     report = _search(tmp_path, "--of", "queued-messages", "--slo", "loss==0", "--slo", "drain.p99<2s", "--start", "500",
                      "--probe-duration", "5s", "--warmup", "1s")
-    assert report["status"] == "bracketed" and report["unit"] == "queued messages"
-    low, high = report["interval_per_s"]
-    # What it held fits in the limit with the payloads alone; the upper end killed it there.
-    assert low * PAYLOAD < LIMIT and high > low
-    assert "memory" in [item["limit"] for item in report["limited_by"]], report["limited_by"]
+    met, summary = _bracketed_under_the_memory_limit(tmp_path, report, "queued messages")
     # Each probe holds the messages its count names: sent while the sessions were away, delivered on return.
-    met = next(p for p in report["probes"] if p["met"])
-    summary = json.loads((tmp_path / "search" / met["directory"] / "summary.json").read_text())
     assert summary["offline"]["owed"] == pytest.approx(met["rate_per_s"], rel=0.02)
 
 
 def test_a_memory_limited_mosquitto_keeps_a_bracketed_number_of_retained_messages_for_a_read(tmp_path):
     report = _search(tmp_path, "--of", "retained", "--slo", "loss==0", "--slo", "retained.p99<2s", "--start", "250",
                      "--probe-duration", "4s")
-    assert report["status"] == "bracketed" and report["unit"] == "retained messages"
-    low, high = report["interval_per_s"]
-    assert low * PAYLOAD < LIMIT and high > low
-    assert "memory" in [item["limit"] for item in report["limited_by"]], report["limited_by"]
-    met = next(p for p in report["probes"] if p["met"])
-    summary = json.loads((tmp_path / "search" / met["directory"] / "summary.json").read_text())
+    met, summary = _bracketed_under_the_memory_limit(tmp_path, report, "retained messages")
     # Two subscribers read every topic set: the read's time to all is what the SLO judged.
     assert summary["retained"]["expected"] == 2 * met["rate_per_s"] and summary["retained"]["complete"] == 2
     assert summary["state_memory"]["retained"]["held"] == met["rate_per_s"]

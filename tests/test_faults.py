@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 
 import mqttlab
 from mqttlab.planning import load_scenario
 from mqttlab.scenario import ScenarioError
+# Tearing clients' connections down (ss -K) destroys sockets: root only.
+needs_net_admin = pytest.mark.skipif(os.geteuid() != 0, reason="ss -K (destroying sockets) needs CAP_NET_ADMIN")
+
+
+def _completed_with_one_fault(result: mqttlab.RunResult) -> tuple[dict, dict]:
+    """The run's summary and its one fault, once the run is known to have completed."""
+    summary = result.summary
+    assert summary["status"] == "completed", summary.get("error")
+    (fault,) = summary["faults"]
+    return summary, fault
+
 
 STALLED = {
     "broker": "mosquitto",
@@ -120,9 +132,7 @@ def _restart_run(tmp_path, signal: str, config: str):
 
 def test_a_broker_killed_without_persistence_loses_the_sessions_and_the_run_says_so(tmp_path):
     result = _restart_run(tmp_path, "kill", "tuned")
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     assert fault["applied"] is True and fault["signal"] == "kill" and fault["stopping_s"] < 0.5
     # Down for the asked second, then serving again: the fault ends when MQTT is answered.
     assert 1.0 <= fault["lasted_s"] < 3.0
@@ -159,9 +169,7 @@ def test_a_broker_stopped_cleanly_with_persistence_keeps_the_sessions_and_loses_
     # As shipped, Mosquitto persists its state and writes it when stopped with SIGTERM: the
     # subscriber's session and the messages queued for it survive the restart.
     result = _restart_run(tmp_path, "term", "as-shipped")
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     assert fault["applied"] is True and fault["signal"] == "term"
     messages = summary["messages"]
     assert summary["connections"]["lost"] == 2
@@ -221,9 +229,7 @@ def _run_on_a_2ms_link(tmp_path, fault: dict):
 
 def test_a_link_partition_holds_the_messages_back_and_tcp_carries_them_over(tmp_path):
     result = _run_on_a_2ms_link(tmp_path, {"kind": "link-down", "at": "4s", "duration": "2s"})
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     assert fault["kind"] == "link-down" and fault["applied"] is True and 1.95 <= fault["lasted_s"] <= 2.2
     # Two seconds without a packet either way are not enough to break a TCP connection: the
     # segments are sent again once the link is back, and QoS 1 loses nothing.
@@ -245,11 +251,8 @@ def test_a_link_fault_needs_an_emulated_link():
     load_scenario(None, overrides={"network": {"delay": "1ms"}, "faults": [{"kind": "link-down", "at": "1s", "duration": "1s"}]})
 
 
+@needs_net_admin
 def test_clients_torn_down_mid_run_come_back_into_their_sessions(tmp_path):
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("ss -K (destroying sockets) needs CAP_NET_ADMIN")
     scenario = dict(RESTARTED, **{
         "launch.config": "as-shipped",
         "publishers.count": 4, "subscribers.count": 4, "publishers.topic": "cd/%i", "subscribers.filters": ["cd/%i"],
@@ -257,9 +260,7 @@ def test_clients_torn_down_mid_run_come_back_into_their_sessions(tmp_path):
         "faults": [{"kind": "clients-disconnect", "at": "4s", "fraction": 0.5}],
     })  # fmt: skip
     result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     # Half of the 8 connections were reset by the kernel; those clients, and only those, came back,
     # into the sessions the broker kept for them.
     assert fault["applied"] is True and fault["connections"] == 8 and fault["torn_down"] == 4
@@ -283,9 +284,7 @@ def test_a_clients_disconnect_is_instantaneous_and_needs_reconnecting_clients():
 
 def test_a_link_degraded_mid_run_shows_in_the_seconds_it_lasted(tmp_path):
     result = _run_on_a_2ms_link(tmp_path, {"kind": "link-degrade", "at": "4s", "duration": "3s", "network": {"delay": "100ms"}})
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     assert fault["kind"] == "link-degrade" and fault["applied"] is True and 2.95 <= fault["lasted_s"] <= 3.2
     series = result.series().set_index("t_s")
     # 2 ms each way before and after, 100 ms each way in the whole seconds inside the fault
@@ -334,11 +333,8 @@ def test_a_link_degrade_names_its_conditions():
     assert "faults[1].network: applies to link-degrade only, not to link-down" in listing
 
 
+@needs_net_admin
 def test_offline_subscribers_coming_back_are_not_counted_as_sessions_the_fault_resumed(tmp_path):
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("ss -K (destroying sockets) needs CAP_NET_ADMIN")
     # Every subscriber leaves its session at 1.5 s and comes back at 2.5 s (a return, no
     # reconnect of the fault's); at 4 s half of the 8 connections are reset and reconnect.
     scenario = dict(RESTARTED, **{
@@ -348,9 +344,7 @@ def test_offline_subscribers_coming_back_are_not_counted_as_sessions_the_fault_r
         "faults": [{"kind": "clients-disconnect", "at": "4s", "fraction": 0.5}],
     })  # fmt: skip
     result = mqttlab.run(None, set=scenario, out=tmp_path / "run")
-    summary = result.summary
-    assert summary["status"] == "completed", summary.get("error")
-    (fault,) = summary["faults"]
+    summary, fault = _completed_with_one_fault(result)
     assert fault["torn_down"] == 4 and summary["connections"]["reconnected"] == 4
     # The engine counts both kinds of resumed session together; the fault's verdict only its own.
     assert summary["offline"]["sessions_resumed"] == 4 and summary["connections"]["sessions_resumed"] == 8

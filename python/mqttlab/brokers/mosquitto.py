@@ -124,20 +124,15 @@ class MosquittoLauncher(Launcher):
     def command(self, workdir: Path, ports: Ports, tls: TlsMaterial | None) -> list[str]:
         config = workdir / "mosquitto.conf"
         lines = [*self._settings(workdir), "", f"listener {ports.plain} {self.placement.listen_host}"]
-        if tls is not None and ports.tls is not None:
-            lines += [
-                "",
-                f"listener {ports.tls} {self.placement.listen_host}",
-                f"cafile {tls.ca_file}",
-                f"certfile {tls.cert_file}",
-                f"keyfile {tls.key_file}",
-            ]
+        tls_files = [f"cafile {tls.ca_file}", f"certfile {tls.cert_file}", f"keyfile {tls.key_file}"] if tls is not None else []
+        if tls_files and ports.tls is not None:
+            lines += ["", f"listener {ports.tls} {self.placement.listen_host}", *tls_files]
         for port, secure in ((ports.ws, False), (ports.wss, True)):
             if port is not None:
                 # libwebsockets answers the upgrade on any path, /mqtt included.
                 lines += ["", f"listener {port} {self.placement.listen_host}", "protocol websockets"]
-                if secure and tls is not None:
-                    lines += [f"cafile {tls.ca_file}", f"certfile {tls.cert_file}", f"keyfile {tls.key_file}"]
+                if secure:
+                    lines += tls_files
         config.write_text("\n".join(lines) + "\n")
         exe = self.executable()
         if exe is None:

@@ -76,6 +76,12 @@ def parse_thresholds(text: str) -> list[float]:
     return sorted(set(values))
 
 
+# The options predict, verify and validate declare alike: the usage profile its clients follow and
+# the length of one client's sequence (the sample whose messages all must beat the threshold).
+_Profile = Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")]
+_SequenceLength = Annotated[int, typer.Option(help="Messages per client sequence (one sample).", min=1)]
+
+
 def _growth_table(growth) -> Table:
     view = Table(title=f"Growing the data set until R² stops rising (tolerance {growth.tolerance:g})")
     for column in ("round", "cases", "messages", "R²", "rise"):
@@ -195,10 +201,10 @@ def _resolve_model(path: Path, delay: str):
 @app.command()
 def predict(
     model_path: Annotated[Path, typer.Argument(metavar="MODEL", help="A model file, or a folder written by `smc learn`.")],
-    profile: Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")] = "UP1",
+    profile: _Profile = "UP1",
     clients: Annotated[str, typer.Option(help="Client counts: 50,70 or 50..150 (step 20) or 50..150:10.")] = "50..150",
     threshold: Annotated[str, typer.Option(help="Latency thresholds, e.g. 30ms,50ms,70ms.")] = "30ms,50ms,70ms",
-    length: Annotated[int, typer.Option(help="Messages per client sequence.", min=1)] = 10,
+    length: _SequenceLength = 10,
     epsilon: Annotated[float, typer.Option(help="Chernoff–Hoeffding half-width.")] = 0.05,
     delta: Annotated[float, typer.Option(help="1 - confidence, for Chernoff, Clopper–Pearson and DKW.")] = 0.01,
     samples: Annotated[Optional[int], typer.Option(help="Replications per point instead of the Chernoff size.", min=1)] = None,
@@ -358,7 +364,7 @@ def explore(
 @app.command()
 def verify(
     broker: Annotated[str, typer.Option(help=_BROKER_HELP + " Several, comma-separated, are compared side by side.")] = "mosquitto",
-    profile: Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")] = "UP1",
+    profile: _Profile = "UP1",
     clients: Annotated[str, typer.Option(help="Client counts: 90, 50,70 or 50..150:20.")] = "50",
     threshold: Annotated[str, typer.Option(help="Latency thresholds, e.g. 30ms or 30ms,50ms.")] = "30ms",
     h1: Annotated[str, typer.Option(help="Probability of H1, or 'predicted' (with --prediction).")] = "predicted",
@@ -366,7 +372,7 @@ def verify(
     indifference: Annotated[float, typer.Option(help="H0 = H1 - indifference.")] = 0.1,
     alpha: Annotated[float, typer.Option(help="Type I error.")] = 0.01,
     beta: Annotated[float, typer.Option(help="Type II error.")] = 0.01,
-    length: Annotated[int, typer.Option(help="Messages per sequence (one sample).", min=1)] = 10,
+    length: _SequenceLength = 10,
     timeout: _Timeout = "5s",
     reuse_broker: Annotated[bool, typer.Option("--reuse-broker", help="Keep one broker for all client counts.")] = False,
     broker_config: _BrokerConfig = "tuned",
@@ -453,10 +459,10 @@ def verify(
 def validate(
     model_path: Annotated[Path, typer.Argument(metavar="MODEL", help="A folder written by `smc learn` (both models) or one model file.")],
     broker: Annotated[str, typer.Option(help=_BROKER_HELP)] = "mosquitto",
-    profile: Annotated[str, typer.Option(help="UP1, UP2, or a YAML/JSON profile file.")] = "UP1",
+    profile: _Profile = "UP1",
     clients: Annotated[str, typer.Option(help="Client counts: 50,70 or 50..150 (step 20).")] = "50..150",
     threshold: Annotated[str, typer.Option(help="Latency thresholds, e.g. 30ms,50ms,70ms.")] = "30ms,50ms,70ms",
-    length: Annotated[int, typer.Option(help="Messages per client sequence.", min=1)] = 10,
+    length: _SequenceLength = 10,
     replications: Annotated[int, typer.Option(help="Independent replications per client count.", min=2)] = 30,
     confidence: Annotated[float, typer.Option(help="Level of the measured intervals.")] = 0.95,
     samples: Annotated[int, typer.Option(help="Simulated replications per predicted point.", min=1)] = 1060,
@@ -490,9 +496,7 @@ def validate(
 
     try:
         table = run_validate(name, models, usage, counts, thresholds, out, settings, on_replication)
-    except (UnknownBroker, BrokerError, ConnectionError) as error:
-        raise _fail(str(error)) from None
-    except ValueError as error:
+    except (UnknownBroker, BrokerError, ConnectionError, ValueError) as error:
         raise _fail(str(error)) from None
     save(table, out, {"model": str(model_path), "profile": usage.name, "length": length, "replications": replications,
                       "confidence": confidence, "prediction_samples": samples, "seed": seed})
@@ -587,12 +591,10 @@ def paper(
                            ("replications", replications)):
             if value is not None:
                 given[key] = value
-        if grow:
-            given["grow"] = True
-        if validate:
-            given["validate"] = True
-        if reuse_broker:
-            given["fresh_broker"] = False
+        # A switch left off leaves its setting to the base (--quick validates without --validate).
+        for key, switched, value in (("grow", grow, True), ("validate", validate, True), ("fresh_broker", reuse_broker, False)):
+            if switched:
+                given[key] = value
         settings = replace(base, seed=seed, **given)
         problems = settings.problems()
         if problems:
