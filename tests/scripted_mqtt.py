@@ -14,11 +14,13 @@ class ScriptedBroker:
     """The broker. Its faults: `drop_every` drops every n-th message it would queue for an offline
     session, `forget_sessions` answers every return with no session, `stale_retained` keeps a
     topic's first retained value instead of its last, `will_on_disconnect` publishes a client's
-    will after its DISCONNECT too."""
+    will after its DISCONNECT too, `keep_taken_over` leaves a connection open when a second one
+    takes its session over."""
 
-    def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False, will_on_disconnect: bool = False) -> None:
+    def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False, will_on_disconnect: bool = False,
+                 keep_taken_over: bool = False) -> None:
         self.drop_every, self.forget_sessions, self.stale_retained = drop_every, forget_sessions, stale_retained
-        self.will_on_disconnect = will_on_disconnect
+        self.will_on_disconnect, self.keep_taken_over = will_on_disconnect, keep_taken_over
         self.dropped = 0
         self.retained: dict[bytes, bytes] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
@@ -113,6 +115,8 @@ class ScriptedBroker:
                     will = (topic, body[at + 2:at + 2 + size])
                 with self.lock:
                     old = self.sessions.get(client_id)
+                    if old and old["conn"] is not None and not self.keep_taken_over:
+                        old["conn"].shutdown(socket.SHUT_RDWR)  # a session taken over: its old connection closed
                     present = bool(old) and not flags & 0x02 and not self.forget_sessions
                     session = old if present else {"filters": set(), "queue": [], "pkid": 0}
                     session["conn"] = conn

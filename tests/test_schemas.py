@@ -125,7 +125,7 @@ def test_the_plan_typeddicts_mirror_the_engine_schema_key_for_key():
     definitions = plan["definitions"]
     _keys_match(plan_types.RunPlan, plan, "RunPlan")
     objects = [n for n, d in definitions.items() if d.get("type") == "object"]
-    assert set(objects) == {"BrokerTarget", "Churn", "Load", "MqttOptions", "Offline", "Options", "Publishers", "RetainedRead", "Shard", "Subscribers", "TlsOptions", "UserProperties", "WebSocketOptions", "Will"}
+    assert set(objects) == {"BrokerTarget", "Churn", "Load", "MqttOptions", "Offline", "Options", "Publishers", "RetainedRead", "Shard", "Subscribers", "Takeover", "TlsOptions", "UserProperties", "WebSocketOptions", "Will"}
     for name in objects:
         _keys_match(getattr(plan_types, name), definitions[name], name)
     # The unions, variant by variant (the order of the schema's oneOf).

@@ -138,6 +138,15 @@ class Offline(_Offline, total=False):
     every_ms: int
 
 
+class _Takeover(TypedDict):
+    at_ms: int
+
+
+class Takeover(_Takeover, total=False):
+    fraction: float
+    every_ms: int
+
+
 class _RetainedRead(TypedDict):
     at_ms: int
 
@@ -153,6 +162,7 @@ class Subscribers(_Subscribers, total=False):
     retain_handling: int
     retained: RetainedRead
     subscription_identifier: bool
+    takeover: Takeover
 
 
 class _Load(TypedDict):

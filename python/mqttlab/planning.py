@@ -169,6 +169,10 @@ def _compile(scenario: Scenario) -> Plan:
         offline = subs.offline
         plan["subscribers"]["offline"] = {"at_ms": _ms(offline.at), "duration_ms": _ms(offline.duration), "fraction": offline.fraction,
                                           "every_ms": _ms(offline.every) if offline.every is not None else 0}
+    if subs.takeover is not None:
+        takeover = subs.takeover
+        plan["subscribers"]["takeover"] = {"at_ms": _ms(takeover.at), "fraction": takeover.fraction,
+                                           "every_ms": _ms(takeover.every) if takeover.every is not None else 0}
     # MQTT 5's announcements, only when asked for (absent keys keep the engine's defaults).
     mqtt = scenario.mqtt
     if mqtt.receive_maximum != 65535:

@@ -29,6 +29,10 @@ WILL_DELAY_RULE = ("will delay respected", "will_early", "early",
 WILL_SILENT_RULE = ("silent client given up in time", "will_late", "late",
                     "a client silent for 1.5 x its keep-alive is disconnected as if the network failed, and its will published "
                     "(MQTT 3.1.1 §3.1.2.10, MQTT 5 §3.1.2.10): its will within 1.5 x the keep-alive (+ delay, + 0.1 s for the timers)")
+TAKEOVER_CLOSE_RULE = ("a second connection with a connected client's id makes the broker close the existing connection "
+                       "(MQTT 3.1.1 §3.1.4-2, MQTT 5 §3.1.4-3): closed within {limit:g} s of the new CONNACK")
+TAKEOVER_SESSION_RULE = ("a connection with clean start 0 that takes a session over finds it present (MQTT 3.1.1 §3.2.2.2, "
+                         "MQTT 5 §3.2.2.1.1), and no QoS 1/2 message is lost in the handover (the run's per-pair accounting)")
 RETAINED_RULES = (
     ("retained value delivered", "retained_missing", "missing",
      "a new subscription to a topic that holds a retained message gets that message (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
@@ -67,6 +71,9 @@ def judge(plan: Mapping[str, Any], result: Mapping[str, Any], summary: Mapping[s
     wills = summary.get("wills")
     if wills:
         verdicts += _wills(plan, wills)
+    takeover = summary.get("takeover")
+    if takeover:
+        verdicts += _takeover(takeover)
     return verdicts
 
 
@@ -113,6 +120,20 @@ def _wills(plan: Mapping[str, Any], wills: Mapping[str, Any]) -> list[dict[str, 
         out.append({"promise": promise, "rule": rule, "allowed": "no limit on wills applies", "kept": max(kept[key], 0), "broken": wills[key],
                     "name": name, "verdict": verdict})
     return out
+
+
+def _takeover(t: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A session taken over by a second connection: the old connection closed by the broker, the
+    session present in the new one. (Losses across the handover are the run's message counts.)"""
+    lost = t["taken_over"] - t["session_present"]
+    judged = t["taken_over"]
+    return [
+        {"promise": "old connection closed on takeover", "rule": TAKEOVER_CLOSE_RULE.format(limit=t["close_limit_s"]),
+         "allowed": "no limit applies", "kept": t["old_closed"], "broken": t["old_kept"], "name": "takeover_old_kept",
+         "verdict": "broken" if t["old_kept"] else ("kept" if judged else "not judged")},
+        {"promise": "session kept on takeover", "rule": TAKEOVER_SESSION_RULE, "allowed": "no limit on sessions applies",
+         "kept": t["session_present"], "broken": lost, "name": "session_lost", "verdict": "broken" if lost else ("kept" if judged else "not judged")},
+    ]
 
 
 def _without(plan: Mapping[str, Any], offline: Mapping[str, Any], across: list[Mapping[str, Any]]) -> dict[str, Any]:

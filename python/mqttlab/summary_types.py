@@ -197,6 +197,16 @@ class ChurnSummary(TypedDict):
     planned_rate_per_s: float
 
 
+class TakeoverSummary(TypedDict):
+    taken_over: int  # second connections with the subscriber's client id that got their CONNACK
+    session_present: int  # ... whose CONNACK said session present
+    old_closed: int  # old connections the broker closed within close_limit_s of the new CONNACK
+    old_kept: int  # ... still open then (takeover_old_kept)
+    disconnect_taken_over: int  # MQTT 5: DISCONNECT 0x8E (Session taken over) on the old connection
+    failed: int  # second connections that could not connect
+    close_limit_s: float
+
+
 class GroupSplit(TypedDict):
     """How a shared group's messages split over its members."""
 
@@ -242,6 +252,7 @@ class EngineSummary(TypedDict):
     reason_codes: list[ReasonSeen]
     shared_groups: NotRequired[list[GroupSplit]]  # shared subscriptions only
     churn: NotRequired[Optional[ChurnSummary]]  # connection churn only
+    takeover: NotRequired[Optional[TakeoverSummary]]  # session takeover only (subscribers.takeover)
 
 
 class Summary(EngineSummary, total=False):

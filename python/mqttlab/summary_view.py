@@ -29,6 +29,7 @@ LATENCY_ROWS = (
     ("churn_connack", "churn → CONNACK"),
     ("churn_suback", "churn → SUBACK"),
     ("churn_unsuback", "churn → UNSUBACK"),
+    ("takeover", "takeover → old closed"),
 )
 LATENCY_COLUMNS = (("p50_us", "p50"), ("p90_us", "p90"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"))
 MESSAGE_ROWS = ("sent", "acked", "dropped", "received", "expected", "delivered", "lost", "duplicated", "out_of_order", "unexpected")
@@ -68,6 +69,8 @@ def render_summary(summary: Mapping[str, Any], results_path: Optional[str] = Non
         parts.append(_broker_limits_line(summary["broker_limits"]))
     if summary.get("churn"):
         parts.append(_churn_line(summary["churn"]))
+    if summary.get("takeover"):
+        parts.append(_takeover_line(summary["takeover"]))
     for split in summary.get("shared_groups") or []:
         parts.append(_shared_group_line(split))
     if summary.get("round_trip"):
@@ -256,6 +259,18 @@ def _churn_line(churn: Mapping[str, Any]) -> Text:
     return Text.assemble(("churn: ", "dim"), f"{churn['opened']:,} connections opened ({churn['rate_per_s']:,.1f}/s of "
                          f"{churn['planned_rate_per_s']:,g} planned), {churn['completed']:,} went through to their leaving, ",
                          (f"{failed:,} failed to connect", "bold red" if failed else ""))
+
+
+def _takeover_line(t: Mapping[str, Any]) -> Text:
+    """Session takeover: the broker must close the old connection (MQTT 3.1.1 §3.1.4-2, 5 §3.1.4-3);
+    the session's continuity is judged by session_lost and the pairs' accounting."""
+    kept, failed = t["old_kept"], t["failed"]
+    return Text.assemble(
+        ("takeover: ", "dim"), f"{t['taken_over']:,} sessions taken over by a second connection ({t['session_present']:,} with session present); "
+        f"the broker closed the old connection in {t['old_closed']:,} within {t['close_limit_s']:g} s of the new CONNACK, ",
+        (f"kept it open in {kept:,}", "bold red" if kept else ""),
+        f" (rule: it must close it); DISCONNECT 0x8E Session taken over on {t['disconnect_taken_over']:,}",
+        (f"; {failed:,} second connections failed" if failed else "", "bold red" if failed else ""))
 
 
 def _shared_group_line(split: Mapping[str, Any]) -> Text:

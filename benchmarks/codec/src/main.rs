@@ -53,26 +53,8 @@ fn main() {
         ours::encode_publish(&mut stream, ours::Protocol::V311, ours::QoS::AtLeastOnce, false, false, TOPIC.as_bytes(), (i % 65535 + 1) as u16, None, &payload).unwrap();
     }
     let stream = stream.freeze();
-    let ours_decode = median_ns_per_op(|| {
-        let mut buf = BytesMut::from(&stream[..]);
-        let mut n = 0;
-        while let Some(p) = ours::decode(&mut buf, ours::Protocol::V311, 1 << 20).unwrap() {
-            black_box(&p);
-            n += 1;
-        }
-        n
-    });
-    let theirs_decode = median_ns_per_op(|| {
-        let mut buf = BytesMut::from(&stream[..]);
-        let mut n = 0;
-        let mut v4 = theirs::v4::V4;
-        while !buf.is_empty() {
-            let p = v4.read_mut(&mut buf, 1 << 20).unwrap();
-            black_box(&p);
-            n += 1;
-        }
-        n
-    });
+    let ours_decode = median_ns_per_op(|| decode_ours(&stream));
+    let theirs_decode = median_ns_per_op(|| decode_theirs(&stream));
 
     let mut acks = BytesMut::new();
     for i in 0..N {
@@ -80,28 +62,34 @@ fn main() {
         ours::encode(&ack, ours::Protocol::V311, &mut acks).unwrap();
     }
     let acks = acks.freeze();
-    let ours_ack = median_ns_per_op(|| {
-        let mut buf = BytesMut::from(&acks[..]);
-        let mut n = 0;
-        while let Some(p) = ours::decode(&mut buf, ours::Protocol::V311, 1 << 20).unwrap() {
-            black_box(&p);
-            n += 1;
-        }
-        n
-    });
-    let theirs_ack = median_ns_per_op(|| {
-        let mut buf = BytesMut::from(&acks[..]);
-        let mut n = 0;
-        let mut v4 = theirs::v4::V4;
-        while !buf.is_empty() {
-            black_box(v4.read_mut(&mut buf, 1 << 20).unwrap());
-            n += 1;
-        }
-        n
-    });
+    let ours_ack = median_ns_per_op(|| decode_ours(&acks));
+    let theirs_ack = median_ns_per_op(|| decode_theirs(&acks));
 
     println!("ns per packet (median of 7 rounds of {N})      mqttlab-codec   rumqttd");
     println!("PUBLISH QoS 0, 64 B payload, encode            {ours_encode:>13.1}   {theirs_encode:>7.1}");
     println!("PUBLISH QoS 1, 64 B payload, decode            {ours_decode:>13.1}   {theirs_decode:>7.1}");
     println!("PUBACK decode                                  {ours_ack:>13.1}   {theirs_ack:>7.1}");
+}
+
+/// Decodes every packet of `stream` with mqttlab's codec, as a subscriber reads; how many.
+fn decode_ours(stream: &[u8]) -> usize {
+    let mut buf = BytesMut::from(stream);
+    let mut n = 0;
+    while let Some(p) = ours::decode(&mut buf, ours::Protocol::V311, 1 << 20).unwrap() {
+        black_box(&p);
+        n += 1;
+    }
+    n
+}
+
+/// The same with the peer's codec.
+fn decode_theirs(stream: &[u8]) -> usize {
+    let mut buf = BytesMut::from(stream);
+    let mut n = 0;
+    let mut v4 = theirs::v4::V4;
+    while !buf.is_empty() {
+        black_box(v4.read_mut(&mut buf, 1 << 20).unwrap());
+        n += 1;
+    }
+    n
 }

@@ -11,7 +11,8 @@ use crate::clock::now_ns;
 use crate::conn::{Conn, IoEvent};
 use crate::context::{Phase, WorkerCtx};
 use crate::packets::{connect_packet, subscribe_packet};
-use crate::plan::{Churn, ChurnLeave, SubscribeOptions};
+use crate::plan::{Churn, ChurnLeave, RunPlan, SubscribeOptions, Transport};
+use crate::problem::{problem, Problem};
 use crate::reason_codes;
 use crate::stats::Timing;
 use mqttlab_codec::{Packet, Properties, QoS, Unsubscribe};
@@ -165,4 +166,35 @@ async fn answer(conn: &mut Conn, within: Duration, wanted: impl Fn(&Packet) -> b
             _ = tokio::time::sleep_until(deadline) => return None,
         }
     }
+}
+
+/// Churn needs a rate, a time to stay, ids to reuse, a load with an end, MQTT, and every client in
+/// one engine process (one task opens them all); a persistent session needs MQTT 5's expiry there.
+pub fn problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(c) = &plan.churn else { return Vec::new() };
+    let mut problems = Vec::new();
+    if !(c.rate > 0.0 && c.rate <= 10_000.0) {
+        problems.push(problem("churn.rate", format!("must be above 0 and at most 10,000 connections a second (got {})", c.rate), &[]));
+    }
+    if c.clients == 0 {
+        problems.push(problem("churn.clients", "must be at least 1", &[]));
+    }
+    if crate::pacing::schedule_length_ns(plan).is_none() {
+        problems.push(problem("churn.rate", "needs a load with an end (load.duration, or publishers.messages at a rate)", &["load.duration"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("churn", "MQTT only here", &["transport.kind"]));
+    }
+    if !plan.is_whole() {
+        problems.push(problem("churn", "needs every client in one engine process (not --dask)", &[]));
+    }
+    if !c.clean_start && plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
+        problems.push(problem("churn.clean_start", "false with MQTT 5 keeps a session only with mqtt.session_expiry above 0", &["mqtt.session_expiry"]));
+    }
+    if let Some(f) = &c.subscribe {
+        if f.is_empty() || f.starts_with("$share/") {
+            problems.push(problem("churn.subscribe", format!("{f:?} must be a plain topic filter"), &[]));
+        }
+    }
+    problems
 }

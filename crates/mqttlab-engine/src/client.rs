@@ -635,10 +635,13 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
     // Bytes that came in behind the CONNACK are handled before waiting for more.
     let mut pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
     let mut lost = false;
-    // Offline sessions: the next period away, as offsets from the load's start.
+    // Offline sessions: the next period away; session takeover: the next second connection
+    // (offsets from the load's start).
     let mut away = crate::offline::first_period(&plan, index);
+    let mut takeover = crate::takeover::first(&plan, index);
     loop {
         let leave_at = away.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|(start, _)| ctx.ctl_now().start_ns + start);
+        let takeover_due = takeover.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|at| ctx.ctl_now().start_ns + at);
         let subscribe_due = subscribe_at.filter(|_| ctx.ctl_now().phase == Phase::Run).map(|at| ctx.ctl_now().start_ns + at);
         if let Some(msg) = pending.take() {
             let msg = format!("{client_id}: {msg}");
@@ -681,6 +684,13 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                     None => return keep_state(&ctx, &mut sub), // the run ended while it was away
                 }
                 away = crate::offline::next_period(&plan, start);
+                last_ping = now_ns();
+                pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
+            }
+            _ = until(takeover_due) => {
+                let at = takeover.expect("a takeover was due");
+                conn = take_over(&ctx, conn, &client_id, index, &mut sub).await;
+                takeover = crate::takeover::next(&plan, at);
                 last_ping = now_ns();
                 pending = subscriber_packets(&ctx, &mut conn, &mut sub, now_ns()).err();
             }
@@ -792,6 +802,81 @@ async fn offline_period(ctx: &WorkerCtx, mut conn: Conn, client_id: &str, index:
             }
         }
     }
+}
+
+/// A session takeover (takeover.rs): a second connection with this subscriber's client id while
+/// `old` is open. The old one is then read until the broker ends it (what it delivers meanwhile
+/// counts like any delivery) or `CLOSE_LIMIT_MS` after the new CONNACK, and dropped without a
+/// DISCONNECT (which could end the session). The new connection goes on; the old one does if the
+/// new one could not connect.
+async fn take_over(ctx: &WorkerCtx, mut old: Conn, client_id: &str, index: u32, sub: &mut Subscriber) -> Conn {
+    let started = now_ns();
+    let connect = connect_packet(&ctx.plan.mqtt, client_id.to_string());
+    let (mut conn, connack, t) = match Box::pin(Conn::open_from(&ctx.target, connect, source_address(ctx, index, false))).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            let mut st = ctx.stats.borrow_mut();
+            st.counters.takeover_failed += 1;
+            st.error(&format!("takeover_{}", e.kind), &e.message);
+            return old;
+        }
+    };
+    conn.submit_through(ctx.submitter.as_ref());
+    {
+        let mut st = ctx.stats.borrow_mut();
+        st.record(Timing::Connack, t.connack_us);
+        st.counters.takeovers += 1;
+        if connack.session_present {
+            st.counters.takeover_sessions_present += 1;
+        } else {
+            st.violation("session_lost", &format!("{client_id}: no session present when a second connection took it over (clean start 0)"));
+        }
+    }
+    if !connack.session_present {
+        conn.send(&subscribe_packet(&ctx.plan.subscriber_filters(index), sub.requested, ctx.plan.subscribe_options(index)));
+    }
+    let limit = now_ns() + crate::takeover::CLOSE_LIMIT_MS * 1_000_000;
+    let ended = loop {
+        let event = tokio::time::timeout(Duration::from_nanos(limit.saturating_sub(now_ns())), old.io()).await;
+        match event {
+            Err(_) => break false,
+            Ok(Ok(IoEvent::Read(0)) | Err(_)) => break true,
+            Ok(Ok(IoEvent::Read(_))) => {
+                let arrived = old.rx_ns();
+                if let Err(msg) = subscriber_packets(ctx, &mut old, sub, arrived) {
+                    ctx.stats.borrow_mut().error("protocol", &format!("{client_id} (the connection taken over): {msg}"));
+                    break true;
+                }
+                old.write_now();
+                // A DISCONNECT is the broker's end of the connection; the close follows it.
+                if old.broker_disconnect.is_some() {
+                    break true;
+                }
+            }
+            Ok(Ok(IoEvent::Wrote)) => {}
+        }
+    };
+    let mut st = ctx.stats.borrow_mut();
+    if ended {
+        st.counters.takeover_old_closed += 1;
+        st.record(Timing::Takeover, now_ns().saturating_sub(started) / 1000);
+    } else {
+        st.violation(
+            "takeover_old_kept",
+            &format!("{client_id}: the broker kept the old connection open {} s after the new one's CONNACK", crate::takeover::CLOSE_LIMIT_MS as f64 / 1000.0),
+        );
+    }
+    if let Some(reason) = old.broker_disconnect.take() {
+        reason_codes::count(&mut st.reason_codes, "DISCONNECT", reason);
+        st.counters.takeover_disconnect_taken_over += u64::from(reason == 0x8E);
+    }
+    count_traffic(&mut st.counters, &mut old);
+    drop(st);
+    drop(old);
+    if let Some(inbound) = sub.inbound.as_mut() {
+        inbound.reconnected();
+    }
+    conn
 }
 
 fn subscriber_ready(ctx: &WorkerCtx, sub: &mut Subscriber) {

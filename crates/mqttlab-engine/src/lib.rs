@@ -41,6 +41,7 @@ pub mod sn_client;
 pub mod stats;
 pub mod submit;
 pub mod summary;
+pub mod takeover;
 pub mod template;
 pub mod timer;
 pub mod tls;

@@ -11,7 +11,8 @@
 //! counted apart (`earlier`). The latency of both is kept apart from the live messages'
 //! (`e2e_queued`), from their intended send time like every other.
 use crate::accounting::UnitTable;
-use crate::plan::RunPlan;
+use crate::plan::{RunPlan, Transport};
+use crate::problem::{problem, seconds, Problem};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -273,6 +274,81 @@ pub fn summarize(plan: &RunPlan, cycles: &[OfflineCycle]) -> Option<OfflineSumma
         // A queue drained within a microsecond counts as drained at that rate, not infinitely fast.
         drain_rate_per_s: Spread::of(drained.iter().map(|(d, n)| *n as f64 / d.max(1e-6)).collect()),
     })
+}
+
+/// A workload of persistent sessions (`section`: offline periods, takeovers) needs the broker to
+/// keep them: clean start 0, and over MQTT 5 a session expiry that outlives the connection.
+pub fn persistent_session_problems(plan: &RunPlan, section: &str) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if plan.mqtt.clean_start {
+        problems.push(problem(
+            "mqtt.clean_start",
+            format!("must be false with {section}: the broker keeps a subscriber's session only when it asked for a persistent one"),
+            &[section],
+        ));
+    }
+    if plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
+        problems.push(problem(
+            "mqtt.session_expiry",
+            format!("must be more than 0 with {section} over MQTT 5: a session expiry of 0 ends the session with the connection"),
+            &[section, "mqtt.version"],
+        ));
+    }
+    problems
+}
+
+/// Offline sessions need sessions that outlive the connection, a schedule inside the load, and
+/// every publisher in the shard (the messages owed while away are counted by sequence number).
+pub fn problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(o) = &plan.subscribers.offline else { return Vec::new() };
+    let mut problems = persistent_session_problems(plan, "subscribers.offline");
+    let f = |name: &str| format!("subscribers.offline.{name}");
+    if o.duration_ms == 0 {
+        problems.push(problem(&f("duration"), "must be more than 0: how long each subscriber stays away", &[]));
+    }
+    if !(o.fraction > 0.0 && o.fraction <= 1.0) {
+        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", o.fraction), &[]));
+    }
+    if o.every_ms > 0 && o.every_ms <= o.duration_ms {
+        problems.push(problem(
+            &f("every"),
+            format!(
+                "must be longer than subscribers.offline.duration ({}s <= {}s): a subscriber is back before it leaves again",
+                seconds(o.every_ms),
+                seconds(o.duration_ms)
+            ),
+            &["subscribers.offline.duration"],
+        ));
+    }
+    if plan.load.duration_ms == 0 {
+        problems.push(problem(&f("at"), "needs a load.duration: the schedule is placed on the load's timeline", &["load.duration"]));
+    } else if o.at_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            &f("at"),
+            format!("must fall inside the load (at {}s, load.duration {}s): nobody would go offline", seconds(o.at_ms), seconds(plan.load.duration_ms)),
+            &["load.duration"],
+        ));
+    }
+    if plan.subscribers.count == 0 {
+        problems.push(problem(&f("at"), "needs subscribers: subscribers.count is 0", &["subscribers.count"]));
+    }
+    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
+        problems.push(problem(
+            "subscribers.filters",
+            "shared subscriptions ($share/) go to the group's other members while one is away: not with subscribers.offline",
+            &["subscribers.offline"],
+        ));
+    }
+    if plan.subscribers.echo_topic.is_some() {
+        problems.push(problem(&f("at"), "not in round-trip mode (subscribers.echo_topic)", &["subscribers.echo_topic"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem(&f("at"), "MQTT only: MQTT-SN clients have no persistent session here", &["transport.kind"]));
+    }
+    if plan.shard.publishers != [0, plan.publishers.count] {
+        problems.push(problem(&f("at"), "needs every publisher in this engine process (what is owed while away is counted by sequence number)", &["shard"]));
+    }
+    problems
 }
 
 #[cfg(test)]

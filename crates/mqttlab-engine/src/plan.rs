@@ -346,6 +346,10 @@ pub struct Subscribers {
     /// by the broker) and come back into it on this schedule, while the publishers go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+    /// Session takeover: the subscribers chosen open a second connection with their client id
+    /// while the first is open, on this schedule (takeover.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<Takeover>,
     /// Retained messages: the subscribers connect with the others but subscribe only at this
     /// time, after the publishers set their topics' retained values, so what they receive is
     /// the broker's retained store (retained.rs).
@@ -408,6 +412,20 @@ pub struct RetainedRead {
     /// The subscribers' SUBSCRIBEs spread evenly over this long (0: all at once, a storm).
     #[serde(default)]
     pub spread_ms: u64,
+}
+
+/// When subscribers take their sessions over (takeover.rs), from the start of the load.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Takeover {
+    /// The first second connection, from the start of the load.
+    pub at_ms: u64,
+    /// The share of the subscribers that take their sessions over (spread evenly over their indices).
+    #[serde(default = "all")]
+    pub fraction: f64,
+    /// 0: once; else again every this long while the load lasts.
+    #[serde(default)]
+    pub every_ms: u64,
 }
 
 /// When subscribers go offline (offline.rs), from the start of the load.

@@ -79,6 +79,19 @@ pub struct Counters {
     pub churn_failed: u64,
     #[serde(default)]
     pub churn_completed: u64,
+    /// Session takeover (takeover.rs): second connections that got their CONNACK, of those with
+    /// session present, old connections the broker closed in time, MQTT 5 DISCONNECT 0x8E seen on
+    /// them, and second connections that failed. Absent in older results.
+    #[serde(default)]
+    pub takeovers: u64,
+    #[serde(default)]
+    pub takeover_sessions_present: u64,
+    #[serde(default)]
+    pub takeover_old_closed: u64,
+    #[serde(default)]
+    pub takeover_disconnect_taken_over: u64,
+    #[serde(default)]
+    pub takeover_failed: u64,
     /// Back-pressure: connection-time during which a socket held our bytes back because the
     /// broker was not reading them (µs, summed over connections). Absent in older results.
     #[serde(default)]
@@ -129,6 +142,11 @@ impl Counters {
         self.churn_opened += o.churn_opened;
         self.churn_failed += o.churn_failed;
         self.churn_completed += o.churn_completed;
+        self.takeovers += o.takeovers;
+        self.takeover_sessions_present += o.takeover_sessions_present;
+        self.takeover_old_closed += o.takeover_old_closed;
+        self.takeover_disconnect_taken_over += o.takeover_disconnect_taken_over;
+        self.takeover_failed += o.takeover_failed;
         self.websocket_bytes_out += o.websocket_bytes_out;
         self.websocket_bytes_in += o.websocket_bytes_in;
         self.submissions += o.submissions;
@@ -268,7 +286,7 @@ pub struct RawResult {
 }
 
 /// In the order of `stats::Timing`.
-pub const HISTOGRAM_NAMES: [&str; 17] = [
+pub const HISTOGRAM_NAMES: [&str; 18] = [
     "e2e",
     "e2e_uncorrected",
     "puback",
@@ -286,6 +304,7 @@ pub const HISTOGRAM_NAMES: [&str; 17] = [
     "churn_connack",
     "churn_suback",
     "churn_unsuback",
+    "takeover",
 ];
 
 impl RawResult {

@@ -6,7 +6,8 @@
 //! from the subscriber's SUBSCRIBE to its first and to its last retained message.
 use crate::accounting::UnitTable;
 use crate::offline::Spread;
-use crate::plan::RunPlan;
+use crate::plan::{Measure, RunPlan, Transport};
+use crate::problem::{problem, seconds, Problem};
 use rustc_hash::FxHashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -156,4 +157,77 @@ pub fn summarize(plan: &RunPlan, readings: &[RetainedReading]) -> Option<Retaine
         first_s: Spread::of(readings.iter().filter_map(|r| r.first_s).collect()),
         all_s: Spread::of(readings.iter().filter_map(|r| r.all_s).collect()),
     })
+}
+
+/// A retained read needs retained values set before anyone subscribes: publishers that retain, a
+/// count of updates (the last is the value that must remain) on a schedule that ends before the
+/// first SUBSCRIBE (`scheduled`: whether the publishers follow a schedule), and the reads inside the load.
+pub fn problems(plan: &RunPlan, scheduled: bool) -> Vec<Problem> {
+    let Some(r) = &plan.subscribers.retained else { return Vec::new() };
+    let mut problems = Vec::new();
+    let p = &plan.publishers;
+    if !p.retain {
+        problems.push(problem(
+            "publishers.retain",
+            "must be true with subscribers.retained: the subscribers read what the publishers retained",
+            &["subscribers.retained"],
+        ));
+    }
+    match p.messages {
+        None | Some(0) => problems.push(problem(
+            "publishers.messages",
+            "is needed with subscribers.retained: each publisher's updates of its topic (the last is the value that must remain)",
+            &["subscribers.retained"],
+        )),
+        Some(n) if scheduled && p.rate > 0.0 => {
+            let last_send_ms = n as f64 / p.rate * 1000.0;
+            if (r.at_ms as f64) <= last_send_ms {
+                problems.push(problem(
+                    "subscribers.retained.at",
+                    format!(
+                        "must come after the publishers' last update ({} messages at {} msg/s end at {:.3}s, at is {}s): a later at, or fewer messages",
+                        n,
+                        p.rate,
+                        last_send_ms / 1000.0,
+                        seconds(r.at_ms)
+                    ),
+                    &["publishers.messages", "publishers.rate"],
+                ));
+            }
+        }
+        Some(_) => problems.push(problem(
+            "publishers.arrival",
+            "must be constant or poisson with a rate with subscribers.retained: the updates must end before the subscribers read",
+            &["subscribers.retained"],
+        )),
+    }
+    if plan.load.duration_ms == 0 || r.at_ms + r.spread_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            "subscribers.retained.at",
+            format!(
+                "the reads (at {}s, spread over {}s) must fall inside load.duration ({}s)",
+                seconds(r.at_ms),
+                seconds(r.spread_ms),
+                seconds(plan.load.duration_ms)
+            ),
+            &["load.duration", "subscribers.retained.spread"],
+        ));
+    }
+    if p.measure != Measure::Header {
+        problems.push(problem("publishers.measure", "must be header with subscribers.retained: each value is told by its header", &["subscribers.retained"]));
+    }
+    if plan.subscribers.offline.is_some() || plan.subscribers.echo_topic.is_some() {
+        problems.push(problem("subscribers.retained", "not with subscribers.offline or round-trip mode", &["subscribers.offline", "subscribers.echo_topic"]));
+    }
+    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
+        problems.push(problem(
+            "subscribers.filters",
+            "shared subscriptions ($share/) get no retained messages (MQTT 5 §4.8.2): not with subscribers.retained",
+            &["subscribers.retained"],
+        ));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("subscribers.retained", "MQTT only here", &["transport.kind"]));
+    }
+    problems
 }

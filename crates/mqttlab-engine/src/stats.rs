@@ -40,6 +40,8 @@ pub enum Timing {
     ChurnConnack,
     ChurnSuback,
     ChurnUnsuback,
+    /// Session takeover (takeover.rs): the second connection's CONNECT → the old one's end.
+    Takeover,
 }
 
 /// The per-second series covers at most this many seconds.

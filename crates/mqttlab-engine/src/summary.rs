@@ -59,6 +59,9 @@ pub struct Summary {
     /// Connection churn only (`churn`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub churn: Option<crate::churn::ChurnSummary>,
+    /// Session takeover only (`subscribers.takeover`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<crate::takeover::TakeoverSummary>,
     /// Shared subscriptions: how each group's messages split over its members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_groups: Vec<crate::shared_groups::GroupSplit>,
@@ -339,6 +342,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
         broker_limits: r.broker_limits.clone(),
         shared_groups: crate::shared_groups::splits(&units, plan, &r.shared_members),
         churn: crate::churn::summarize(plan, &r.counters, r.load_ms),
+        takeover: crate::takeover::summarize(plan, &r.counters),
         reason_codes: r
             .reason_codes
             .iter()

@@ -5,7 +5,7 @@
 //! is the scenario's `load.warmup`, and durations are said in seconds), and the fields it reads.
 use crate::accounting::UnitTable;
 use crate::payload::{SizeSampler, HEADER_LEN};
-use crate::plan::{Leave, Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
+use crate::plan::{Measure, PayloadSize, RunPlan, SnOptions, SnTopicIds, Transport};
 use crate::problem::{number, problem, seconds, Problem};
 use crate::template::expand;
 use crate::topic::matches;
@@ -122,11 +122,13 @@ impl RunPlan {
             problems.push(problem("shard.subscribers", format!("[{a}, {b}) is not within [0, {})", s.count), &[]));
         }
         problems.extend(round_trip_problems(self));
-        problems.extend(offline_problems(self));
-        problems.extend(retained_problems(self));
-        problems.extend(will_problems(self));
+        problems.extend(crate::offline::problems(self));
+        problems.extend(crate::takeover::problems(self));
+        // Whether the publishers follow a schedule comes from the pacing mode (a module above retained).
+        problems.extend(crate::retained::problems(self, crate::pacing::mode(p.arrival).scheduled));
+        problems.extend(crate::wills::problems(self));
         problems.extend(mqtt5_problems(self));
-        problems.extend(churn_problems(self));
+        problems.extend(crate::churn::problems(self));
         if let Some(tls) = &self.broker.tls {
             if tls.cert_file.is_some() != tls.key_file.is_some() {
                 let field = if tls.key_file.is_none() { "tls.key" } else { "tls.cert" };
@@ -232,237 +234,6 @@ fn mqtt5_problems(plan: &RunPlan) -> Vec<Problem> {
     problems
 }
 
-/// Churn needs a rate, a time to stay, ids to reuse, a load with an end, MQTT, and every client in
-/// one engine process (one task opens them all); a persistent session needs MQTT 5's expiry there.
-fn churn_problems(plan: &RunPlan) -> Vec<Problem> {
-    let Some(c) = &plan.churn else { return Vec::new() };
-    let mut problems = Vec::new();
-    if !(c.rate > 0.0 && c.rate <= 10_000.0) {
-        problems.push(problem("churn.rate", format!("must be above 0 and at most 10,000 connections a second (got {})", c.rate), &[]));
-    }
-    if c.clients == 0 {
-        problems.push(problem("churn.clients", "must be at least 1", &[]));
-    }
-    if crate::pacing::schedule_length_ns(plan).is_none() {
-        problems.push(problem("churn.rate", "needs a load with an end (load.duration, or publishers.messages at a rate)", &["load.duration"]));
-    }
-    if !matches!(plan.transport, Transport::Mqtt) {
-        problems.push(problem("churn", "MQTT only here", &["transport.kind"]));
-    }
-    if !plan.is_whole() {
-        problems.push(problem("churn", "needs every client in one engine process (not --dask)", &[]));
-    }
-    if !c.clean_start && plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
-        problems.push(problem("churn.clean_start", "false with MQTT 5 keeps a session only with mqtt.session_expiry above 0", &["mqtt.session_expiry"]));
-    }
-    if let Some(f) = &c.subscribe {
-        if f.is_empty() || f.starts_with("$share/") {
-            problems.push(problem("churn.subscribe", format!("{f:?} must be a plain topic filter"), &[]));
-        }
-    }
-    problems
-}
-
-/// Offline sessions need sessions that outlive the connection, a schedule inside the load, and
-/// every publisher in the shard (the messages owed while away are counted by sequence number).
-fn offline_problems(plan: &RunPlan) -> Vec<Problem> {
-    let Some(o) = &plan.subscribers.offline else { return Vec::new() };
-    let mut problems = Vec::new();
-    let f = |name: &str| format!("subscribers.offline.{name}");
-    if plan.mqtt.clean_start {
-        problems.push(problem(
-            "mqtt.clean_start",
-            "must be false with subscribers.offline: the broker keeps a subscriber's session only when it asked for a persistent one",
-            &["subscribers.offline"],
-        ));
-    }
-    if plan.mqtt.version == 5 && plan.mqtt.session_expiry_s == 0 {
-        problems.push(problem(
-            "mqtt.session_expiry",
-            "must be more than 0 with subscribers.offline over MQTT 5: a session expiry of 0 ends the session with the connection",
-            &["subscribers.offline", "mqtt.version"],
-        ));
-    }
-    if o.duration_ms == 0 {
-        problems.push(problem(&f("duration"), "must be more than 0: how long each subscriber stays away", &[]));
-    }
-    if !(o.fraction > 0.0 && o.fraction <= 1.0) {
-        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", o.fraction), &[]));
-    }
-    if o.every_ms > 0 && o.every_ms <= o.duration_ms {
-        problems.push(problem(
-            &f("every"),
-            format!(
-                "must be longer than subscribers.offline.duration ({}s <= {}s): a subscriber is back before it leaves again",
-                seconds(o.every_ms),
-                seconds(o.duration_ms)
-            ),
-            &["subscribers.offline.duration"],
-        ));
-    }
-    if plan.load.duration_ms == 0 {
-        problems.push(problem(&f("at"), "needs a load.duration: the schedule is placed on the load's timeline", &["load.duration"]));
-    } else if o.at_ms >= plan.load.duration_ms {
-        problems.push(problem(
-            &f("at"),
-            format!("must fall inside the load (at {}s, load.duration {}s): nobody would go offline", seconds(o.at_ms), seconds(plan.load.duration_ms)),
-            &["load.duration"],
-        ));
-    }
-    if plan.subscribers.count == 0 {
-        problems.push(problem(&f("at"), "needs subscribers: subscribers.count is 0", &["subscribers.count"]));
-    }
-    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
-        problems.push(problem(
-            "subscribers.filters",
-            "shared subscriptions ($share/) go to the group's other members while one is away: not with subscribers.offline",
-            &["subscribers.offline"],
-        ));
-    }
-    if plan.subscribers.echo_topic.is_some() {
-        problems.push(problem(&f("at"), "not in round-trip mode (subscribers.echo_topic)", &["subscribers.echo_topic"]));
-    }
-    if !matches!(plan.transport, Transport::Mqtt) {
-        problems.push(problem(&f("at"), "MQTT only: MQTT-SN clients have no persistent session here", &["transport.kind"]));
-    }
-    if plan.shard.publishers != [0, plan.publishers.count] {
-        problems.push(problem(&f("at"), "needs every publisher in this engine process (what is owed while away is counted by sequence number)", &["shard"]));
-    }
-    problems
-}
-
-/// A retained read needs retained values set before anyone subscribes: publishers that retain, a
-/// count of updates (the last is the value that must remain) on a schedule that ends before the
-/// first SUBSCRIBE, and the reads inside the load.
-fn retained_problems(plan: &RunPlan) -> Vec<Problem> {
-    let Some(r) = &plan.subscribers.retained else { return Vec::new() };
-    let mut problems = Vec::new();
-    let p = &plan.publishers;
-    if !p.retain {
-        problems.push(problem(
-            "publishers.retain",
-            "must be true with subscribers.retained: the subscribers read what the publishers retained",
-            &["subscribers.retained"],
-        ));
-    }
-    match p.messages {
-        None | Some(0) => problems.push(problem(
-            "publishers.messages",
-            "is needed with subscribers.retained: each publisher's updates of its topic (the last is the value that must remain)",
-            &["subscribers.retained"],
-        )),
-        Some(n) if crate::pacing::mode(p.arrival).scheduled && p.rate > 0.0 => {
-            let last_send_ms = n as f64 / p.rate * 1000.0;
-            if (r.at_ms as f64) <= last_send_ms {
-                problems.push(problem(
-                    "subscribers.retained.at",
-                    format!(
-                        "must come after the publishers' last update ({} messages at {} msg/s end at {:.3}s, at is {}s): a later at, or fewer messages",
-                        n,
-                        p.rate,
-                        last_send_ms / 1000.0,
-                        seconds(r.at_ms)
-                    ),
-                    &["publishers.messages", "publishers.rate"],
-                ));
-            }
-        }
-        Some(_) => problems.push(problem(
-            "publishers.arrival",
-            "must be constant or poisson with a rate with subscribers.retained: the updates must end before the subscribers read",
-            &["subscribers.retained"],
-        )),
-    }
-    if plan.load.duration_ms == 0 || r.at_ms + r.spread_ms >= plan.load.duration_ms {
-        problems.push(problem(
-            "subscribers.retained.at",
-            format!(
-                "the reads (at {}s, spread over {}s) must fall inside load.duration ({}s)",
-                seconds(r.at_ms),
-                seconds(r.spread_ms),
-                seconds(plan.load.duration_ms)
-            ),
-            &["load.duration", "subscribers.retained.spread"],
-        ));
-    }
-    if p.measure != Measure::Header {
-        problems.push(problem("publishers.measure", "must be header with subscribers.retained: each value is told by its header", &["subscribers.retained"]));
-    }
-    if plan.subscribers.offline.is_some() || plan.subscribers.echo_topic.is_some() {
-        problems.push(problem("subscribers.retained", "not with subscribers.offline or round-trip mode", &["subscribers.offline", "subscribers.echo_topic"]));
-    }
-    if plan.subscribers.filters.iter().any(|filter| filter.starts_with("$share/")) {
-        problems.push(problem(
-            "subscribers.filters",
-            "shared subscriptions ($share/) get no retained messages (MQTT 5 §4.8.2): not with subscribers.retained",
-            &["subscribers.retained"],
-        ));
-    }
-    if !matches!(plan.transport, Transport::Mqtt) {
-        problems.push(problem("subscribers.retained", "MQTT only here", &["transport.kind"]));
-    }
-    problems
-}
-
-/// Wills need an exit inside the load, a will that can arrive before the run ends, and the
-/// publishers and their watchers in one engine process (the watchers time from the exit).
-fn will_problems(plan: &RunPlan) -> Vec<Problem> {
-    let Some(w) = &plan.publishers.will else { return Vec::new() };
-    let mut problems = Vec::new();
-    let f = |name: &str| format!("publishers.will.{name}");
-    if w.qos > 2 {
-        problems.push(problem(&f("qos"), format!("must be 0, 1 or 2 (got {})", w.qos), &[]));
-    }
-    if !(w.fraction > 0.0 && w.fraction <= 1.0) {
-        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", w.fraction), &[]));
-    }
-    if plan.load.duration_ms == 0 || w.at_ms >= plan.load.duration_ms {
-        problems.push(problem(
-            &f("at"),
-            format!("must fall inside the load (at {}s, load.duration {}s): no publisher would leave", seconds(w.at_ms), seconds(plan.load.duration_ms)),
-            &["load.duration"],
-        ));
-    }
-    if w.delay_s > 0 && plan.mqtt.version != 5 {
-        problems.push(problem(&f("delay"), "is MQTT 5's Will Delay Interval: needs mqtt.version 5", &["mqtt.version"]));
-    }
-    // The latest a will can come: the exit, the broker noticing a silent client, the delay.
-    let noticed_ms = if w.leave == Leave::Silent { u64::from(plan.mqtt.keepalive_s) * 1500 } else { 0 };
-    if w.leave == Leave::Silent && plan.mqtt.keepalive_s == 0 {
-        problems.push(problem(&f("leave"), "silent needs a keep-alive (mqtt.keepalive above 0): without it the broker never notices", &["mqtt.keepalive"]));
-    }
-    let arrives_ms = w.at_ms + noticed_ms + u64::from(w.delay_s) * 1000;
-    if w.leave != Leave::Graceful && w.at_ms < plan.load.duration_ms && arrives_ms >= plan.load.duration_ms + plan.load.grace_ms {
-        problems.push(problem(
-            &f("at"),
-            format!(
-                "the will may come as late as {}s (the exit, {}s for the broker to notice, {}s delay): after the run ends at {}s; a longer load.duration or load.grace",
-                seconds(arrives_ms),
-                seconds(noticed_ms),
-                w.delay_s,
-                seconds(plan.load.duration_ms + plan.load.grace_ms)
-            ),
-            &["load.duration", "load.grace", "mqtt.keepalive"],
-        ));
-    }
-    if plan.options.reconnect {
-        problems.push(problem(&f("leave"), "not with options.reconnect: a publisher that leaves must stay away", &["options.reconnect"]));
-    }
-    if plan.subscribers.offline.is_some() || plan.subscribers.retained.is_some() || plan.publishers.reply_filter.is_some() {
-        problems.push(problem("publishers.will", "not with subscribers.offline, subscribers.retained or round-trip mode", &[]));
-    }
-    if plan.publishers.measure != Measure::Header {
-        problems.push(problem("publishers.measure", "must be header with publishers.will: a will is told by its header", &["publishers.will"]));
-    }
-    if !matches!(plan.transport, Transport::Mqtt) {
-        problems.push(problem("publishers.will", "MQTT only here", &["transport.kind"]));
-    }
-    if !plan.is_whole() {
-        problems.push(problem("publishers.will", "needs every client in one engine process (a watcher times a will from its publisher's exit)", &["shard"]));
-    }
-    problems
-}
-
 /// Round-trip mode needs both halves, and topics that cannot loop: a reply filter that caught the
 /// publisher's own messages, or a subscription that caught the echoes, would feed itself.
 fn round_trip_problems(plan: &RunPlan) -> Vec<Problem> {
@@ -510,19 +281,23 @@ fn round_trip_problems(plan: &RunPlan) -> Vec<Problem> {
     }
     let Some(echo) = echo else { return problems };
     let echo_0 = expand(echo, 0, &plan.subscriber_client_id(0));
-    for (k, filter) in plan.subscriber_filters(0).iter().enumerate() {
-        // A shared subscription's filter is what follows `$share/<group>/`.
-        let filter = if filter.starts_with("$share/") { filter.splitn(3, '/').nth(2).unwrap_or("") } else { filter.as_str() };
-        if matches(filter, &echo_0) {
-            let field = format!("subscribers.filters[{k}]");
-            problems.push(problem(
-                "subscribers.echo_topic",
-                format!("'{echo_0}' is matched by subscribers.filters[{k}] '{filter}': the echoes would be echoed again"),
-                &[field.as_str()],
-            ));
-        }
+    for (field, filter) in filters_matching(plan, &echo_0) {
+        problems.push(problem(
+            "subscribers.echo_topic",
+            format!("'{echo_0}' is matched by {field} '{filter}': the echoes would be echoed again"),
+            &[field.as_str()],
+        ));
     }
     problems
+}
+
+/// The first subscriber's filters that match `topic` (a shared subscription's filter is what
+/// follows `$share/<group>/`), each with its field.
+fn filters_matching(plan: &RunPlan, topic: &str) -> Vec<(String, String)> {
+    let filters = plan.subscriber_filters(0);
+    let unshared = |f: &str| if f.starts_with("$share/") { f.splitn(3, '/').nth(2).unwrap_or("").to_string() } else { f.to_string() };
+    let matching = filters.iter().map(|f| unshared(f)).enumerate().filter(|(_, f)| matches(f, topic));
+    matching.map(|(k, f)| (format!("subscribers.filters[{k}]"), f)).collect()
 }
 
 /// Request/response names its reply topic in each request: an MQTT 5 topic (no wildcard, not the
@@ -557,15 +332,12 @@ fn request_response_problems(plan: &RunPlan) -> Vec<Problem> {
                     &["publishers.topic"],
                 ));
             }
-            for (k, filter) in plan.subscriber_filters(0).iter().enumerate() {
-                if matches(filter, &reply_0) {
-                    let f = format!("subscribers.filters[{k}]");
-                    problems.push(problem(
-                        "publishers.reply_filter",
-                        format!("'{reply_0}' is matched by {f} '{filter}': responses would be answered again"),
-                        &[f.as_str()],
-                    ));
-                }
+            for (field, filter) in filters_matching(plan, &reply_0) {
+                problems.push(problem(
+                    "publishers.reply_filter",
+                    format!("'{reply_0}' is matched by {field} '{filter}': responses would be answered again"),
+                    &[field.as_str()],
+                ));
             }
         }
     }

@@ -10,7 +10,8 @@
 //! engine's workers, as the watcher needs it to time the will.
 use crate::accounting::UnitTable;
 use crate::payload::{Header, HEADER_LEN};
-use crate::plan::RunPlan;
+use crate::plan::{Leave, Measure, RunPlan, Transport};
+use crate::problem::{problem, seconds, Problem};
 use bytes::Bytes;
 use mqttlab_codec::{LastWill, Properties, QoS};
 use rustc_hash::FxHashMap;
@@ -164,4 +165,63 @@ pub fn summarize(plan: &RunPlan, units: &UnitTable, exits: &[WillExit], deliveri
     // A will from a publisher that never left (or to a watcher not matching it) was never owed.
     s.unexpected += got.iter().filter(|(pair, _)| !judged.contains(*pair)).map(|(_, count)| count).sum::<u64>();
     Some(s)
+}
+
+/// Wills need an exit inside the load, a will that can arrive before the run ends, and the
+/// publishers and their watchers in one engine process (the watchers time from the exit).
+pub fn problems(plan: &RunPlan) -> Vec<Problem> {
+    let Some(w) = &plan.publishers.will else { return Vec::new() };
+    let mut problems = Vec::new();
+    let f = |name: &str| format!("publishers.will.{name}");
+    if w.qos > 2 {
+        problems.push(problem(&f("qos"), format!("must be 0, 1 or 2 (got {})", w.qos), &[]));
+    }
+    if !(w.fraction > 0.0 && w.fraction <= 1.0) {
+        problems.push(problem(&f("fraction"), format!("must be more than 0 and at most 1 (got {})", w.fraction), &[]));
+    }
+    if plan.load.duration_ms == 0 || w.at_ms >= plan.load.duration_ms {
+        problems.push(problem(
+            &f("at"),
+            format!("must fall inside the load (at {}s, load.duration {}s): no publisher would leave", seconds(w.at_ms), seconds(plan.load.duration_ms)),
+            &["load.duration"],
+        ));
+    }
+    if w.delay_s > 0 && plan.mqtt.version != 5 {
+        problems.push(problem(&f("delay"), "is MQTT 5's Will Delay Interval: needs mqtt.version 5", &["mqtt.version"]));
+    }
+    // The latest a will can come: the exit, the broker noticing a silent client, the delay.
+    let noticed_ms = if w.leave == Leave::Silent { u64::from(plan.mqtt.keepalive_s) * 1500 } else { 0 };
+    if w.leave == Leave::Silent && plan.mqtt.keepalive_s == 0 {
+        problems.push(problem(&f("leave"), "silent needs a keep-alive (mqtt.keepalive above 0): without it the broker never notices", &["mqtt.keepalive"]));
+    }
+    let arrives_ms = w.at_ms + noticed_ms + u64::from(w.delay_s) * 1000;
+    if w.leave != Leave::Graceful && w.at_ms < plan.load.duration_ms && arrives_ms >= plan.load.duration_ms + plan.load.grace_ms {
+        problems.push(problem(
+            &f("at"),
+            format!(
+                "the will may come as late as {}s (the exit, {}s for the broker to notice, {}s delay): after the run ends at {}s; a longer load.duration or load.grace",
+                seconds(arrives_ms),
+                seconds(noticed_ms),
+                w.delay_s,
+                seconds(plan.load.duration_ms + plan.load.grace_ms)
+            ),
+            &["load.duration", "load.grace", "mqtt.keepalive"],
+        ));
+    }
+    if plan.options.reconnect {
+        problems.push(problem(&f("leave"), "not with options.reconnect: a publisher that leaves must stay away", &["options.reconnect"]));
+    }
+    if plan.subscribers.offline.is_some() || plan.subscribers.retained.is_some() || plan.publishers.reply_filter.is_some() {
+        problems.push(problem("publishers.will", "not with subscribers.offline, subscribers.retained or round-trip mode", &[]));
+    }
+    if plan.publishers.measure != Measure::Header {
+        problems.push(problem("publishers.measure", "must be header with publishers.will: a will is told by its header", &["publishers.will"]));
+    }
+    if !matches!(plan.transport, Transport::Mqtt) {
+        problems.push(problem("publishers.will", "MQTT only here", &["transport.kind"]));
+    }
+    if !plan.is_whole() {
+        problems.push(problem("publishers.will", "needs every client in one engine process (a watcher times a will from its publisher's exit)", &["shard"]));
+    }
+    problems
 }

@@ -213,6 +213,16 @@ class Offline(_Section):
     every: Optional[Duration] = Field(default=None, gt=0, description="Again every this long (DISCONNECT to DISCONNECT) while the load lasts; absent = once")
 
 
+class Takeover(_Section):
+    """Session takeover (docs/state.md): subscribers with persistent sessions open a second
+    connection with their own client id while the first is still open; the broker must close the
+    old one and the session must go on in the new one."""
+
+    at: Duration = Field(description="The first second connection, from the start of the load phase (warm-up included)")
+    fraction: float = Field(default=1.0, gt=0, le=1, description="The share of the subscribers that take their sessions over, spread evenly over their indices")
+    every: Optional[Duration] = Field(default=None, gt=0, description="Again every this long while the load lasts; absent = once")
+
+
 class RetainedRead(_Section):
     """A retained read (docs/state.md): the subscribers subscribe only after the publishers set
     their topics' retained values, and receive the broker's retained store."""
@@ -233,6 +243,9 @@ class Subscribers(_Section):
     )
     offline: Optional[Offline] = Field(
         default=None, description="Offline sessions: when subscribers leave and come back into their persistent sessions (needs mqtt.clean_start: false)"
+    )
+    takeover: Optional[Takeover] = Field(
+        default=None, description="Session takeover: when subscribers open a second connection with their client id (needs mqtt.clean_start: false)"
     )
     retained: Optional[RetainedRead] = Field(
         default=None, description="A retained read: the subscribers subscribe late and get the retained store (needs publishers.retain and publishers.messages)"
