@@ -28,14 +28,19 @@ const MESSAGE_LEN: usize = 32;
 
 #[derive(Debug, Serialize)]
 pub struct Calibration {
+    /// Messages sent, and how many a second.
     pub messages: u32,
     pub rate: f64,
     /// Messages all four stamps were taken of (the kernel may miss the first instants' packets
     /// while it switches its stamping on).
     pub stamped: u32,
+    /// The sender's stamp → the kernel's TX stamp.
     pub send_us: Option<Stats>,
+    /// The kernel's TX stamp → its RX stamp at the receiving socket.
     pub loopback_us: Option<Stats>,
+    /// The kernel's RX stamp → the reading task's read.
     pub wake_us: Option<Stats>,
+    /// The sender's stamp → the reading task's read: the three above, per message.
     pub client_us: Option<Stats>,
 }
 

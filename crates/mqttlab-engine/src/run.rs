@@ -77,11 +77,14 @@ pub struct Totals {
     pub errors: u64,
 }
 
+/// What happened since the snapshot before.
 #[derive(Clone, Debug, Serialize)]
 pub struct Interval {
+    /// Messages sent, acknowledged and received in the interval.
     pub sent: u64,
     pub acked: u64,
     pub received: u64,
+    /// End-to-end latency of the interval's deliveries (None when none came).
     pub e2e_p50_us: Option<u64>,
     pub e2e_p99_us: Option<u64>,
 }

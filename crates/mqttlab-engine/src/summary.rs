@@ -130,10 +130,13 @@ pub struct Measurement {
     pub method: String,
     /// "open", "closed" or "window".
     pub pacing: String,
+    /// The instant a message's latency counts from, as the pacing mode says it.
     pub latency_from: String,
     /// Closed loop: "ack" or "delivery".
     pub complete_on: Option<String>,
+    /// Closed loop: the pause after a message completed before the next.
     pub think_s: Option<f64>,
+    /// A delivery later than this after its intended send counts as lost (load.deadline).
     pub deadline_s: Option<f64>,
     /// Where a reception's time is taken: "kernel" (its arrival in the host's stack, plain TCP:
     /// rx_stamp.rs) or "client" (when the engine's thread handled the read: TLS, MQTT-SN, or
@@ -166,13 +169,17 @@ pub struct ErrorKind {
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct GeneratorSummary {
+    /// The engine process's CPU over the run, and per message sent or received.
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
     pub cpu_per_msg_us: f64,
+    /// Worker threads, and the busiest one's share of a core over the load.
     pub threads: u32,
     pub max_thread_cpu_share: f64,
+    /// How late the sends left after their intended time (the generator's own lateness).
     pub schedule_lag_p99_us: Option<u64>,
     pub schedule_lag_max_us: Option<u64>,
+    /// Sends that left more than 1 ms after their intended time.
     pub late_sends: u64,
     /// How sends reached the kernel: "write" (one each), "io_uring" (each scheduler turn's in
     /// one submission), or "write (io_uring refused)" when batched submission was asked for and
