@@ -34,7 +34,8 @@ def realistic_summary(**changes) -> dict:
         "rates": {"sent_per_s": 1000.0, "acked_per_s": 1000.0, "received_per_s": 1000.0},
         "latency": {"e2e": latency, "e2e_uncorrected": latency, "puback": latency, "pubcomp": None, "connect": latency, "tls": None, "connack": latency, "suback": latency},
         "violations": [], "errors": [],
-        "generator": {"cpu_user_s": 0.4, "cpu_sys_s": 0.2, "cpu_per_msg_us": 7.5, "schedule_lag_p99_us": 120, "schedule_lag_max_us": 900, "late_sends": 0},
+        "generator": {"cpu_user_s": 0.4, "cpu_sys_s": 0.2, "cpu_per_msg_us": 7.5, "schedule_lag_p99_us": 120, "schedule_lag_max_us": 900, "late_sends": 0,
+                      "socket_full_s": 0.0, "back_pressure_share": 0.0},
         "bytes": {"mqtt_out": 1_000_000, "mqtt_in": 1_000_000},
     }  # fmt: skip
     summary.update(changes)

@@ -116,7 +116,7 @@ def exposed_names() -> set[str]:
     plan = plan_of(validate_scenario({}))
     state = RunState(plan, run="r", scenario="default", broker="rumqttd", owed_per_message=1.0)
     state.resources = type("Resources", (), {"current": lambda self: {"broker": {"cpu_cores": 0.1, "rss_bytes": 1e6}, "generator": {"cpu_cores": 0.2, "rss_bytes": 2e6}}})()
-    snapshot = {"t_s": 1.0, "phase": "measuring", "connected": {"publishers": 10, "subscribers": 10},
+    snapshot = {"t_s": 1.0, "phase": "measuring", "connected": {"publishers": 10, "subscribers": 10, "held_back": 0},
                 "total": {"sent": 10, "acked": 10, "received": 10, "dropped": 0, "errors": 0},
                 "interval": {"sent": 10, "acked": 10, "received": 10, "e2e_p50_us": 300, "e2e_p99_us": 900}}
     state.update(snapshot)
@@ -153,6 +153,6 @@ def test_the_grafana_dashboard_parses_and_its_panels_query_exposed_metrics():
         assert re.search(r"label_values\((mqttlab_[a-z_]+), (\w+)\)", variable["query"]["query"]).group(1) in names
     # The list: rates, latency, loss, connections, generator lag and CPU, broker CPU/RSS, suite progress.
     for needed in ("mqttlab_rate_messages_per_second", "mqttlab_e2e_latency_recent_seconds", "mqttlab_deliveries_outstanding",
-                   "mqttlab_connections", "mqttlab_generator_backlog_seconds", "mqttlab_process_cpu_cores",
+                   "mqttlab_connections", "mqttlab_generator_backlog_seconds", "mqttlab_publishers_held_back", "mqttlab_process_cpu_cores",
                    "mqttlab_process_rss_bytes", "mqttlab_suite_runs", "mqttlab_suite_time_left_seconds"):
         assert needed in queried, needed

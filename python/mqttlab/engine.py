@@ -269,6 +269,13 @@ def histogram_stats(encoded: str) -> dict[str, Any]:
     return json.loads(load_engine().histogram_stats(encoded))
 
 
+def calibrate(messages: int, rate: float) -> dict[str, Any]:
+    """The instrument's own overhead on this host through a loopback pair (calibration.rs):
+    `send_us`, `loopback_us`, `wake_us`, `client_us` (histogram stats or None), `stamped`.
+    Raises ConnectionError (an OSError) when the pair or its timestamps cannot be had."""
+    return dict(json.loads(load_engine().calibrate(messages, rate)))
+
+
 def unreachable(plan: Plan, failure: ConnectFailure, broker_url: Optional[str] = None) -> BrokerUnreachable:
     """The BrokerUnreachable for the engine's connect `failure` on `plan` (at `broker_url`, else
     the plan's own address), said in the user's terms with what to do."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
-from mqttlab import engine, planning, promises, restart_survival, results
+from mqttlab import calibration, engine, planning, promises, restart_survival, results
 from mqttlab._version import VERSION
 from mqttlab.environment.bring_up import EMBEDDED_BROKER, RunEnvironment, Starting, bring_up
 from mqttlab.exits import Exit, LoadRefused, RunFailed, exit_code_for
@@ -292,6 +292,9 @@ def _record(scenario: Scenario, directory: Path, plan: engine.Plan, outcome: eng
     for key in ("measurement", "network"):
         if key in outcome.summary:
             manifest[key] = outcome.summary[key]
+    # Measured after the load, its broker stopped, once per process (mqttlab.calibration).
+    manifest["calibration"] = calibration.measured() if not distributed else {
+        "error": "not measured: the load ran on Dask workers, whose hosts' overhead this one's is not"}
     if distributed:
         from mqttlab.distributed import DistributedOutcome
 

@@ -13,6 +13,8 @@ from typing import Any, Iterable, Optional
 from mqttlab.analysis.configuration import configuration, configuration_key, describe, differing_fields
 from mqttlab.analysis.runs import METRICS, ComparisonError, Metric, RunFigures, metrics_for, read_runs
 from mqttlab.analysis.stats import Difference, Estimate, mean_interval, welch_difference
+from mqttlab.calibration import difference as calibration_difference
+from mqttlab.calibration import side_by_side
 
 
 @dataclass
@@ -81,6 +83,8 @@ class Comparison:
     paper: Optional[Any] = None  # the paper vs this run (paper_figures.PaperSection), when a seed's paper applies
     metrics: tuple[Metric, ...] = METRICS  # the figures compared: the headline ones, and the faults' when runs had faults
     generator_limited_left_out: list[Path] = field(default_factory=list)  # runs flagged generator-limited, left out of the figures
+    # The instrument's overhead on each broker's runs' hosts (mqttlab.calibration.side_by_side)
+    calibrations: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def run_count(self) -> int:
@@ -124,6 +128,7 @@ class Comparison:
             "violations": [{"scenario": s.scenario, "broker": b, "kind": kind, "count": count, "runs": runs, "of_runs": len(g.runs)}
                            for s in self.scenarios for b, g in s.groups.items() for kind, (count, runs) in g.violations.items()],
             "notes": list(self.notes),
+            "calibrations": self.calibrations,
             "rows": self.rows(),
             "pooled_latency": [
                 {"scenario": s.scenario, "broker": b, "measure": g.latency_measure, **(g.pooled_latency or {})}
@@ -184,8 +189,12 @@ def scenario_labels(runs: list[RunFigures], flagged_apart: bool = False) -> dict
 
 def compare_directories(paths: Iterable[Path], *, baseline: Optional[str] = None, confidence: float = 0.95) -> Comparison:
     paths = list(paths)
-    comparison = compare_runs(read_runs(paths), baseline=baseline, confidence=confidence)
+    runs = read_runs(paths)
+    comparison = compare_runs(runs, baseline=baseline, confidence=confidence)
     comparison.notes += skipped_broker_notes(paths)
+    comparison.calibrations = side_by_side((run.broker, run.results.manifest, run.results.summary) for run in runs)
+    note = calibration_difference({str(run.path): run.results.manifest.get("calibration") for run in runs})
+    comparison.notes += [note] if note else []
     return comparison
 
 
@@ -269,7 +278,7 @@ def leave_out_generator_limited(comparison: Comparison, *, keep_all_flagged: boo
     # The baseline broker may have had nothing but flagged runs: then the first broker left is.
     baseline = comparison.baseline if any(run.broker == comparison.baseline for run in kept) else None
     judged = compare_runs(kept, baseline=baseline, confidence=comparison.confidence)
-    judged.notes, judged.paper, judged.excluded = comparison.notes, comparison.paper, comparison.excluded
+    judged.notes, judged.paper, judged.excluded, judged.calibrations = comparison.notes, comparison.paper, comparison.excluded, comparison.calibrations
     judged.generator_limited_left_out = [run.path for group in groups for run in group.runs if run not in kept]
     return judged
 
@@ -282,5 +291,5 @@ def as_read(comparison: Comparison, *, flagged_apart: bool = False) -> Compariso
         return leave_out_generator_limited(comparison)
     runs = [run for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
     apart = compare_runs(runs, baseline=comparison.baseline, confidence=comparison.confidence, flagged_apart=True)
-    apart.notes, apart.paper, apart.excluded = comparison.notes, comparison.paper, comparison.excluded
+    apart.notes, apart.paper, apart.excluded, apart.calibrations = comparison.notes, comparison.paper, comparison.excluded, comparison.calibrations
     return apart

@@ -305,6 +305,29 @@ def print_comparison(console: Console, comparison: "Comparison") -> None:
     )
     for path, reason in comparison.excluded:
         console.print(f"left out: {path} ({reason})", style="yellow", markup=False, highlight=False)
+    print_calibrations(console, comparison)
+
+
+def print_calibrations(console: Console, comparison: "Comparison") -> None:
+    """The instrument's overhead on each broker's runs' hosts (their manifests' calibration), a
+    range where they differ, and the note when runs differ by more than mqttlab.calibration allows."""
+    from mqttlab.calibration import DIFFERS
+
+    table = Table(title="instrument overhead on the runs' hosts (calibration, µs, lowest–highest over the runs; "
+                        "send: send stamp → wire, wake: arrival → read)", title_justify="left", header_style="bold", pad_edge=False)
+    for column in ("broker", "runs", "send p50", "p99", "wake p50", "p99", "stamped"):
+        table.add_column(column, justify="left" if column in ("broker", "stamped") else "right", no_wrap=True)
+    for row in comparison.calibrations:
+        ranges = [row[key] for key in ("send_p50_us", "send_p99_us", "wake_p50_us", "wake_p99_us")]
+        table.add_row(Text(str(row["broker"])), f"{row['calibrated']}/{row['runs']}",
+                      *("–" if found is None else "–".join(dict.fromkeys(_figure(value, 3) for value in found)) for found in ranges),
+                      str(row["receive_stamp"] or "?"))
+    console.print(table)
+    console.print("runs: calibrated / compared. The runs' latency figures carry the send part; the wake-up too where "
+                  "receptions were stamped when read (client), not where the kernel stamped them (kernel).",
+                  style="dim", markup=False, highlight=False)
+    for note in (note for note in comparison.notes if note.startswith(DIFFERS)):
+        console.print(f"⚠ {note}", style="yellow", markup=False, highlight=False)
 
 
 def print_findings(console: Console, comparison: "Comparison") -> None:

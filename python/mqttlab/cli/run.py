@@ -420,6 +420,11 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: 
     line = broker_line(manifest.get("broker") or {}) if manifest is not None else None
     if line is not None:
         _console().print(line)
+    if manifest is not None:
+        from mqttlab.calibration import describe
+
+        _console().print(describe(manifest.get("calibration"), (summary.get("measurement") or {}).get("receive_stamp")),
+                         style="dim", markup=False, highlight=False)
     if "network" in summary:
         from mqttlab.netem.view import render_network
 

@@ -33,6 +33,9 @@ METRICS = {
     "mqttlab_clients_planned": "Clients of the plan (this shard), by role",
     "mqttlab_connections_failed": "Connections that failed; once the run has ended",
     "mqttlab_generator_backlog_seconds": "How far the sends are behind their open-loop schedule, estimated from the counters",
+    "mqttlab_publishers_held_back": "Publisher connections whose socket holds the load's bytes back now: the broker not reading (back-pressure, not the generator's lateness)",
+    "mqttlab_broker_back_pressure_seconds": "Seconds the publishers' sockets were full, summed over their connections (summary.json's generator.socket_full_s); once ended",
+    "mqttlab_broker_back_pressure_ratio": "Share of the publishers' connection time their sockets were full (generator.back_pressure_share); once ended",
     "mqttlab_generator_schedule_lag_p99_seconds": "Schedule lag p99 of the sends; once the run has ended",
     "mqttlab_generator_limited": "1 when the generator could not keep its schedule (the figures describe mqttlab); once ended",
     "mqttlab_process_cpu_cores": "CPU used by the process tree, in cores, by process (broker, generator)",
@@ -119,6 +122,7 @@ def _run_metrics(run: Mapping[str, Any], families: dict[str, _Family]) -> None:
         _add(families, "mqttlab_connections", labels, connected.get(role, 0), role=role)
         _add(families, "mqttlab_clients_planned", labels, plan.get(role), role=role)
     _add(families, "mqttlab_generator_backlog_seconds", labels, run.get("generator_backlog_s"))
+    _add(families, "mqttlab_publishers_held_back", labels, connected.get("held_back"))
     for process, figures in (run.get("resources") or {}).items():
         _add(families, "mqttlab_process_cpu_cores", labels, figures.get("cpu_cores"), process=process)
         _add(families, "mqttlab_process_rss_bytes", labels, figures.get("rss_bytes"), process=process)
@@ -141,6 +145,8 @@ def _run_metrics(run: Mapping[str, Any], families: dict[str, _Family]) -> None:
     lag = final.get("schedule_lag_p99_us")
     _add(families, "mqttlab_generator_schedule_lag_p99_seconds", labels, None if lag is None else lag / 1e6)
     _add(families, "mqttlab_generator_limited", labels, 1 if final.get("generator_limited") else 0)
+    _add(families, "mqttlab_broker_back_pressure_seconds", labels, final.get("socket_full_s"))
+    _add(families, "mqttlab_broker_back_pressure_ratio", labels, final.get("back_pressure_share"))
 
 
 def _suite_metrics(suite: Mapping[str, Any], families: dict[str, _Family]) -> None:

@@ -168,6 +168,8 @@ def final_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "connections_failed": sum((connections.get(role) or {}).get("failed", 0) for role in ("publishers", "subscribers")),
         "generator_limited": bool(summary.get("generator_limited")),
         "schedule_lag_p99_us": generator.get("schedule_lag_p99_us"),
+        "socket_full_s": generator.get("socket_full_s"),
+        "back_pressure_share": generator.get("back_pressure_share"),
     }
 
 

@@ -35,6 +35,17 @@ def progress_text(progress: Progress) -> str:
     return ", ".join(parts)
 
 
+def back_pressure_text(snapshot: Mapping[str, Any]) -> str:
+    """`broker back-pressure: 3 of 10 publishers' sockets full now` while the broker leaves some
+    publishers' bytes unread (the engine's `connected.held_back`): the broker setting the pace,
+    which a backlog of sends then is, not the generator's lateness. Empty otherwise."""
+    connected = snapshot.get("connected") or {}
+    held = int(connected.get("held_back") or 0)
+    if not held:
+        return ""
+    return f"broker back-pressure: {held} of {connected.get('publishers', 0)} publishers' sockets full now"
+
+
 def snapshot_line(snapshot: Mapping[str, Any], progress: Progress = None) -> str:
     connected = snapshot.get("connected") or {}
     total = snapshot.get("total") or {}
@@ -48,6 +59,7 @@ def snapshot_line(snapshot: Mapping[str, Any], progress: Progress = None) -> str
         f"e2e p50 {ms(interval.get('e2e_p50_us'))} p99 {ms(interval.get('e2e_p99_us'))} ms  "
         f"dropped {total.get('dropped', 0)} errors {total.get('errors', 0)}"
         + (f"  FAULT {snapshot['fault']}" if snapshot.get("fault") else "")
+        + (f"  {back_pressure_text(snapshot)}" if back_pressure_text(snapshot) else "")
     )
 
 
@@ -63,6 +75,8 @@ def snapshot_table(snapshot: Mapping[str, Any], progress: Progress = None) -> Ta
         title += f" ·{bar} {done}"
     if snapshot.get("fault"):
         title += f" · [bold red]fault: {snapshot['fault']}[/]"
+    if back_pressure_text(snapshot):
+        title += f" · [bold yellow]{back_pressure_text(snapshot)}[/]"
     table = Table(title=title, title_justify="left")
     for column in ("clients", "sent/s", "acked/s", "received/s", "e2e p50 ms", "e2e p99 ms", "dropped", "errors"):
         table.add_column(column, justify="right")
