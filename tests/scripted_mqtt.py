@@ -15,12 +15,14 @@ class ScriptedBroker:
     session, `forget_sessions` answers every return with no session, `stale_retained` keeps a
     topic's first retained value instead of its last, `will_on_disconnect` publishes a client's
     will after its DISCONNECT too, `keep_taken_over` leaves a connection open when a second one
-    takes its session over."""
+    takes its session over, `keep_deleted_retained` stores a retained PUBLISH with an empty payload
+    instead of deleting the topic's retained message."""
 
     def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False, will_on_disconnect: bool = False,
-                 keep_taken_over: bool = False) -> None:
+                 keep_taken_over: bool = False, keep_deleted_retained: bool = False) -> None:
         self.drop_every, self.forget_sessions, self.stale_retained = drop_every, forget_sessions, stale_retained
         self.will_on_disconnect, self.keep_taken_over = will_on_disconnect, keep_taken_over
+        self.keep_deleted_retained = keep_deleted_retained
         self.dropped = 0
         self.retained: dict[bytes, bytes] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
@@ -147,7 +149,9 @@ class ScriptedBroker:
                 else:
                     payload = body[2 + size:]
                 with self.lock:
-                    if first & 0x01 and not (self.stale_retained and topic in self.retained):
+                    if first & 0x01 and not payload and not self.keep_deleted_retained:
+                        self.retained.pop(topic, None)  # an empty retained message deletes the topic's
+                    elif first & 0x01 and not (self.stale_retained and topic in self.retained):
                         self.retained[topic] = payload
                     for other in self.sessions.values():
                         if not any(self._matches(f, topic) for f in other["filters"]):

@@ -65,6 +65,33 @@ def test_a_broker_that_keeps_a_stale_retained_value_is_named_with_the_count(tmp_
     assert result.exit_code == Exit.FINDINGS
 
 
+# A quarter of the 40 topics deleted (an empty retained PUBLISH) after their last update.
+DELETED = {**STORM, "subscribers.retained": {"at": "0.5s", "deleted": 0.25}}
+
+
+# (NanoMQ 0.25.3 sometimes keeps a deleted topic's last value, its update and deletion taken out
+# of order: not a fixture for "kept"; docs/state.md has its counts.)
+@pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+def test_a_deleted_retained_value_is_gone_for_a_new_subscription(tmp_path: Path) -> None:
+    result = mqttlab.run(None, broker="mosquitto", set=DELETED, out=tmp_path / "run")
+    retained = result.summary["retained"]
+    # 10 topics deleted, 30 kept, for each of 4 subscribers.
+    assert (retained["deleted"], retained["not_deleted"], retained["expected"], retained["delivered"]) == (40, 0, 120, 120)
+    deletion = verdicts(result.summary)["retained_not_deleted"]
+    assert (deletion["verdict"], deletion["kept"], deletion["broken"]) == ("kept", 40, 0)
+    assert result.summary["messages"]["unexpected"] == 0
+
+
+def test_a_broker_that_stores_an_empty_retained_message_is_named_with_the_count(tmp_path: Path) -> None:
+    with ScriptedBroker(keep_deleted_retained=True) as broker:
+        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=DELETED, out=tmp_path / "run")
+    deletion = verdicts(result.summary)["retained_not_deleted"]
+    # Each of 4 subscribers got an empty retained message for each of the 10 deleted topics.
+    assert (deletion["verdict"], deletion["broken"], deletion["kept"]) == ("broken", 40, 0)
+    assert verdicts(result.summary)["retained_missing"]["verdict"] == "kept"
+    assert result.exit_code == Exit.FINDINGS
+
+
 def test_a_retained_read_that_cannot_work_is_refused_with_every_problem_named() -> None:
     with pytest.raises(ScenarioError) as refused:
         validate_scenario({"publishers": {"rate": 10, "messages": 20}, "load": {"duration": "3s"},

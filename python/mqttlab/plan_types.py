@@ -153,6 +153,7 @@ class _RetainedRead(TypedDict):
 
 class RetainedRead(_RetainedRead, total=False):
     spread_ms: int
+    deleted: float
 
 
 class Subscribers(_Subscribers, total=False):

@@ -165,6 +165,8 @@ def _compile(scenario: Scenario) -> Plan:
         plan["subscribers"]["echo_topic"] = subs.echo_topic
     if subs.retained is not None:
         plan["subscribers"]["retained"] = {"at_ms": _ms(subs.retained.at), "spread_ms": _ms(subs.retained.spread)}
+        if subs.retained.deleted:
+            plan["subscribers"]["retained"]["deleted"] = subs.retained.deleted
     if subs.offline is not None:
         offline = subs.offline
         plan["subscribers"]["offline"] = {"at_ms": _ms(offline.at), "duration_ms": _ms(offline.duration), "fraction": offline.fraction,

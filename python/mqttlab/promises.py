@@ -91,6 +91,10 @@ def verdict_text(verdict: Mapping[str, Any]) -> str:
     return f"{verdict['verdict']} ({verdict['kept']}{extra})"
 
 
+RETAINED_DELETION_RULE = ("a retained PUBLISH with an empty payload removes the topic's retained message, and no empty one is stored "
+                          "(MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3): a new subscription gets nothing for a deleted topic")
+
+
 def _retained_read(retained: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retained store as the subscribers read it: each value owed delivered, the latest one,
     flagged retained. No retained limit is known here: none is assumed."""
@@ -98,9 +102,16 @@ def _retained_read(retained: Mapping[str, Any]) -> list[dict[str, Any]]:
     kept = {"missing": delivered, "stale": delivered - retained["stale"], "unflagged": delivered - retained["unflagged"]}
     # Whether anything was there to judge: values owed for the first rule, values delivered for the others.
     judged = {"missing": retained["expected"], "stale": delivered, "unflagged": delivered}
-    return [{"promise": promise, "rule": rule, "allowed": "no limit on retained messages is known here", "kept": max(kept[key], 0),
-             "broken": retained[key], "name": name, "verdict": "broken" if retained[key] else ("kept" if judged[key] else "not judged")}
-            for promise, name, key, rule in RETAINED_RULES]
+    verdicts = [{"promise": promise, "rule": rule, "allowed": "no limit on retained messages is known here", "kept": max(kept[key], 0),
+                 "broken": retained[key], "name": name, "verdict": "broken" if retained[key] else ("kept" if judged[key] else "not judged")}
+                for promise, name, key, rule in RETAINED_RULES]
+    deleted, not_deleted = retained.get("deleted", 0), retained.get("not_deleted", 0)
+    if deleted:
+        # Kept: the deleted topics that came to nothing (a topic can bring several messages: at least 0).
+        verdicts.append({"promise": "retained deletion honoured", "rule": RETAINED_DELETION_RULE, "allowed": "no limit applies",
+                         "kept": max(deleted - not_deleted, 0), "broken": not_deleted, "name": "retained_not_deleted",
+                         "verdict": "broken" if not_deleted else "kept"})
+    return verdicts
 
 
 def _wills(plan: Mapping[str, Any], wills: Mapping[str, Any]) -> list[dict[str, Any]]:

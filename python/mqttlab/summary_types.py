@@ -146,6 +146,8 @@ class OfflineSummary(TypedDict):
 class RetainedSummary(TypedDict):
     subscribers: int
     expected: int
+    deleted: int  # deleted topics the subscribers' filters match: owed nothing
+    not_deleted: int  # messages got for them anyway (retained_not_deleted)
     delivered: int
     stale: int
     missing: int

@@ -441,11 +441,13 @@ def _retained_lines(retained: Mapping[str, Any], verdicts: list[Mapping[str, Any
     text = Text("retained read: ", style="dim")
     text.append(f"{retained['subscribers']:,} subscribers got {retained['delivered']:,} of {retained['expected']:,} retained values "
                 f"({retained['complete']:,} complete)")
+    if retained.get("deleted"):
+        text.append(f"; {retained['deleted']:,} deleted topics owed nothing, {retained['not_deleted']:,} messages got for them")
     for key, label in (("first_s", "SUBSCRIBE → first"), ("all_s", "SUBSCRIBE → all")):
         spread = retained.get(key)
         if spread:
             text.append(f"; {label} p50 {ms(spread['p50'] * 1e6)} ms, p99 {ms(spread['p99'] * 1e6)} ms")
-    _append_verdicts(text, [v for v in verdicts if v["name"] in ("retained_missing", "stale_retained", "retained_unflagged")])
+    _append_verdicts(text, [v for v in verdicts if v["name"] in ("retained_missing", "stale_retained", "retained_unflagged", "retained_not_deleted")])
     return text
 
 

@@ -229,6 +229,9 @@ pub async fn publisher(ctx: Rc<WorkerCtx>, index: u32) {
             _ = p.pacing.delivery_counted(), if p.pacing.awaits_delivery() => p.pacing.on_progress(&ctx, &mut p.sender, &p.out, now_ns()),
             _ = p.sender.wake.notified(), if p.sender.next_due.is_some() => {
                 p.pacing.on_wake(&ctx, &mut p.sender, &mut p.out);
+                if p.delete_retained && p.sender.is_done() {
+                    p.delete_retained(&ctx);
+                }
                 p.out.conn.write_now();
             }
             _ = keepalive.notified() => {
@@ -252,6 +255,8 @@ struct Publisher {
     echoes: Option<Echoes>,
     /// The broker ended the connection for good.
     lost: bool,
+    /// A retained read's deletion still to send after the last update (retained.rs).
+    delete_retained: bool,
 }
 
 impl Publisher {
@@ -267,7 +272,8 @@ impl Publisher {
         // Deliveries owed per message: one per receiver, plus its echo in round-trip mode.
         let fanout = ctx.fanout.get(index as usize).copied().unwrap_or(0) as u64 + echoes.is_some() as u64;
         let out = MqttOutlet::new(ctx, index, conn, qos);
-        Publisher { index, client_id, out, sender: Sender::new(ctx, index, fanout), pacing: Pacing::for_publisher(ctx, index, fanout), echoes, lost: false }
+        let (sender, pacing) = (Sender::new(ctx, index, fanout), Pacing::for_publisher(ctx, index, fanout));
+        Publisher { index, client_id, out, sender, pacing, echoes, lost: false, delete_retained: crate::retained::deletes(&ctx.plan, index) }
     }
 
     /// Handles what was read (acknowledgements, echoes), and tells the pacing.
@@ -337,6 +343,17 @@ impl Publisher {
                 conn.abandon().await;
             }
         }
+    }
+
+    /// Deletes its topic's retained value: a retained PUBLISH with an empty payload, at QoS 0 (no
+    /// acknowledgement to account), behind its last update on the same connection.
+    fn delete_retained(&mut self, ctx: &WorkerCtx) {
+        self.delete_retained = false;
+        let conn = &mut self.out.conn;
+        let topic = ctx.plan.publisher_topic(self.index);
+        let n = encode_publish(&mut conn.wbuf, conn.protocol, QoS::AtMostOnce, true, false, topic.as_bytes(), 0, None, &[])
+            .expect("an empty publish within MQTT limits");
+        conn.bytes_out += n as u64;
     }
 
     async fn finish(mut self, ctx: &WorkerCtx) {

@@ -54,8 +54,17 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
     if let Some(watch) = rx.retained.as_mut() {
         // A retained read: every message is judged against the store's latest values.
         match Header::read(payload).filter(|h| h.publisher < ctx.plan.publishers.count) {
+            Some(h) if watch.is_deleted(h.publisher) => {
+                let detail = watch.not_deleted(Some(h.publisher), h.seq);
+                st.violation("retained_not_deleted", &detail);
+            }
             Some(h) if watch.received(h.publisher, h.seq, retain, now) => WorkerShared::inc(&ctx.shared.unique_deliveries),
             Some(_) => {}
+            // A zero-byte retained message is a deletion the broker must not store (§3.3.1.3).
+            None if retain && payload.is_empty() => {
+                let detail = watch.not_deleted(None, 0);
+                st.violation("retained_not_deleted", &detail);
+            }
             None => st.counters.unexpected += 1,
         }
         return;

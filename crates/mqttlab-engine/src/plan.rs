@@ -412,6 +412,10 @@ pub struct RetainedRead {
     /// The subscribers' SUBSCRIBEs spread evenly over this long (0: all at once, a storm).
     #[serde(default)]
     pub spread_ms: u64,
+    /// The share of the publishers (spread evenly over their indices) that delete their topic's
+    /// retained value after their last update, with an empty retained PUBLISH (retained.rs).
+    #[serde(default)]
+    pub deleted: f64,
 }
 
 /// When subscribers take their sessions over (takeover.rs), from the start of the load.

@@ -4,6 +4,12 @@
 //! retained store. Each subscriber checks what it gets against what it is owed: exactly the
 //! latest value of every retained topic its filters match, each flagged retained, once. Times run
 //! from the subscriber's SUBSCRIBE to its first and to its last retained message.
+//!
+//! With `deleted`, a share of the publishers then delete their topic's retained value: a PUBLISH
+//! with the retain flag and an empty payload (QoS 0) right after their last update. The broker must
+//! remove the topic's retained message and store no empty one (MQTT 3.1.1 §3.3.1.3, MQTT 5
+//! §3.3.1.3): a deleted topic is owed nothing, and anything a reader gets for it (the old value, or
+//! an empty retained message) is `not_deleted`.
 use crate::accounting::UnitTable;
 use crate::offline::Spread;
 use crate::plan::{Measure, RunPlan, Transport};
@@ -20,10 +26,18 @@ pub fn subscribe_offset(plan: &RunPlan, index: u32) -> Option<u64> {
     Some(r.at_ms * 1_000_000 + u64::from(index) * step)
 }
 
+/// Whether publisher `p` deletes its topic's retained value after its last update.
+pub fn deletes(plan: &RunPlan, p: u32) -> bool {
+    plan.subscribers.retained.as_ref().is_some_and(|r| r.deleted > 0.0 && crate::plan::in_share(p, r.deleted))
+}
+
 /// One subscriber's reading of the retained store.
 pub struct RetainedWatch {
     /// Per owed publisher (topic): the sequence number of the value received, once received.
     owed: FxHashMap<u32, Option<u32>>,
+    /// The publishers whose matching topics were deleted: nothing is owed for them.
+    deleted: rustc_hash::FxHashSet<u32>,
+    not_deleted: u64,
     /// The sequence number of every topic's last value: the one the store must hold.
     latest: u32,
     subscribed_ns: u64,
@@ -41,13 +55,39 @@ impl RetainedWatch {
     /// subscribe: one that comes is a violation, `inbound.rs`).
     pub fn new(plan: &RunPlan, units: &UnitTable, index: u32) -> RetainedWatch {
         // This subscriber's filters against each topic: P matches, not the whole table's P x F.
-        let owed = (0..plan.publishers.count)
+        let (deleted, owed): (Vec<u32>, Vec<u32>) = (0..plan.publishers.count)
             .filter(|_| plan.subscribers.retain_handling != 2)
             .filter(|&p| units.unit_for(index, &units.publisher_topics[p as usize]) == Some(index))
-            .map(|p| (p, None))
-            .collect();
+            .partition(|&p| deletes(plan, p));
         let latest = plan.publishers.messages.unwrap_or(1).saturating_sub(1) as u32;
-        RetainedWatch { owed, latest, subscribed_ns: 0, first_ns: 0, last_ns: 0, delivered: 0, stale: 0, duplicated: 0, unflagged: 0 }
+        RetainedWatch {
+            owed: owed.into_iter().map(|p| (p, None)).collect(),
+            deleted: deleted.into_iter().collect(),
+            not_deleted: 0,
+            latest,
+            subscribed_ns: 0,
+            first_ns: 0,
+            last_ns: 0,
+            delivered: 0,
+            stale: 0,
+            duplicated: 0,
+            unflagged: 0,
+        }
+    }
+
+    /// A message for a deleted topic (`publisher`'s; None: an empty retained message, a deletion
+    /// the broker stored instead of carrying it out), with what it was, for the violation.
+    pub fn not_deleted(&mut self, publisher: Option<u32>, seq: u32) -> String {
+        self.not_deleted += 1;
+        match publisher {
+            Some(p) => format!("publisher {p}'s topic gave its value {seq} after the topic's deletion"),
+            None => "an empty retained message (a deletion stored as a retained value)".to_string(),
+        }
+    }
+
+    /// Whether `publisher` deleted the retained value of a topic this subscriber reads.
+    pub fn is_deleted(&self, publisher: u32) -> bool {
+        self.deleted.contains(&publisher)
     }
 
     /// How many retained values the subscriber is owed.
@@ -91,6 +131,8 @@ impl RetainedWatch {
             subscriber,
             subscribed: self.subscribed_ns > 0,
             expected: self.expected(),
+            deleted: self.deleted.len() as u64,
+            not_deleted: self.not_deleted,
             delivered: self.delivered,
             stale: self.stale,
             duplicated: self.duplicated,
@@ -110,6 +152,11 @@ pub struct RetainedReading {
     pub subscribed: bool,
     /// Retained topics its filters match, and of them delivered (first copies).
     pub expected: u64,
+    /// Deleted topics its filters match (owed nothing), and messages it got for them anyway.
+    #[serde(default)]
+    pub deleted: u64,
+    #[serde(default)]
+    pub not_deleted: u64,
     pub delivered: u64,
     /// Delivered with a value older than the topic's last: the store held a stale one.
     pub stale: u64,
@@ -128,6 +175,9 @@ pub struct RetainedSummary {
     pub subscribers: u64,
     /// Retained values owed over all subscribers, and of them delivered, stale and missing.
     pub expected: u64,
+    /// Deleted topics over all subscribers (owed nothing), and messages got for them anyway.
+    pub deleted: u64,
+    pub not_deleted: u64,
     pub delivered: u64,
     pub stale: u64,
     pub missing: u64,
@@ -148,6 +198,8 @@ pub fn summarize(plan: &RunPlan, readings: &[RetainedReading]) -> Option<Retaine
     Some(RetainedSummary {
         subscribers: readings.len() as u64,
         expected,
+        deleted: sum(|r| r.deleted),
+        not_deleted: sum(|r| r.not_deleted),
         delivered,
         stale: sum(|r| r.stale),
         missing: expected.saturating_sub(delivered),
@@ -212,6 +264,9 @@ pub fn problems(plan: &RunPlan, scheduled: bool) -> Vec<Problem> {
             ),
             &["load.duration", "subscribers.retained.spread"],
         ));
+    }
+    if !(0.0..=1.0).contains(&r.deleted) {
+        problems.push(problem("subscribers.retained.deleted", format!("must be at least 0 and at most 1 (got {})", r.deleted), &[]));
     }
     if p.measure != Measure::Header {
         problems.push(problem("publishers.measure", "must be header with subscribers.retained: each value is told by its header", &["subscribers.retained"]));

@@ -238,6 +238,11 @@ impl Sender {
         }
     }
 
+    /// Whether its schedule is over (every message sent or dropped).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Nothing more to send: counted once towards the coordinator's "all publishers done".
     pub fn finish(&mut self, ctx: &WorkerCtx) {
         if !self.done {

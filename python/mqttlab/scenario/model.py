@@ -229,6 +229,9 @@ class RetainedRead(_Section):
 
     at: Duration = Field(description="The first SUBSCRIBE, from the start of the load phase, after the publishers' last update")
     spread: Duration = Field(default=0.0, description="The subscribers' SUBSCRIBEs spread evenly over this long; 0 = all at once (a storm)")
+    deleted: float = Field(default=0.0, ge=0, le=1, description=(
+        "The share of the publishers (spread evenly over their indices) that delete their topic's retained value after their last "
+        "update, with an empty retained PUBLISH: a reader is owed nothing for those topics"))
 
 
 class Subscribers(_Section):
