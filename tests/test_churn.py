@@ -1,7 +1,7 @@
 """Connection churn beside the steady load (the engine's churn.rs): clients that connect at a
-rate, subscribe and unsubscribe (subscription flapping), stay a while and leave, on real brokers,
-with their CONNACK, SUBACK and UNSUBACK timed apart from the steady clients' and the steady
-traffic's accounting untouched."""
+rate, subscribe and unsubscribe (subscription flapping), stay a while and leave, on real brokers
+(Mosquitto, NanoMQ, HiveMQ, rumqttd, RMQTT), with their CONNACK, SUBACK and UNSUBACK timed apart
+from the steady clients' and the steady traffic's accounting untouched."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from mqttlab.brokers import get_launcher
 from mqttlab.planning import validate_scenario
 from mqttlab.scenario import ScenarioError
 
-BROKERS = [b for b in ("mosquitto", "nanomq") if get_launcher(b).find()]
+# RMQTT is not built in CI (a long cargo build): its case, like any broker's not installed, skips.
+BROKERS = ("mosquitto", "nanomq", "hivemq", "rumqttd", "rmqtt")
 
 STEADY = {"publishers.count": 2, "subscribers.count": 2, "publishers.qos": 1, "publishers.rate": 100, "load.duration": "3s",
           "load.warmup": "0s"}  # fmt: skip
@@ -22,6 +23,8 @@ STEADY = {"publishers.count": 2, "subscribers.count": 2, "publishers.qos": 1, "p
 
 @pytest.mark.parametrize("broker", BROKERS)
 def test_churning_clients_are_timed_apart_and_the_steady_traffic_keeps_exact(broker: str, tmp_path: Path) -> None:
+    if not get_launcher(broker).find():
+        pytest.skip(f"{broker} is not installed: {get_launcher(broker).how_to_get}")
     churn = {"rate": 20, "stay": "100ms", "clients": 10, "subscribe": "churn/%i", "leave": "graceful"}
     summary = mqttlab.run(None, broker=broker, set={**STEADY, "churn": churn}, out=tmp_path / "run").summary
     counts, latency = summary["churn"], summary["latency"]

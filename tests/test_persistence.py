@@ -3,7 +3,7 @@ off, and what survives a broker restart (the broker-restart fault) judged agains
 broker's documentation promises: on real Mosquitto and HiveMQ, persistence on keeps the
 sessions, the queued messages of subscribers away across a clean stop and the retained
 messages, persistence off keeps none of them (not promised, so no broken promise); a broker
-without persistence refuses the option with its reason."""
+without persistence (RMQTT as run here) keeps nothing either, and refuses the option with its reason."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from mqttlab.preflight import broker_problems
 from mqttlab.restart_survival import judge, without_explained
 
 needs_mosquitto = pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed (scripts/install-brokers.sh)")
+needs_rmqtt = pytest.mark.skipif(not get_launcher("rmqtt").find(), reason="rmqtt is not installed (mqttlab brokers install rmqtt: a long cargo build)")
 needs_hivemq = pytest.mark.skipif(not get_launcher("hivemq").find(), reason="hivemq is not installed (mqttlab brokers install hivemq)")
 
 CLEAN_STOP = {"kind": "broker-restart", "at": "2s", "duration": "1s", "signal": "term"}
@@ -120,6 +121,19 @@ def test_hivemq_in_file_mode_keeps_sessions_and_queues_across_a_clean_stop(tmp_p
     assert (queued["verdict"], queued["kept"]) == ("kept", queued["of"])
 
 
+@needs_rmqtt
+def test_rmqtt_keeps_its_state_in_memory_only_so_nothing_survives_and_nothing_was_promised(tmp_path: Path) -> None:
+    # RMQTT as mqttlab runs it links none of its persistence plugins: a restart takes every
+    # session and its queue, which the protocol, silent on restarts, does not forbid.
+    result = mqttlab.run(None, broker="rmqtt", set={**AWAY_ACROSS, "load.duration": "5s", "faults": [CLEAN_STOP]}, out=tmp_path / "run")
+    sessions, queued = restart_verdicts(result.summary)["sessions"], restart_verdicts(result.summary)["queued"]
+    assert (sessions["verdict"], sessions["kept"], sessions["of"], sessions["broken"]) == ("not promised", 0, 5, 0)
+    assert (queued["verdict"], queued["kept"], queued["broken"]) == ("not promised", 0, 0) and queued["of"] >= 300
+    assert queued["allowed"] == "rmqtt persistence off, clean stop (SIGTERM): documented lost"
+    assert "the protocol does not speak of restarts" in queued["rule"] and "MQTT 5 §4.1.1" in queued["rule"]
+    assert not [v for v in result.summary["violations"] if v["kind"] == "session_lost"]
+
+
 def test_a_kept_promise_broken_is_named_with_its_count() -> None:
     # A broker whose documentation promises its queues across a clean stop, and that delivered 90
     # of 100 messages owed to a subscriber away across it: judged from the figures as a run has them.
@@ -157,6 +171,8 @@ def test_persistence_is_refused_with_every_problem_named_where_it_cannot_be_set(
     assert "mqtt.version (--mqtt-version): aedes speaks MQTT 3.1.1, not 5" in said(refused)
     nanomq = broker_problems(load_scenario(None, overrides={"broker": "nanomq", "launch.persistence": True}))
     assert "its persistence (SQLite) needs a build with cmake -DNNG_ENABLE_SQLITE=ON" in nanomq[0].message
+    rmqtt = broker_problems(load_scenario(None, overrides={"broker": "rmqtt", "launch.persistence": True}))
+    assert "RMQTT persists through plugins (rmqtt-session-storage for sessions and their queues" in rmqtt[0].message
 
 
 def test_a_url_broker_takes_no_persistence() -> None:
@@ -184,5 +200,10 @@ def test_the_launchers_write_their_persistence_settings_and_document_them(tmp_pa
     config = hivemq._config(tmp_path, Ports(plain=1883, tls=None), None)  # type: ignore[attr-defined]
     assert config.findtext("persistence/mode") == "file"
     assert get_launcher("hivemq").configure("tuned")._config(tmp_path, Ports(plain=1883, tls=None), None).findtext("persistence/mode") == "in-memory"  # type: ignore[attr-defined]
+    # RMQTT as mqttlab runs it: memory only, and its per-session queue limit as configured.
+    rmqtt = get_launcher("rmqtt").configure("tuned").config_record()
+    assert rmqtt["restart_promises"]["persistence"] is False  # type: ignore[index]
+    assert rmqtt["state_limits"] == {"queued_messages": 1_000_000}
+    assert get_launcher("rmqtt").configure("as-shipped").state_limits() == {"queued_messages": 1000}
     # A broker mqttlab knows nothing about keeps its restart promises unknown rather than guessed.
     assert get_launcher("mochi").configure("tuned").config_record()["restart_promises"] == {}

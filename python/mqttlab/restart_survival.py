@@ -28,8 +28,16 @@ WHAT = {
     "queued": "every QoS {qos} message owed to a subscriber away across the restart is delivered on its return",
     "retained": "a retained read after the restart gets the latest value of every retained topic",
 }
-RULE = ("what the broker's documentation promises to keep across a {stop} is there after it: {what}; "
-        "the protocol leaves restarts to the server (MQTT 3.1.1 §4.1, MQTT 5 §4.1: stored state may be discarded)")
+#: what the protocol says, per state: neither MQTT 3.1.1 nor MQTT 5 speaks of a server restart
+SPEC = {
+    "sessions": ("the protocol does not speak of restarts: it requires session state kept while the session lasts "
+                 "(MQTT 3.1.1 §3.1.2.4, §4.1; MQTT 5 §4.1.1) and notes, non-normatively, that hardware or software "
+                 "failures may lose it and that volatile memory may hold it (MQTT 3.1.1 §4.1, §4.1.1; MQTT 5 §4.1.1, §4.1.2)"),
+    "retained": ("the protocol does not speak of restarts: retained messages are no part of the session, and the server "
+                 "SHOULD keep them until a client deletes them (MQTT 3.1.1 §4.1)"),
+}
+SPEC["queued"] = SPEC["sessions"]  # the QoS 1/2 messages queued for a session are its state (§3.1.2.4)
+RULE = "what the broker's documentation promises to keep across a {stop} is there after it: {what}; {spec}"
 
 
 def spans(cycle: Mapping[str, Any], fault: Mapping[str, Any], warmup_s: float) -> bool:
@@ -83,7 +91,7 @@ def judge(plan: Mapping[str, Any], fault: Mapping[str, Any], cycles: Sequence[Ma
         verdicts.append({
             "promise": promise, "name": name, "what": what, "stop": stop, "kept": kept, "of": of,
             "broken": lost if promised else 0, "lost": lost, "verdict": verdict,
-            "rule": RULE.format(stop=stop_text, what=WHAT[what].format(qos=qos)),
+            "rule": RULE.format(stop=stop_text, what=WHAT[what].format(qos=qos), spec=SPEC[what]),
             "allowed": _allowed(broker, promises, stop_text, promised),
             "source": promises.get("source") or "no documentation known here",
         })

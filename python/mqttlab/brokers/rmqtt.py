@@ -29,15 +29,20 @@ SHARED_SUBSCRIPTION = "rmqtt-shared-subscription"
 # Each plugin's config file: retained messages in memory, $share/ groups served round robin.
 PLUGIN_CONFIGS = {RETAINER: 'storage.type = "ram"\n', SHARED_SUBSCRIPTION: 'strategy = "round_robin"\n'}
 
+#: each session's queue (`max_mqueue_len`): what waits for an offline session or beyond the
+#: in-flight window; a message for a full queue is dropped (rmqtt's session.rs: MessageQueueFull)
+SHIPPED_MQUEUE = 1000
+TUNED_MQUEUE = 1_000_000
+
 # rmqtt's defaults (16 in flight, 1000 queued messages per session, 1 MB packets, Nagle on)
 # would cap a benchmark before the broker itself does. max_handshaking_limit stays at its 500:
 # it is the number of handshake worker tasks, started with the first connection and kept, and
 # 100,000 of them held 68 MB more RSS here, which a memory comparison would charge to RMQTT;
 # handshakes beyond 500 wait in its queue (max_connections long).
-LISTENER_LIMITS = """nodelay = true
+LISTENER_LIMITS = f"""nodelay = true
 max_connections = 1024000
 max_inflight = 65535
-max_mqueue_len = 1000000
+max_mqueue_len = {TUNED_MQUEUE}
 max_packet_size = "4M"
 backlog = 4096
 """
@@ -61,6 +66,13 @@ class RmqttLauncher(Launcher):
     accepts_config_file = False
     # Its WebSocket listeners serve any path (so /mqtt) and require the `mqtt` subprotocol.
     has_websocket = True
+    # The runner's retainer keeps retained messages in RAM and it links no session storage, so
+    # sessions, their queues and retained messages live in the process only.
+    memory_only = True
+    persistence_refusal = (
+        "RMQTT persists through plugins (rmqtt-session-storage for sessions and their queues, the retainer's "
+        "`sled` storage for retained messages) that mqttlab's runner does not link: it needs a rebuild with them"
+    )
     required_settings = (
         ("allow_anonymous = true", "benchmark clients connect without credentials"),
         (f'plugins.default_startups = ["{RETAINER}", "{SHARED_SUBSCRIPTION}"]',
@@ -70,12 +82,16 @@ class RmqttLauncher(Launcher):
     tuned_settings = (
         ("nodelay = true", "Nagle's algorithm would hold small publishes back"),
         ("max_inflight = 65535", "the default 16 caps QoS 1/2 throughput per client"),
-        ("max_mqueue_len = 1000000", "the default 1000 queued messages per session would drop a backlog"),
+        (f"max_mqueue_len = {TUNED_MQUEUE}", f"the default {SHIPPED_MQUEUE} queued messages per session would drop a backlog"),
         ('max_packet_size = "4M"', "the default 1 MB refuses larger payloads"),
         ("max_connections = 1024000, backlog = 4096", "room for large connection counts and connection storms"),
         ("node.busy.check_enable = false",
          "as shipped, new connections are refused while the host's CPU (the generator's included) is above 90%"),
     )
+
+    def state_limits(self) -> dict[str, int | None]:
+        # rmqtt-conf's listener default, and the tuned value; the queue drops what a full one cannot take.
+        return {"queued_messages": TUNED_MQUEUE if self.config.tuned else SHIPPED_MQUEUE}
 
     @property
     def home(self) -> Path:
