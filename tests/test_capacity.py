@@ -395,3 +395,21 @@ def test_brackets_set_brokers_apart_only_when_disjoint_and_are_never_called_sign
     row = {"broker": "a", "slo": "p99<10ms", "capacity": 1000.0, "lower": 1000.0, "upper": 1100.0, "unit": "msg/s", "status": "bracketed",
            "limited_by": "", "verification": ""}
     assert capacity_lines([row]) == ["capacity of a (p99<10ms): 1000 msg/s bracket [1000, 1100], bracketed"]
+
+
+@pytest.mark.serial
+def test_the_same_quick_pass_gives_the_same_verdicts_twice(tmp_path: Path):
+    # A quick probe is short: its generator-limited flag must rest on evidence (a count of late
+    # sends, not one pause of the host), so that two passes on a quiet host answer alike. Fan-in,
+    # the family whose answer once moved from "above 1,000" to "above 32,000 msg/s" between passes.
+    _mosquitto()
+    verdicts = []
+    for attempt in ("first", "second"):
+        out = tmp_path / attempt
+        result = runner.invoke(app, ["standard", "--broker", "mosquitto", "--quick", "--scale", "0.1", "--max-probes", "3",
+                                     "--family", "fan-in", "--out", str(out)])
+        assert result.exit_code in (0, 1), result.output
+        rows = json.loads((out / "standard.json").read_text())["families"]
+        verdicts.append({row["scenario"]: row["status"] for row in rows})
+    assert verdicts[0] == verdicts[1]
+    assert "generator_limited" not in verdicts[0].values(), verdicts
