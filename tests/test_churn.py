@@ -15,7 +15,7 @@ from mqttlab.planning import validate_scenario
 from mqttlab.scenario import ScenarioError
 
 # RMQTT is not built in CI (a long cargo build): its case, like any broker's not installed, skips.
-BROKERS = ("mosquitto", "nanomq", "hivemq", "rumqttd", "rmqtt")
+BROKERS = ("mosquitto", "nanomq", "hivemq", "rumqttd", "rmqtt", "mochi")
 
 STEADY = {"publishers.count": 2, "subscribers.count": 2, "publishers.qos": 1, "publishers.rate": 100, "load.duration": "3s",
           "load.warmup": "0s"}  # fmt: skip
