@@ -181,7 +181,9 @@ def scenario_labels(runs: list[RunFigures], flagged_apart: bool = False) -> dict
         distinct = {configuration_key(run.results.scenario): configs[id(run)] for run in named}
         fields = differing_fields(distinct.values())
         for run in named:
-            labels[id(run)] = f"{name} [{describe(configs[id(run)], fields)}]" if fields else name
+            # A run recorded before a field existed lacks it: said so, never an empty label.
+            told = describe(configs[id(run)], fields) or "not set: " + ", ".join(fields)
+            labels[id(run)] = f"{name} [{told}]" if fields else name
             if flagged_apart and run.generator_limited:
                 labels[id(run)] += GENERATOR_LIMITED_LABEL
     return labels
