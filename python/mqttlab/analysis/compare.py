@@ -204,11 +204,12 @@ SKIPPED_BROKERS = "skipped-brokers.json"
 
 
 def _from_source(path: Path, sources: list[Path]) -> str:
-    """A run's path from the directory it was found in (never this machine's scratch directory, as
-    when an evidence archive is unpacked), so that a note naming it reads the same on any machine."""
+    """A run's path as given, or from the directory it was found in (never this machine's scratch
+    directory, as when an evidence archive is unpacked), so that a note naming it reads the same on
+    any machine."""
     for source in sources:
-        if Path(path).is_relative_to(source):
-            return Path(path).relative_to(source).as_posix() or "."
+        if Path(path) != Path(source) and Path(path).is_relative_to(source):
+            return Path(path).relative_to(source).as_posix()
     return str(path)
 
 
