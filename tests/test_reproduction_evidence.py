@@ -84,3 +84,12 @@ def test_an_archive_that_is_not_evidence_is_refused_in_one_line(tmp_path):
     bogus.write_bytes(b"not xz")
     result = CliRunner().invoke(cli_app.app, ["compare", str(bogus)], terminal_width=200)
     assert result.exit_code == 2 and "not a page's evidence archive" in result.output
+
+
+def test_a_flag_recorded_under_an_older_rule_is_read_again_by_the_current_one():
+    # mini's two flagged runs were flagged by the old rule (p99 send lag over 2 ms); read again
+    # from their plan and raw result, a handful of late sends is no evidence, and back-pressure,
+    # not measured then, is said to be not recorded rather than zero.
+    page = (DATA / "mini.md").read_text(encoding="utf-8")
+    section = page.split("### Generator-limited runs, read again by the current rule", 1)[1].split("###", 1)[0]
+    assert "| p2p-qos0 | mosquitto | 2026-11-25 | 3 | 2 | 0 | not recorded | not recorded |" in section

@@ -181,7 +181,9 @@ def scenario_labels(runs: list[RunFigures], flagged_apart: bool = False) -> dict
         distinct = {configuration_key(run.results.scenario): configs[id(run)] for run in named}
         fields = differing_fields(distinct.values())
         for run in named:
-            labels[id(run)] = f"{name} [{describe(configs[id(run)], fields)}]" if fields else name
+            # A run recorded before a field existed lacks it: said so ("before FIELD"), never an empty label.
+            told = describe(configs[id(run)], fields) or "before " + ", ".join(fields)
+            labels[id(run)] = f"{name} [{told}]" if fields else name
             if flagged_apart and run.generator_limited:
                 labels[id(run)] += GENERATOR_LIMITED_LABEL
     return labels
@@ -193,12 +195,22 @@ def compare_directories(paths: Iterable[Path], *, baseline: Optional[str] = None
     comparison = compare_runs(runs, baseline=baseline, confidence=confidence)
     comparison.notes += skipped_broker_notes(paths)
     comparison.calibrations = side_by_side((run.broker, run.results.manifest, run.results.summary) for run in runs)
-    note = calibration_difference({str(run.path): run.results.manifest.get("calibration") for run in runs})
+    note = calibration_difference({_from_source(run.path, paths): run.results.manifest.get("calibration") for run in runs})
     comparison.notes += [note] if note else []
     return comparison
 
 
 SKIPPED_BROKERS = "skipped-brokers.json"
+
+
+def _from_source(path: Path, sources: list[Path]) -> str:
+    """A run's path as given, or from the directory it was found in (never this machine's scratch
+    directory, as when an evidence archive is unpacked), so that a note naming it reads the same on
+    any machine."""
+    for source in sources:
+        if Path(path) != Path(source) and Path(path).is_relative_to(source):
+            return Path(path).relative_to(source).as_posix()
+    return str(path)
 
 
 def skipped_broker_notes(paths: Iterable[Path]) -> list[str]:

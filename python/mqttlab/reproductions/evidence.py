@@ -3,7 +3,8 @@ beside the page (docs/reproductions/<page>/evidence.tar.xz), so that the page ca
 and any number on it audited without re-running the suite.
 
 What goes in, per results directory: the manifest, the scenario, plan, result and summary, the
-per-second series (the time-series figures), the latency histogram the comparison pools (e2e
+per-second series (the time-series figures), the host's CPU load while it ran (host-load.json,
+where the run kept one), the latency histogram the comparison pools (e2e
 or rtt) and, for a captured run, the figures its capture gives (capture/figures.json: each MQTT
 packet's bytes, the exchanges, the connections, each message's round trip; see
 analysis/captures.py) instead of the capture, which is too large to commit; nothing else (no other
@@ -30,12 +31,13 @@ from typing import Iterator, Optional, Union
 from mqttlab.analysis.captures import FIGURES_FILE
 from mqttlab.analysis.compare import SKIPPED_BROKERS
 from mqttlab.analysis.runs import find_result_directories
+from mqttlab.environment.host_load import HOST_LOAD
 from mqttlab.results import INVOCATIONS
 
 EVIDENCE = "evidence.tar.xz"
 INDEX = "evidence.json"  # the archive's own list of its source directories
 CAPTURE_FIGURES = f"capture/{FIGURES_FILE}"  # made from the capture when it is there
-RUN_FILES = ("manifest.json", "scenario.yaml", "plan.json", "result.json", "summary.json", "series.csv",
+RUN_FILES = ("manifest.json", "scenario.yaml", "plan.json", "result.json", "summary.json", "series.csv", HOST_LOAD,
              "histograms/e2e.hdr", "histograms/rtt.hdr", CAPTURE_FIGURES)
 SOURCE_FILES = ("suite.yaml", INVOCATIONS, SKIPPED_BROKERS)
 SMC_PATTERNS = ("paper.json", "*.csv", "*/learn/coefficients.csv")

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from mqttlab.analysis import Comparison
 from mqttlab.reproductions.beside import BesideFigure
+from mqttlab.reproductions.flags import flag_section
 from mqttlab.reproductions.paper_figures import BRACKET, LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.reproductions.verdicts import COMBINATION
@@ -55,7 +56,7 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
 
 def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
                    tables: Optional[list[Path]] = None, beside: str = "") -> str:
-    parts = [_how_made(sources, comparison), _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
+    parts = [_how_made(sources, comparison), flag_section(comparison) if comparison is not None else "", _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
              _capacity_table(section)]
     if tables:
         parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
