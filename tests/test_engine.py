@@ -293,7 +293,7 @@ def test_progress_reports_phases_and_totals(mosquitto):
     phases = {p["phase"] for p in seen}
     assert "measuring" in phases and seen[-1]["phase"] == "done"
     assert seen[-1]["total"]["sent"] == sum(p["interval"]["sent"] for p in seen)
-    assert seen[-1]["connected"] == {"publishers": 2, "subscribers": 2}
+    assert seen[-1]["connected"] == {"publishers": 2, "subscribers": 2, "held_back": 0}
 
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
