@@ -8,6 +8,7 @@ out chosen PUBLISH packets, so the engine's accounting can be checked against ex
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import threading
 import time
@@ -97,6 +98,11 @@ class Hop:
 
     def _upstream(self, src: socket.socket, dst: socket.socket) -> None:
         buffer = b""
+        # Held packets leave in arrival order from one thread (a timer each could fire out of order
+        # on a busy host, and a reordering relay would make the broker look guilty of it).
+        held: queue.Queue = queue.Queue()
+        if self.delay_s:
+            threading.Thread(target=_send_when_due, args=(held, dst), daemon=True).start()
         try:
             while data := src.recv(65536):
                 buffer += data
@@ -108,18 +114,27 @@ class Hop:
                         if number in self.drop:
                             continue
                     if self.delay_s:
-                        threading.Timer(self.delay_s, _send_quietly, (dst, packet)).start()
+                        held.put((time.monotonic() + self.delay_s, packet))
                     else:
                         dst.sendall(packet)
         except OSError:
             pass
         finally:
+            held.put((0.0, None))  # the sender's end, after what is held
             time.sleep(self.delay_s)
             for s in (src, dst):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def _send_when_due(held: queue.Queue, sock: socket.socket) -> None:
+    """Sends each held packet at its due time, in the order they were held."""
+    while (item := held.get())[1] is not None:
+        due, packet = item
+        time.sleep(max(0.0, due - time.monotonic()))
+        _send_quietly(sock, packet)
 
 
 def _send_quietly(sock: socket.socket, data: bytes) -> None:
