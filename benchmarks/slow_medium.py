@@ -20,7 +20,7 @@ Mosquitto's tuned configuration (docs/brokers.md) from a config file with persis
 persistence_location on the medium and a short autosave_interval, and its log at information
 level (every autosave is a line). The load: publishers → one subscriber each, persistent
 sessions (clean session 0), QoS 1 (or --qos 2), 1000 B payloads; half the subscribers go offline
-at 1 s for 6 s, so the broker holds their messages and writes them at every save.
+at 1 s for 6 s (of a 10 s step), so the broker holds their messages and writes them at every save.
 
 The rule for a step, printed under the table (RULE), and no verdict on a generator-limited run.
 
@@ -205,15 +205,17 @@ def broker_config(persistence_dir: Path, autosave_s: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def step_scenario(rate: float, qos: int, payload: int, config: Path, pairs: int = 10) -> dict[str, Any]:
+def step_scenario(rate: float, qos: int, payload: int, config: Path, seconds: float = 10.0, pairs: int = 10) -> dict[str, Any]:
+    """One step's scenario: `pairs` publishers at `rate` msg/s over all of them, each to its own
+    subscriber; half the subscribers away from 1 s until 3 s before the load ends."""
     return {
         "name": f"slow-medium-{rate:g}",
         "broker": "mosquitto",
         "launch": {"config": str(config)},
         "mqtt": {"clean_start": False},
         "publishers": {"count": pairs, "topic": "slow/%i", "qos": qos, "rate": rate / pairs, "payload": payload},
-        "subscribers": {"count": pairs, "filters": ["slow/%i"], "offline": {"at": "1s", "duration": "6s", "fraction": 0.5}},
-        "load": {"duration": "10s", "warmup": "0s", "grace": "5s"},
+        "subscribers": {"count": pairs, "filters": ["slow/%i"], "offline": {"at": "1s", "duration": f"{seconds - 4:g}s", "fraction": 0.5}},
+        "load": {"duration": f"{seconds:g}s", "warmup": "0s", "grace": "5s"},
     }
 
 
@@ -230,9 +232,9 @@ def verdict(summary: dict[str, Any]) -> str:
 
 
 def log_findings(log: Path) -> dict[str, Any]:
-    """What the broker's log says: its saves (count, the longest time between two starts, with
-    autosave every `autosave_s` the save itself is most of it), the lines beyond the routine ones,
-    and its last line."""
+    """What the broker's log says: its saves (count, the seconds between their starts: with a
+    short autosave_interval, a save that takes long shows as a long gap; the log's clock has
+    whole seconds), the lines beyond the routine ones, and its last line."""
     lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
     saves = [int(m.group(1)) for m in map(SAVING.match, lines) if m]
     notable = [line for line in lines if line.strip() and not ROUTINE.search(line)]
@@ -242,13 +244,26 @@ def log_findings(log: Path) -> dict[str, Any]:
         kind = re.sub(r"mqttlab-\w+-\d+", "<client>", line.split(": ", 1)[-1])
         kinds[kind] = kinds.get(kind, 0) + 1
         first.setdefault(kind, line)
+    gaps = [b - a for a, b in zip(saves, saves[1:])]
     return {
         "saves": len(saves),
-        "longest_between_saves_s": max((b - a for a, b in zip(saves, saves[1:])), default=None),
+        "between_saves_s": gaps,
+        "longest_between_saves_s": max(gaps, default=None),
         "notable": [{"line": first[kind], "count": count} for kind, count in kinds.items()],
         "terminated": any("terminating" in line for line in lines),
         "last_line": lines[-1] if lines else None,
     }
+
+
+def _database_bytes(directory: Path) -> int:
+    """The largest of mosquitto.db and the mosquitto.db.new a save is writing (renamed as we look)."""
+    sizes = [0]
+    for path in directory.glob("mosquitto.db*"):
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            pass
+    return max(sizes)
 
 
 def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -261,7 +276,7 @@ def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namesp
     config = out / f"{name}.conf"
     config.write_text(broker_config(data, args.autosave))
     scenario = out / f"{name}.yaml"
-    scenario.write_text(yaml.safe_dump(step_scenario(rate, args.qos, args.payload, config)))
+    scenario.write_text(yaml.safe_dump(step_scenario(rate, args.qos, args.payload, config, args.seconds)))
     results = out / name
     command = medium.wrap([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(results)])
     written_before = medium.written_bytes()
@@ -273,7 +288,7 @@ def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namesp
             while child.poll() is None:
                 if time.monotonic() - started > args.step_timeout:
                     break  # ended below; its results directory, if any, says how far it got
-                db_peak = max([db_peak, *(f.stat().st_size for f in data.glob("mosquitto.db*") if f.is_file())])
+                db_peak = max(db_peak, _database_bytes(data))
                 time.sleep(0.2)
         finally:
             if child.poll() is None:
@@ -305,6 +320,9 @@ def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namesp
         generator_limited=summary.get("generator_limited"), generator_limited_reasons=summary.get("generator_limited_reasons"),
         verdict=verdict(summary), log=log_findings(results / "broker" / "mosquitto.log"),
     )
+    host = results / "host-load.json"
+    if host.is_file():
+        row["host_busy_cores"] = json.loads(host.read_text()).get("busy_cores")
     return row
 
 
@@ -339,7 +357,8 @@ def log_notes(rows: list[dict[str, Any]]) -> str:
             continue
         log = row["log"]
         said = "; ".join(f"`{item['line']}`" + (f" (×{item['count']})" if item["count"] > 1 else "") for item in log["notable"][:4])
-        notes.append(f"- {row['medium']}, {row['rate']:,g} msg/s ({row['verdict']}): {log['saves']} saves; "
+        notes.append(f"- {row['medium']}, {row['rate']:,g} msg/s ({row['verdict']}): {log['saves']} saves "
+                     f"(s between their starts: {', '.join(map(str, log['between_saves_s'])) or '—'}); "
                      f"beyond the routine lines the log says: {said or 'nothing'}; last line: `{log['last_line']}`")
     return "\n".join(notes)
 
@@ -359,11 +378,12 @@ def ladder(medium: SlowMedium, name: str, rates: list[float], args: argparse.Nam
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rates", default="250,500,1000,2000", help="offered msg/s over all publishers, one step each (default 250,500,1000,2000)")
+    parser.add_argument("--rates", default="250,500,1000,2000,4000", help="offered msg/s over all publishers, one step each (default 250,500,1000,2000,4000)")
     parser.add_argument("--qos", type=int, choices=(1, 2), default=1)
     parser.add_argument("--payload", type=int, default=1000, help="bytes (default 1000)")
     parser.add_argument("--write-bps", type=float, default=1.0, help="the throttle in MiB/s (default 1)")
     parser.add_argument("--write-iops", type=int, default=None, help="a write IOPS limit too (default none)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="each step's load (default 10; half the subscribers away from 1 s to 3 s before its end)")
     parser.add_argument("--autosave", type=int, default=1, help="Mosquitto's autosave_interval in s (default 1)")
     parser.add_argument("--size-mb", type=int, default=256, help="the medium's size (default 256)")
     parser.add_argument("--only", choices=("throttled", "unthrottled"), default=None, help="one ladder only")
@@ -375,7 +395,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(f"started {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; QoS {args.qos}, {args.payload} B, "
-          f"autosave_interval {args.autosave} s; results in {out}", flush=True)
+          f"{args.seconds:g} s steps, autosave_interval {args.autosave} s; results in {out}", flush=True)
     ladders = [name for name in ("unthrottled", "throttled") if args.only in (None, name)]
     rows: list[dict[str, Any]] = []
     try:
