@@ -55,12 +55,14 @@ ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 # The rule of a step (docs/state.md prints it beside the table).
 P99_LIMIT_US = 1_000_000
+DROPPED_LIMIT = 0.01
 BACK_PRESSURE_LIMIT = 0.05
 RULE = ("dies: the broker's process gone before the run ended (status broker_lost); "
-        "falls behind: a QoS 1/2 message lost (not delivered by the end of the grace), or the live e2e p99 "
-        f"(subscribers online, from the intended send) over {P99_LIMIT_US / 1e6:g} s, or the publishers' sockets full "
-        f"over {BACK_PRESSURE_LIMIT:.0%} of their connection time (back_pressure_share); keeps up otherwise; "
-        "a run flagged generator-limited carries no verdict")
+        "falls behind: a QoS 1/2 message lost (not delivered by the end of the grace), or over "
+        f"{DROPPED_LIMIT:.0%} of the sends due dropped because the publisher's in-flight window (publishers.inflight, 100 "
+        "unacknowledged messages) was full, or the live e2e p99 (subscribers online, from the intended send) over "
+        f"{P99_LIMIT_US / 1e6:g} s, or the publishers' sockets full over {BACK_PRESSURE_LIMIT:.0%} of their connection "
+        "time (back_pressure_share); keeps up otherwise; a run flagged generator-limited carries no verdict")
 # Log lines every run has: anything else the broker printed is shown with the step.
 ROUTINE = re.compile(r"New connection from|New client connected|Client \S+ disconnected\.|Saving in-memory database|"
                      r"mosquitto version \S+ (starting|running|terminating)|Config loaded from|Opening ipv[46] listen socket|"
@@ -226,7 +228,9 @@ def verdict(summary: dict[str, Any]) -> str:
         return "— (generator-limited)"
     e2e = (summary.get("latency") or {}).get("e2e") or {}
     back_pressure = (summary.get("generator") or {}).get("back_pressure_share") or 0.0
-    if summary["messages"]["lost"] > 0 or (e2e.get("p99_us") or 0) > P99_LIMIT_US or back_pressure > BACK_PRESSURE_LIMIT:
+    messages = summary["messages"]
+    dropped = messages["dropped"] / max(1, messages["sent"] + messages["dropped"])
+    if messages["lost"] > 0 or dropped > DROPPED_LIMIT or (e2e.get("p99_us") or 0) > P99_LIMIT_US or back_pressure > BACK_PRESSURE_LIMIT:
         return "falls behind"
     return "keeps up"
 
@@ -253,6 +257,20 @@ def log_findings(log: Path) -> dict[str, Any]:
         "terminated": any("terminating" in line for line in lines),
         "last_line": lines[-1] if lines else None,
     }
+
+
+def longest_ack_stall(series: Path, seconds: float) -> int:
+    """The longest run of whole seconds of the load in which no PUBACK/PUBCOMP came back."""
+    import csv
+
+    longest = current = 0
+    with series.open() as handle:
+        for row in csv.DictReader(handle):
+            if float(row["t_s"]) >= seconds:
+                break
+            current = current + 1 if int(row["acked"]) == 0 else 0
+            longest = max(longest, current)
+    return longest
 
 
 def _database_bytes(directory: Path) -> int:
@@ -316,6 +334,8 @@ def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namesp
         cpu_mean=broker.get("mean_cpu_share"), cpu_max=broker.get("max_cpu_share"),
         rss_peak_mb=(broker.get("peak_rss_bytes") or 0) / MIB,
         expected=summary["messages"]["expected"], delivered=summary["messages"]["delivered"], lost=summary["messages"]["lost"],
+        sent=summary["messages"]["sent"], dropped=summary["messages"]["dropped"],
+        ack_stall_s=longest_ack_stall(results / "series.csv", args.seconds),
         e2e_p99_ms=(e2e.get("p99_us") or 0) / 1000, back_pressure_share=summary["generator"]["back_pressure_share"],
         generator_limited=summary.get("generator_limited"), generator_limited_reasons=summary.get("generator_limited_reasons"),
         verdict=verdict(summary), log=log_findings(results / "broker" / "mosquitto.log"),
@@ -335,16 +355,18 @@ def _cell(value: Any, fmt: str) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("| medium | offered msg/s | broker | CPU mean / max (cores) | RSS peak MB | db peak MB | written MB | "
-            "longest between saves s | delivered of expected | lost | live e2e p99 ms | back-pressure | generator-limited | verdict |")
+            "longest between saves s | longest ack stall s | sent (dropped, window full) | delivered of expected | lost | "
+            "live e2e p99 ms | back-pressure | generator-limited | verdict |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for row in rows:
         if "status" not in row:
-            lines.append(f"| {row['medium']} | {row['rate']:,g} | did not run | | | | | | | | | | | {row['verdict']} |")
+            lines.append(f"| {row['medium']} | {row['rate']:,g} | did not run |" + " |" * 13 + f" {row['verdict']} |")
             continue
         lines.append(
             f"| {row['medium']} | {row['rate']:,g} | {'alive' if row['alive'] else 'gone'} | "
             f"{_cell(row['cpu_mean'], '.2f')} / {_cell(row['cpu_max'], '.2f')} | {row['rss_peak_mb']:.1f} | {row['db_peak_mb']:.1f} | "
-            f"{row['written_mb']:.1f} | {_cell(row['log']['longest_between_saves_s'], 'd')} | {row['delivered']:,} of {row['expected']:,} | "
+            f"{row['written_mb']:.1f} | {_cell(row['log']['longest_between_saves_s'], 'd')} | {row['ack_stall_s']} | "
+            f"{row['sent']:,} ({row['dropped']:,}) | {row['delivered']:,} of {row['expected']:,} | "
             f"{row['lost']:,} | {row['e2e_p99_ms']:,.1f} | {row['back_pressure_share']:.1%} | {'yes' if row['generator_limited'] else 'no'} | "
             f"{row['verdict']} |")
     return "\n".join(lines)
