@@ -59,7 +59,7 @@ DROPPED_LIMIT = 0.01
 BACK_PRESSURE_LIMIT = 0.05
 RULE = ("dies: the broker's process gone before the run ended (status broker_lost); "
         "falls behind: a QoS 1/2 message lost (not delivered by the end of the grace), or over "
-        f"{DROPPED_LIMIT:.0%} of the sends due dropped because the publisher's in-flight window (publishers.inflight, 100 "
+        f"{DROPPED_LIMIT:.0%} of the sends due dropped because the publisher's in-flight window (publishers.inflight: "
         "unacknowledged messages) was full, or the live e2e p99 (subscribers online, from the intended send) over "
         f"{P99_LIMIT_US / 1e6:g} s, or the publishers' sockets full over {BACK_PRESSURE_LIMIT:.0%} of their connection "
         "time (back_pressure_share); keeps up otherwise; a run flagged generator-limited carries no verdict")
@@ -207,7 +207,8 @@ def broker_config(persistence_dir: Path, autosave_s: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def step_scenario(rate: float, qos: int, payload: int, config: Path, seconds: float = 10.0, pairs: int = 10) -> dict[str, Any]:
+def step_scenario(rate: float, qos: int, payload: int, config: Path, seconds: float = 10.0, inflight: int = 100,
+                  pairs: int = 10) -> dict[str, Any]:
     """One step's scenario: `pairs` publishers at `rate` msg/s over all of them, each to its own
     subscriber; half the subscribers away from 1 s until 3 s before the load ends."""
     return {
@@ -215,7 +216,8 @@ def step_scenario(rate: float, qos: int, payload: int, config: Path, seconds: fl
         "broker": "mosquitto",
         "launch": {"config": str(config)},
         "mqtt": {"clean_start": False},
-        "publishers": {"count": pairs, "topic": "slow/%i", "qos": qos, "rate": rate / pairs, "payload": payload},
+        "publishers": {"count": pairs, "topic": "slow/%i", "qos": qos, "rate": rate / pairs, "payload": payload,
+                       "inflight": inflight},
         "subscribers": {"count": pairs, "filters": ["slow/%i"], "offline": {"at": "1s", "duration": f"{seconds - 4:g}s", "fraction": 0.5}},
         "load": {"duration": f"{seconds:g}s", "warmup": "0s", "grace": "5s"},
     }
@@ -294,7 +296,7 @@ def run_step(medium: SlowMedium, ladder: str, rate: float, args: argparse.Namesp
     config = out / f"{name}.conf"
     config.write_text(broker_config(data, args.autosave))
     scenario = out / f"{name}.yaml"
-    scenario.write_text(yaml.safe_dump(step_scenario(rate, args.qos, args.payload, config, args.seconds)))
+    scenario.write_text(yaml.safe_dump(step_scenario(rate, args.qos, args.payload, config, args.seconds, args.inflight)))
     results = out / name
     command = medium.wrap([sys.executable, "-m", "mqttlab", "run", str(scenario), "--out", str(results)])
     written_before = medium.written_bytes()
@@ -406,6 +408,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--write-bps", type=float, default=1.0, help="the throttle in MiB/s (default 1)")
     parser.add_argument("--write-iops", type=int, default=None, help="a write IOPS limit too (default none)")
     parser.add_argument("--seconds", type=float, default=10.0, help="each step's load (default 10; half the subscribers away from 1 s to 3 s before its end)")
+    parser.add_argument("--inflight", type=int, default=100,
+                        help="each publisher's window of unacknowledged messages (default 100, the engine's; a send due while it is full is dropped)")
     parser.add_argument("--autosave", type=int, default=1, help="Mosquitto's autosave_interval in s (default 1)")
     parser.add_argument("--size-mb", type=int, default=256, help="the medium's size (default 256)")
     parser.add_argument("--only", choices=("throttled", "unthrottled"), default=None, help="one ladder only")
@@ -417,7 +421,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(f"started {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; QoS {args.qos}, {args.payload} B, "
-          f"{args.seconds:g} s steps, autosave_interval {args.autosave} s; results in {out}", flush=True)
+          f"in-flight window {args.inflight}, {args.seconds:g} s steps, autosave_interval {args.autosave} s; results in {out}", flush=True)
     ladders = [name for name in ("unthrottled", "throttled") if args.only in (None, name)]
     rows: list[dict[str, Any]] = []
     try:
