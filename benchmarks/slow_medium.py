@@ -416,6 +416,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--step-timeout", type=float, default=120.0, help="a step still going after this many s is ended")
     parser.add_argument("--out", type=Path, default=None, help="where the steps' results go (default results/slow-medium-<time>)")
     args = parser.parse_args(argv)
+    # A SIGTERM ends the run like Ctrl-C: through the `finally`s, so the medium is taken down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rates = [float(rate) for rate in args.rates.split(",")]
     out = args.out or ROOT / "results" / f"slow-medium-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     out.mkdir(parents=True, exist_ok=True)
