@@ -55,14 +55,20 @@ def test_exact_filters_are_owed_their_own_topic_only(tmp_path: Path) -> None:
     assert (result.summary["retained"]["expected"], result.summary["retained"]["delivered"]) == (4, 4)
 
 
-def test_a_broker_that_keeps_a_stale_retained_value_is_named_with_the_count(tmp_path: Path) -> None:
-    with ScriptedBroker(stale_retained=True) as broker:
-        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=STORM, out=tmp_path / "run")
-    stale = verdicts(result.summary)["stale_retained"]
-    # Every topic kept its first value: each of 4 subscribers got 40 stale ones.
-    assert (stale["verdict"], stale["broken"], stale["kept"]) == ("broken", 160, 0)
-    assert verdicts(result.summary)["retained_missing"]["verdict"] == "kept"
+def broken_on_a_scripted_broker(tmp_path: Path, settings: dict, promise: str, **fault: bool) -> tuple[int, int]:
+    """The run's verdict on `promise` against a scripted broker with `fault`, which must be broken
+    while every owed value still came: (broken, kept)."""
+    with ScriptedBroker(**fault) as broker:
+        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=settings, out=tmp_path / "run")
+    verdict = verdicts(result.summary)[promise]
+    assert verdict["verdict"] == "broken" and verdicts(result.summary)["retained_missing"]["verdict"] == "kept"
     assert result.exit_code == Exit.FINDINGS
+    return verdict["broken"], verdict["kept"]
+
+
+def test_a_broker_that_keeps_a_stale_retained_value_is_named_with_the_count(tmp_path: Path) -> None:
+    # Every topic kept its first value: each of 4 subscribers got 40 stale ones.
+    assert broken_on_a_scripted_broker(tmp_path, STORM, "stale_retained", stale_retained=True) == (160, 0)
 
 
 # A quarter of the 40 topics deleted (an empty retained PUBLISH) after their last update.
@@ -83,13 +89,8 @@ def test_a_deleted_retained_value_is_gone_for_a_new_subscription(tmp_path: Path)
 
 
 def test_a_broker_that_stores_an_empty_retained_message_is_named_with_the_count(tmp_path: Path) -> None:
-    with ScriptedBroker(keep_deleted_retained=True) as broker:
-        result = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set=DELETED, out=tmp_path / "run")
-    deletion = verdicts(result.summary)["retained_not_deleted"]
     # Each of 4 subscribers got an empty retained message for each of the 10 deleted topics.
-    assert (deletion["verdict"], deletion["broken"], deletion["kept"]) == ("broken", 40, 0)
-    assert verdicts(result.summary)["retained_missing"]["verdict"] == "kept"
-    assert result.exit_code == Exit.FINDINGS
+    assert broken_on_a_scripted_broker(tmp_path, DELETED, "retained_not_deleted", keep_deleted_retained=True) == (40, 0)
 
 
 def test_a_retained_read_that_cannot_work_is_refused_with_every_problem_named() -> None:
