@@ -29,7 +29,7 @@ NOT_RECORDED = "not recorded"
 class FlagReading:
     """One run's flag as recorded and as read again, with what the rule reads."""
 
-    scenario: str
+    scenario: str  # its configuration: the scenario's name, and the fields that set it apart (compare's label)
     broker: str
     day: str  # the run's UTC date
     recorded: bool
@@ -42,8 +42,9 @@ class FlagReading:
     host_busy: Optional[float]  # the host's busy cores while it ran (host-load.json); None: not kept
 
 
-def read_again(run: RunFigures) -> FlagReading:
-    """The run's flag by the engine's current rule, from its plan.json and result.json."""
+def read_again(run: RunFigures, configuration: str) -> FlagReading:
+    """The run's flag by the engine's current rule, from its plan.json and result.json
+    (`configuration`: the label it is compared under)."""
     from mqttlab.engine import summarize
     from mqttlab.environment.host_load import read as host_load
 
@@ -54,7 +55,7 @@ def read_again(run: RunFigures) -> FlagReading:
     measured = "socket_full_us" in counters
     generator = summary.get("generator") or {}
     lag = generator.get("schedule_lag_p99_us")
-    return FlagReading(run.scenario, run.broker, run.started_at[:10], run.generator_limited, bool(summary.get("generator_limited")),
+    return FlagReading(configuration, run.broker, run.started_at[:10], run.generator_limited, bool(summary.get("generator_limited")),
                        generator.get("back_pressure_share") if measured else None,
                        int(counters.get("late_sends_held_back") or 0) if measured else None,
                        lag / 1000 if lag is not None else None, run.figures.get("broker_cpu"), generator.get("max_thread_cpu_share"),
@@ -65,8 +66,8 @@ def flag_section(comparison: Comparison) -> str:
     """The page's one place for the flag: per configuration, broker and day of runs where any run
     was flagged (as recorded or read again), how many were flagged each way, with what the rule
     reads; empty when no run was."""
-    runs = [run for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
-    readings = [read_again(run) for run in runs]
+    # By the comparison's own label: runs configured differently are never one row.
+    readings = [read_again(run, scenario.scenario) for scenario in comparison.scenarios for group in scenario.groups.values() for run in group.runs]
     flagged = {(r.scenario, r.broker) for r in readings if r.recorded or r.now}
     if not flagged:
         return ""
