@@ -119,3 +119,10 @@ def test_the_flags_make_the_common_form(tmp_path: Path) -> None:
     # --retained-at alone retains one update per topic: 20 values for each of 3 subscribers.
     retained = json.loads((tmp_path / "run" / "summary.json").read_text())["retained"]
     assert (retained["expected"], retained["delivered"], retained["stale"]) == (60, 60, 0)
+
+
+def test_a_deleted_share_outside_0_to_1_is_refused_naming_its_field() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        validate_scenario({"publishers": {"rate": 10, "messages": 2, "retain": True}, "load": {"duration": "3s"},
+                           "subscribers": {"retained": {"at": "1s", "deleted": 1.5}}})
+    assert "subscribers.retained.deleted" in {problem.path for problem in refused.value.problems}
