@@ -59,7 +59,7 @@ def snapshot_line(snapshot: Mapping[str, Any], progress: Progress = None) -> str
         f"e2e p50 {ms(interval.get('e2e_p50_us'))} p99 {ms(interval.get('e2e_p99_us'))} ms  "
         f"dropped {total.get('dropped', 0)} errors {total.get('errors', 0)}"
         + (f"  FAULT {snapshot['fault']}" if snapshot.get("fault") else "")
-        + (f"  {back_pressure_text(snapshot)}" if back_pressure_text(snapshot) else "")
+        + (f"  {held}" if (held := back_pressure_text(snapshot)) else "")
     )
 
 
@@ -75,8 +75,8 @@ def snapshot_table(snapshot: Mapping[str, Any], progress: Progress = None) -> Ta
         title += f" ·{bar} {done}"
     if snapshot.get("fault"):
         title += f" · [bold red]fault: {snapshot['fault']}[/]"
-    if back_pressure_text(snapshot):
-        title += f" · [bold yellow]{back_pressure_text(snapshot)}[/]"
+    if held := back_pressure_text(snapshot):
+        title += f" · [bold yellow]{held}[/]"
     table = Table(title=title, title_justify="left")
     for column in ("clients", "sent/s", "acked/s", "received/s", "e2e p50 ms", "e2e p99 ms", "dropped", "errors"):
         table.add_column(column, justify="right")
