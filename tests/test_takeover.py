@@ -1,7 +1,7 @@
 """Session takeover (subscribers.takeover): subscribers with persistent sessions open a second
 connection with their own client id while the first is open. Judged by the printed rules: on real
-Mosquitto and NanoMQ (the old connection closed, the session present, no message lost), and against
-a scripted broker that keeps the old connection open, named with its count."""
+Mosquitto (the old connection closed, the session present, no message lost), on NanoMQ (each verdict
+following its count), and against a scripted broker that keeps the old connection open, named with its count."""
 
 from __future__ import annotations
 
@@ -29,16 +29,35 @@ def verdict(summary: dict, promise: str) -> dict:
     return next(v for v in summary["promises"] if v["promise"] == promise)
 
 
-@pytest.mark.parametrize("broker", [b for b in ("mosquitto", "nanomq") if get_launcher(b).find()])
-def test_the_broker_closes_the_old_connection_and_the_session_goes_on(tmp_path: Path, broker: str) -> None:
-    result = mqttlab.run(None, broker=broker, set=TAKEOVER, out=tmp_path / "run")
-    takeover = result.summary["takeover"]
+def what_happened(summary: dict) -> str:
+    """The figures a failed takeover check needs, for its message."""
+    return repr({k: summary.get(k) for k in ("status", "error", "takeover", "messages", "connections", "violations", "errors")})
+
+
+@pytest.mark.skipif(not get_launcher("mosquitto").find(), reason="mosquitto is not installed")
+def test_mosquitto_closes_the_old_connection_and_the_session_goes_on_without_loss(tmp_path: Path) -> None:
+    summary = mqttlab.run(None, broker="mosquitto", set=TAKEOVER, out=tmp_path / "run").summary
+    takeover = summary["takeover"]
     # Two subscribers, two takeovers each.
-    assert (takeover["taken_over"], takeover["session_present"], takeover["old_closed"], takeover["old_kept"]) == (4, 4, 4, 0)
-    assert result.summary["latency"]["takeover"]["count"] == 4
-    assert result.summary["messages"]["lost"] == 0 and result.summary["messages"]["delivered"] == result.summary["messages"]["expected"] > 700
-    assert verdict(result.summary, "old connection closed on takeover")["verdict"] == "kept"
-    assert verdict(result.summary, "session kept on takeover")["verdict"] == "kept"
+    assert (takeover["taken_over"], takeover["session_present"], takeover["old_closed"], takeover["old_kept"]) == (4, 4, 4, 0), what_happened(summary)
+    assert summary["latency"]["takeover"]["count"] == 4
+    assert summary["messages"]["lost"] == 0 and summary["messages"]["delivered"] == summary["messages"]["expected"] > 700, what_happened(summary)
+    for promise in ("old connection closed on takeover", "session kept on takeover", "nothing lost on takeover"):
+        assert verdict(summary, promise)["verdict"] == "kept", what_happened(summary)
+
+
+@pytest.mark.skipif(not get_launcher("nanomq").find(), reason="nanomq is not installed")
+def test_nanomq_takeovers_are_judged_by_their_counts(tmp_path: Path) -> None:
+    # NanoMQ 0.25.3 hands the session over, but on a busy host loses some QoS 1 messages that were
+    # in flight on the old connection (docs/state.md): each verdict must follow its own count.
+    summary = mqttlab.run(None, broker="nanomq", set=TAKEOVER, out=tmp_path / "run").summary
+    takeover = summary["takeover"]
+    assert summary["status"] == "completed" and takeover["taken_over"] + takeover["failed"] == 4, what_happened(summary)
+    assert takeover["session_present"] == takeover["taken_over"] and takeover["old_kept"] == 0, what_happened(summary)
+    lost = sum(v["count"] for v in summary["violations"] if v["kind"] == "qos1_loss")
+    nothing_lost = verdict(summary, "nothing lost on takeover")
+    assert (nothing_lost["verdict"], nothing_lost["broken"]) == ("broken" if lost else "kept", lost), what_happened(summary)
+    assert summary["messages"]["delivered"] + summary["messages"]["lost"] == summary["messages"]["expected"]
 
 
 def test_a_broker_that_keeps_the_old_connection_is_named_with_the_count(tmp_path: Path) -> None:

@@ -32,7 +32,10 @@ WILL_SILENT_RULE = ("silent client given up in time", "will_late", "late",
 TAKEOVER_CLOSE_RULE = ("a second connection with a connected client's id makes the broker close the existing connection "
                        "(MQTT 3.1.1 §3.1.4-2, MQTT 5 §3.1.4-3): closed within {limit:g} s of the new CONNACK")
 TAKEOVER_SESSION_RULE = ("a connection with clean start 0 that takes a session over finds it present (MQTT 3.1.1 §3.2.2.2, "
-                         "MQTT 5 §3.2.2.1.1), and no QoS 1/2 message is lost in the handover (the run's per-pair accounting)")
+                         "MQTT 5 §3.2.2.1.1)")
+TAKEOVER_DELIVERY_RULE = ("the session moves to the new connection with the messages not yet acknowledged, which the broker sends "
+                          "again (MQTT 3.1.1 §4.4, MQTT 5 §4.4): every QoS {qos} message delivered within the grace period "
+                          "(the run's per-pair accounting; judged only when no connection was lost otherwise)")
 RETAINED_RULES = (
     ("retained value delivered", "retained_missing", "missing",
      "a new subscription to a topic that holds a retained message gets that message (MQTT 3.1.1 §3.3.1.3, MQTT 5 §3.3.1.3)"),
@@ -73,7 +76,7 @@ def judge(plan: Mapping[str, Any], result: Mapping[str, Any], summary: Mapping[s
         verdicts += _wills(plan, wills)
     takeover = summary.get("takeover")
     if takeover:
-        verdicts += _takeover(takeover)
+        verdicts += _takeover(plan, summary, takeover)
     return verdicts
 
 
@@ -133,18 +136,28 @@ def _wills(plan: Mapping[str, Any], wills: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
-def _takeover(t: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _takeover(plan: Mapping[str, Any], summary: Mapping[str, Any], t: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A session taken over by a second connection: the old connection closed by the broker, the
-    session present in the new one. (Losses across the handover are the run's message counts.)"""
+    session present in the new one, and no QoS 1/2 message lost in the handover. The losses are
+    the engine's `qos<N>_loss` count: it names losses only on a run that lost no connection
+    otherwise, when they can be told from a broken link's."""
     lost = t["taken_over"] - t["session_present"]
     judged = t["taken_over"]
-    return [
+    qos = min(int(plan["publishers"]["qos"]), int(plan["subscribers"]["qos"]))
+    messages_lost = sum(v["count"] for v in summary.get("violations") or [] if v["kind"] == f"qos{qos}_loss")
+    delivery_judged = judged and qos >= 1 and summary["connections"]["lost"] == 0 and summary.get("status") == "completed"
+    verdicts = [
         {"promise": "old connection closed on takeover", "rule": TAKEOVER_CLOSE_RULE.format(limit=t["close_limit_s"]),
          "allowed": "no limit applies", "kept": t["old_closed"], "broken": t["old_kept"], "name": "takeover_old_kept",
          "verdict": "broken" if t["old_kept"] else ("kept" if judged else "not judged")},
         {"promise": "session kept on takeover", "rule": TAKEOVER_SESSION_RULE, "allowed": "no limit on sessions applies",
          "kept": t["session_present"], "broken": lost, "name": "session_lost", "verdict": "broken" if lost else ("kept" if judged else "not judged")},
     ]
+    if qos >= 1:
+        verdicts.append({"promise": "nothing lost on takeover", "rule": TAKEOVER_DELIVERY_RULE.format(qos=qos), "allowed": "no limit on queues applies",
+                         "kept": summary["messages"]["delivered"], "broken": messages_lost, "name": f"qos{qos}_loss",
+                         "verdict": ("broken" if messages_lost else "kept") if delivery_judged else "not judged"})
+    return verdicts
 
 
 def _without(plan: Mapping[str, Any], offline: Mapping[str, Any], across: list[Mapping[str, Any]]) -> dict[str, Any]:
