@@ -7,13 +7,15 @@ their median is printed.
     .venv/bin/python benchmarks/engine_ab.py OLD_CHECKOUT NEW_CHECKOUT --pairs 7
     .venv/bin/python benchmarks/engine_ab.py OLD NEW --grid-us 1000 --send-ahead-us 0   # on the 1 ms grid
 
-Each checkout runs with its own virtualenv (`CHECKOUT/.venv`, made by its `make setup`).
+Each checkout runs with its own virtualenv (`CHECKOUT/.venv`, made by its `make setup`, or a link to another's:
+the checkout's `python/` comes first on the path).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -25,8 +27,10 @@ FIGURES = ("publish_us_per_msg", "subscribe_us_per_msg")
 
 def sample(checkout: Path, timing: list[str]) -> dict[str, dict[str, float]]:
     """One run of `checkout`'s engine, in its own virtualenv (this file's --sample mode)."""
+    # The checkout's own package first: two checkouts may share one virtualenv.
+    env = {**os.environ, "PYTHONPATH": str(checkout / "python")}
     done = subprocess.run([str(checkout / ".venv" / "bin" / "python"), __file__, "--sample", str(checkout), *timing],
-                          cwd=checkout, capture_output=True, text=True, timeout=300, check=True)
+                          cwd=checkout, capture_output=True, text=True, timeout=300, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

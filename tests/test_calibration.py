@@ -42,7 +42,7 @@ def test_every_manifest_carries_the_calibration_measured_once_per_process(embedd
 
 def test_report_says_the_overhead_and_what_the_figures_still_carry(embedded_run: Path):
     recorded = _manifest(embedded_run)["calibration"]
-    stamp = json.loads((embedded_run / "summary.json").read_text())["measurement"]["receive_stamp"]
+    stamp = calibration.stamped(json.loads((embedded_run / "summary.json").read_text())["measurement"])
     result = invoke("report", str(embedded_run))
     assert result.exit_code == 0, result.output
     send, wake = recorded["send_us"], recorded["wake_us"]

@@ -1,7 +1,8 @@
-"""Kernel receive timestamps (the engine's rx_stamp.rs): on plain TCP a reception's time is its
-arrival in the host's stack, so the latency leaves out the engine's own wake-up; the figure as
-the engine read it is kept beside it (`e2e_client`). TLS decrypts inside its library, which reads
-the socket itself: its receptions are stamped when read, and the summary says which ran."""
+"""Kernel timestamps (the engine's rx_stamp.rs and send_stamp.rs): on plain TCP a reception's time
+is its arrival in the host's stack and, with direct writes, a send's is its PUBLISH leaving the
+stack, so the uncorrected latency leaves out the engine's own wake-up and write; the figure as the
+engine saw it is kept beside it (`e2e_client`). TLS reads and writes through its library, io_uring
+submits writes later: there the engine's stamps run, and the summary says which ran."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ ONE_TO_ONE = {"publishers.count": 1, "subscribers.count": 1, "publishers.qos": 1
               "load.duration": None, "load.warmup": "0s"}  # fmt: skip
 
 
-def test_on_plain_tcp_receptions_are_stamped_on_arrival_and_the_read_is_kept_beside(tmp_path: Path) -> None:
+def test_on_plain_tcp_sends_and_receptions_are_stamped_by_the_kernel_and_the_read_is_kept_beside(tmp_path: Path) -> None:
     summary = mqttlab.run(None, broker="mosquitto", set=ONE_TO_ONE, out=tmp_path / "run").summary
-    assert summary["measurement"]["receive_stamp"] == "kernel"
+    assert (summary["measurement"]["receive_stamp"], summary["measurement"]["send_stamp"]) == ("kernel", "kernel")
+    # Each delivery timed from the kernel's send stamp, or from the engine's when the kernel's was
+    # not read yet (a publisher's thread preempted right after its write): most from the kernel's.
+    stamps = summary["measurement"]["send_stamps"]
+    assert stamps["kernel"] + stamps["client"] == 400 and stamps["kernel"] >= 300, stamps
     latency = summary["latency"]
     arrived, read = latency["e2e_uncorrected"], latency["e2e_client"]
     assert arrived["count"] == read["count"] == 400
@@ -29,10 +34,17 @@ def test_on_plain_tcp_receptions_are_stamped_on_arrival_and_the_read_is_kept_bes
         assert read[p] >= arrived[p], (p, arrived, read)
 
 
-def test_without_kernel_timestamps_or_over_tls_receptions_are_stamped_when_read(tmp_path: Path) -> None:
+def test_without_kernel_timestamps_or_over_tls_sends_and_receptions_are_stamped_by_the_engine(tmp_path: Path) -> None:
     summary = mqttlab.run(None, broker="mosquitto", set={**ONE_TO_ONE, "options.kernel_timestamps": False}, out=tmp_path / "off").summary
-    assert summary["measurement"]["receive_stamp"] == "client"
+    assert (summary["measurement"]["receive_stamp"], summary["measurement"]["send_stamp"]) == ("client", "client")
+    assert "send_stamps" not in summary["measurement"]
     assert summary["latency"]["e2e_client"] is None and summary["latency"]["e2e_uncorrected"]["count"] == 400
     summary = mqttlab.run(None, broker="mosquitto", set={**ONE_TO_ONE, "launch.tls": True}, out=tmp_path / "tls").summary
-    assert summary["measurement"]["receive_stamp"] == "client"
+    assert (summary["measurement"]["receive_stamp"], summary["measurement"]["send_stamp"]) == ("client", "client")
     assert summary["latency"]["e2e_client"] is None
+
+
+def test_batched_sends_are_stamped_by_the_engine_and_receptions_by_the_kernel(tmp_path: Path) -> None:
+    summary = mqttlab.run(None, broker="mosquitto", set={**ONE_TO_ONE, "options.submission": "batched"}, out=tmp_path / "batched").summary
+    assert (summary["measurement"]["receive_stamp"], summary["measurement"]["send_stamp"]) == ("kernel", "client")
+    assert summary["latency"]["e2e_uncorrected"]["count"] == 400

@@ -3,9 +3,10 @@ through a loopback TCP pair, no broker, each stamped by the sender, by the kerne
 arriving, and by the reading task), recorded in every manifest as `calibration`, so that figures
 from two hosts or two days are read with what each instrument added to them.
 
-Of its four parts two matter to a latency figure: `send_us`, the sender's stamp to the wire (in
-every figure: a send stamp cannot take it out), and `wake_us`, arrival to read (in a figure only
-when receptions were stamped when read, `measurement.receive_stamp: client`)."""
+Of its four parts two matter to a latency figure: `send_us`, the sender's stamp to the wire (in a
+figure only when its sends were stamped by the engine, `measurement.send_stamp: client`; the
+kernel's send stamp takes it out), and `wake_us`, arrival to read (in a figure only when
+receptions were stamped when read, `measurement.receive_stamp: client`)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,19 @@ DIFFERENT_FACTOR = 2.0
 DIFFERENT_FLOOR_US = 5.0
 DIFFERS = "the instrument's overhead differs"  # how compare's note on it starts
 PARTS = (("send_us", "send stamp → wire"), ("wake_us", "wake-up"))
-# What a run's latency figures still carry of it, by where its receptions were stamped
-# (summary.json's measurement.receive_stamp): the kernel's stamp on arrival takes the wake-up out.
-CARRIED = {"kernel": "send stamp → wire (receptions stamped by the kernel: wake-up taken out)",
-           "client": "send stamp → wire and wake-up (receptions stamped when read)"}
+# What a run's latency figures still carry of it, by where its sends and receptions were stamped
+# (`stamped`): the kernel's stamps take the send part and the wake-up out.
+CARRIED = {"kernel/kernel": "neither part (sends and receptions stamped by the kernel)",
+           "client/kernel": "send stamp → wire (sends stamped by the engine; receptions by the kernel: wake-up taken out)",
+           "client/client": "send stamp → wire and wake-up (sends and receptions stamped by the engine)"}
+
+
+def stamped(measurement: Optional[Mapping[str, Any]]) -> str:
+    """Where a run's sends and receptions were stamped, "send/receive" (summary.json's
+    measurement.send_stamp and receive_stamp); runs recorded before kernel send stamps had the
+    engine's ("client")."""
+    m = measurement or {}
+    return f"{m.get('send_stamp') or 'client'}/{m.get('receive_stamp') or '?'}"
 
 
 def measured() -> dict[str, Any]:
@@ -57,16 +67,16 @@ def _p50_p99(stats: Optional[Mapping[str, Any]]) -> str:
     return "–" if not stats else f"p50 {stats['p50_us']:g} / p99 {stats['p99_us']:g} µs"
 
 
-def describe(calibration: Optional[Mapping[str, Any]], receive_stamp: Optional[str]) -> str:
+def describe(calibration: Optional[Mapping[str, Any]], measurement: Optional[Mapping[str, Any]]) -> str:
     """One line for `report`: the run's host's send and wake-up overhead, p50/p99, and which of
-    them the run's latency figures still carry (`receive_stamp`: summary.json's measurement)."""
+    them the run's latency figures still carry (`measurement`: summary.json's)."""
     if calibration is None:
         return "instrument overhead: not calibrated (a run recorded before calibration existed)"
     if calibration.get("error"):
         return f"instrument overhead: not calibrated ({calibration['error']})"
     line = (f"instrument overhead on the run's host, calibrated {calibration['taken_at']}: "
             + ", ".join(f"{name} {_p50_p99(calibration.get(key))}" for key, name in PARTS))
-    carried = CARRIED.get(receive_stamp or "")
+    carried = CARRIED.get(stamped(measurement))
     return line + (f"; the run's latency figures carry {carried}" if carried else "")
 
 
@@ -90,7 +100,7 @@ def difference(calibrations: Mapping[str, Optional[Mapping[str, Any]]]) -> Optio
 def side_by_side(runs: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """`compare`'s rows: per broker (runs given as broker, manifest, summary), how many of its
     runs were calibrated and when, each part's p50 and p99 as [lowest, highest] over them, and
-    where the runs' receptions were stamped (CARRIED says what their figures carry of it)."""
+    where the runs' sends and receptions were stamped (CARRIED says what their figures carry of it)."""
     by_broker: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for broker, manifest, summary in runs:
         by_broker.setdefault(broker, []).append((manifest.get("calibration") or {}, summary))
@@ -103,7 +113,7 @@ def side_by_side(runs: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]
             for quantile in ("p50_us", "p99_us"):
                 values = [float(c[key][quantile]) for c in calibrated if c.get(key)]
                 row[f"{key.removesuffix('_us')}_{quantile}"] = [min(values), max(values)] if values else None
-        stamps = {(summary.get("measurement") or {}).get("receive_stamp") for _, summary in members}
-        row["receive_stamp"] = stamps.pop() if len(stamps) == 1 else "differs between runs"
+        stamps = {stamped(summary.get("measurement")) for _, summary in members}
+        row["stamped"] = stamps.pop() if len(stamps) == 1 else "differs between runs"
         rows.append(row)
     return rows

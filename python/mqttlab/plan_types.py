@@ -189,6 +189,7 @@ class Shard(_Shard, total=False):
 
 
 class Options(TypedDict, total=False):
+    kernel_send_timestamps: bool
     kernel_timestamps: bool
     latency_publishers: Optional[list[int]]
     max_threads: int

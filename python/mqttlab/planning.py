@@ -134,6 +134,8 @@ def _compile(scenario: Scenario) -> Plan:
         options["tcp_nodelay"] = False
     if not scenario.options.kernel_timestamps:
         options["kernel_timestamps"] = False
+    if scenario.options.kernel_send_timestamps is not None:
+        options["kernel_send_timestamps"] = scenario.options.kernel_send_timestamps
     plan: Plan = {
         "broker": _unbound_broker(scenario),
         "mqtt": {

@@ -70,6 +70,14 @@ class Measurement(TypedDict):
     think_s: Optional[float]
     deadline_s: Optional[float]
     receive_stamp: str  # "kernel" (arrival in the host's stack, plain TCP) or "client" (read handled)
+    send_stamp: str  # "kernel" (the PUBLISH leaving the host's stack) or "client" (the engine's stamp before its write)
+    send_stamp_why: str
+    send_stamps: NotRequired[Optional["SendStampCounts"]]  # with kernel send stamps
+
+
+class SendStampCounts(TypedDict):
+    kernel: int  # measured deliveries timed from the kernel's send stamp
+    client: int  # from the engine's, the kernel's not read when they arrived
 
 
 class Rates(TypedDict):

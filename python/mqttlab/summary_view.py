@@ -211,14 +211,24 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _receive_stamp_note(summary: Mapping[str, Any]) -> str:
-    """Where a reception's time was taken (the engine's rx_stamp.rs)."""
-    stamp = (summary.get("measurement") or {}).get("receive_stamp")
+def _stamp_note(summary: Mapping[str, Any]) -> str:
+    """Where the actual send and a reception were timed (the engine's send_stamp.rs and rx_stamp.rs)."""
+    measurement = summary.get("measurement") or {}
+    note = ""
+    counts = measurement.get("send_stamps")
+    if measurement.get("send_stamp") == "kernel" and counts:
+        note += (f"; sends when their PUBLISH left the host's stack (kernel stamps; {counts['client']:,} of "
+                 f"{counts['kernel'] + counts['client']:,} deliveries from the engine's stamp, the kernel's not yet read)")
+    elif measurement.get("send_stamp_why"):
+        note += f"; sends at the engine's stamp before its write ({measurement['send_stamp_why']})"
+    elif measurement:
+        note += "; sends at the engine's stamp before its write"
+    stamp = measurement.get("receive_stamp")
     if stamp == "kernel":
-        return "; receptions at their arrival in the kernel (a read's messages at its last segment's)"
+        note += "; receptions at their arrival in the kernel (a read's messages at its last segment's); at read: both as the engine saw them"
     if stamp == "client":
-        return "; receptions when the engine's thread read them (no kernel timestamps on this transport)"
-    return ""
+        note += "; receptions when the engine's thread read them (no kernel timestamps on this transport)"
+    return note
 
 
 def _latency_table(summary: Mapping[str, Any]) -> Table:
@@ -227,7 +237,7 @@ def _latency_table(summary: Mapping[str, Any]) -> Table:
         title="Latency (ms)",
         title_justify="left",
         header_style="bold",
-        caption="e2e counts from the intended send time (no coordinated omission); uncorrected from the actual send" + _receive_stamp_note(summary),
+        caption="e2e counts from the intended send time (no coordinated omission); uncorrected from the actual send" + _stamp_note(summary),
         caption_justify="left",
     )
     table.add_column("measure")

@@ -16,7 +16,7 @@
 //! A floor, not the engine's exact cost: the sender here writes each message at once, where the
 //! engine may batch several into one write; the receiver is one task on an idle runtime.
 use crate::histogram::{self, Hist, Stats};
-use crate::rx_stamp;
+use crate::{rx_stamp, send_stamp};
 use bytes::BytesMut;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -50,7 +50,10 @@ pub fn calibrate(messages: u32, rate: f64) -> io::Result<Calibration> {
     let mut sender = std::net::TcpStream::connect(listener.local_addr()?)?;
     let (receiver, _) = listener.accept()?;
     sender.set_nodelay(true)?;
-    enable_tx_stamps(sender.as_raw_fd())?;
+    // Nothing written yet: key 0 is the first byte.
+    if send_stamp::enable(sender.as_raw_fd(), 0).is_none() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "the kernel refuses transmit timestamps"));
+    }
     if !rx_stamp::enable(receiver.as_raw_fd()) {
         return Err(io::Error::new(io::ErrorKind::Unsupported, "the kernel refuses receive timestamps"));
     }
@@ -87,79 +90,18 @@ pub fn calibrate(messages: u32, rate: f64) -> io::Result<Calibration> {
     Ok(Calibration { messages, rate, stamped, send_us: figures(&send), loopback_us: figures(&loopback), wake_us: figures(&wake), client_us: figures(&client) })
 }
 
-/// Software TX timestamps, reported on the socket's error queue with the offset of each write's
-/// last byte (OPT_ID) and without the packet (OPT_TSONLY).
-fn enable_tx_stamps(fd: RawFd) -> io::Result<()> {
-    let flags: libc::c_uint =
-        libc::SOF_TIMESTAMPING_TX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE | libc::SOF_TIMESTAMPING_OPT_ID | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    // SAFETY: a valid socket and an unsigned int option of the right size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            &flags as *const _ as *const libc::c_void,
-            std::mem::size_of_val(&flags) as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// The kernel's TX timestamp (monotonic ns) of the write that ended at byte `last_byte`, taken off
-/// the error queue. On loopback the kernel queues it within the write; a few tries cover a
-/// scheduler's delay, then the message counts as unstamped.
+/// the error queue (`send_stamp`). On loopback the kernel queues it within the write; a few tries
+/// cover a scheduler's delay, then the message counts as unstamped.
 fn tx_stamp(fd: RawFd, last_byte: u64) -> Option<u64> {
     for _ in 0..1000 {
-        match read_error_queue(fd) {
-            Some((key, at)) if key == last_byte as u32 => return Some(at),
+        match send_stamp::next_report(fd) {
+            Some(Some((key, at))) if key == last_byte as u32 => return Some(at),
             Some(_) => continue,
             None => std::thread::yield_now(),
         }
     }
     None
-}
-
-/// One entry of the error queue: its OPT_ID key and software timestamp, or None when empty.
-fn read_error_queue(fd: RawFd) -> Option<(u32, u64)> {
-    let mut control = [0u64; 32];
-    // SAFETY: zeroed msghdr is its documented empty state; the control buffer outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: no data buffer (OPT_TSONLY), only the control messages are written.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return None;
-    }
-    let (mut key, mut at) = (None, None);
-    // SAFETY: walking the control messages recvmsg filled, with the libc macros made for it.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            let data = libc::CMSG_DATA(cmsg);
-            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPING) => {
-                    // struct scm_timestamping: three timespecs, the first the software one.
-                    let ts = std::ptr::read_unaligned(data as *const libc::timespec);
-                    let real = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-                    at = (real > 0).then(|| rx_stamp::on_monotonic(real));
-                }
-                (libc::SOL_IP, libc::IP_RECVERR) | (libc::SOL_IPV6, libc::IPV6_RECVERR) => {
-                    let err = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
-                    if err.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
-                        key = Some(err.ee_data);
-                    }
-                }
-                _ => {}
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-    }
-    Some((key?, at?))
 }
 
 /// The receiver: one task on a current-thread runtime, as an engine worker waits for its reads.

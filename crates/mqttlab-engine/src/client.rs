@@ -92,6 +92,7 @@ type PublishInFlight = InFlightMap<Option<Bytes>>;
 
 /// The MQTT outlet: PUBLISH packets into the connection's write buffer, QoS 1/2 flows in flight.
 struct MqttOutlet {
+    index: u32,
     conn: Conn,
     inflight: PublishInFlight,
     next_pkid: u16,
@@ -119,6 +120,7 @@ impl MqttOutlet {
         let response_topic =
             p.reply_filter.as_ref().filter(|_| p.request_response).map(|r| crate::template::expand(r, index, &ctx.plan.publisher_client_id(index)));
         let mut out = MqttOutlet {
+            index,
             conn,
             inflight: FxHashMap::default(),
             next_pkid: 0,
@@ -136,9 +138,13 @@ impl MqttOutlet {
 
     /// Takes the limits of the connection's CONNACK: the window the broker's Receive Maximum
     /// allows, and a topic alias when the plan asks for them and the broker accepts one (a new
-    /// connection starts with no alias set).
+    /// connection starts with no alias set). The kernel stamps its sends from now on where the
+    /// run asks for it.
     fn follow_broker(&mut self, ctx: &WorkerCtx) {
         self.conn.count_held_back_in(ctx.shared.held_back.clone());
+        if let Some(stamps) = &ctx.send_stamps {
+            self.conn.stamp_sends(stamps, self.index);
+        }
         let asked = ctx.plan.publishers.inflight as usize;
         let allowed = self.conn.broker_receive_max.map_or(usize::MAX, usize::from);
         self.window = asked.min(allowed);
@@ -165,7 +171,7 @@ impl Outlet for MqttOutlet {
         self.receive_maximum_binds && self.qos != QoS::AtMostOnce && self.inflight.len() >= self.window
     }
 
-    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, _sent_at: u64) -> u16 {
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], seq: u32, due: u64, _sent_at: u64) -> u16 {
         let pkid = if self.qos == QoS::AtMostOnce { 0 } else { next_packet_id(&mut self.next_pkid, &self.inflight) };
         let topic: &[u8] = if self.alias_set { &[] } else { &self.topic };
         let request = self.response_topic.as_ref().map(|t| crate::pacing::round_trip::request_properties(self.properties.as_ref(), t, payload));
@@ -174,6 +180,7 @@ impl Outlet for MqttOutlet {
             .expect("publish within MQTT limits");
         self.alias_set = self.properties.as_ref().is_some_and(|p| p.topic_alias.is_some());
         self.conn.bytes_out += n as u64;
+        self.conn.awaits_send_stamp(seq);
         if self.qos != QoS::AtMostOnce {
             let resend = (!ctx.plan.mqtt.clean_start).then(|| Bytes::copy_from_slice(payload));
             self.inflight.insert(pkid, InFlight { intended_ns: due, released: false, resend });

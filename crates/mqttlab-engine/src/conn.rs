@@ -216,6 +216,9 @@ pub struct Conn {
     pub stamps_rx: bool,
     /// The last read's kernel timestamp (monotonic ns), until `rx_ns` takes it.
     last_rx_ns: Option<u64>,
+    /// A publisher's messages awaiting the kernel's send stamp (`send_stamp`: plain TCP, direct
+    /// writes, when asked).
+    sends: Option<Box<crate::send_stamp::PendingSends>>,
     /// Back-pressure: since when the socket has held our bytes back (the broker not reading),
     /// and for how long it did before, in all (`take_socket_full_ns`).
     full_since: Option<u64>,
@@ -350,6 +353,7 @@ impl Conn {
             last_in_size: 0,
             stamps_rx,
             last_rx_ns: None,
+            sends: None,
             full_since: None,
             full_ns: 0,
             held_back_gauge: None,
@@ -403,6 +407,31 @@ impl Conn {
     /// else now (the client's view, taken when its thread handles the read).
     pub fn rx_ns(&mut self) -> u64 {
         self.last_rx_ns.take().unwrap_or_else(now_ns)
+    }
+
+    /// From now on, the kernel stamps this publisher connection's sends into `stamps` (plain TCP
+    /// with direct writes only: TLS writes through its library, batched sends through io_uring).
+    /// Whether it does.
+    pub fn stamp_sends(&mut self, stamps: &Arc<crate::send_stamp::SendStamps>, publisher: u32) -> bool {
+        let (Stream::Tcp(tcp), None, None) = (&self.stream, &self.ws, &self.batch) else { return false };
+        let written = self.bytes_out - self.wbuf.len() as u64;
+        self.sends = crate::send_stamp::enable(tcp.as_raw_fd(), written)
+            .map(|base| Box::new(crate::send_stamp::PendingSends::new(tcp.as_raw_fd(), stamps.clone(), publisher, base)));
+        self.sends.is_some()
+    }
+
+    /// Message `seq` was just queued (its bytes the last of `bytes_out`): it awaits its send stamp.
+    pub fn awaits_send_stamp(&mut self, seq: u32) {
+        if let Some(sends) = self.sends.as_mut() {
+            sends.queued(seq, self.bytes_out);
+        }
+    }
+
+    /// Takes the send stamps the kernel has reported (after a write, and before a read).
+    fn collect_send_stamps(&mut self) {
+        if let Some(sends) = self.sends.as_mut() {
+            sends.collect();
+        }
     }
 
     pub fn next_packet(&mut self) -> Result<Option<Packet>, DecodeError> {
@@ -476,8 +505,11 @@ impl Conn {
         };
         if let Some(event) = written {
             self.note_full_socket();
+            self.collect_send_stamps();
             return event;
         }
+        // Stamps of bytes a full socket sent late are read here, before what the read brings.
+        self.collect_send_stamps();
         let Some(ws) = self.ws.as_deref_mut() else {
             let n = ready!(self.poll_read(cx))?;
             self.bytes_in += n as u64;
@@ -601,6 +633,7 @@ impl Conn {
                 }
             }
             self.note_full_socket();
+            self.collect_send_stamps();
         }
     }
 

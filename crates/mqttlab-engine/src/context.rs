@@ -40,6 +40,8 @@ pub struct WorkerCtx {
     pub fanout: Arc<Vec<u32>>,
     /// Send records for the topic-sequence method; None with the header.
     pub sequence: Option<Arc<crate::sequence::SequenceTable>>,
+    /// The kernel's send stamps (`send_stamp`), where the plan's sends are stamped by it.
+    pub send_stamps: Option<Arc<crate::send_stamp::SendStamps>>,
     /// Closed loop completing on delivery: the receivers tell the publishers.
     pub tracker: Option<Arc<crate::delivery_tracker::DeliveryTracker>>,
     /// Offline sessions (`subscribers.offline`): the publishers' progress every worker reads.
@@ -142,6 +144,7 @@ impl WorkerCtx {
             units: Arc::new(units),
             target: Arc::new(target),
             sequence: None,
+            send_stamps: None,
             tracker: crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new),
             offline,
             wills: crate::wills::WillShared::for_plan(&plan).map(Arc::new),

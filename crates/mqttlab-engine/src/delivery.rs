@@ -135,7 +135,8 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                             st.record(Timing::E2eQueued, now.saturating_sub(intended_ns) / 1000);
                         }
                     } else if same_clock {
-                        st.record_delivery_latency(now, intended_ns, lag_ns);
+                        let kernel_sent = ctx.send_stamps.as_deref().map(|s| s.get(publisher, seq));
+                        st.record_delivery_latency(now, intended_ns, lag_ns, kernel_sent);
                     }
                     // Delivered in time, counted in the second it was meant for (a message the
                     // broker held for an offline session too: it arrived, if later).

@@ -33,6 +33,7 @@ pub mod retained;
 pub mod run;
 pub mod rx_stamp;
 pub mod schedule;
+pub mod send_stamp;
 pub mod sending;
 pub mod sequence;
 pub mod shared_groups;

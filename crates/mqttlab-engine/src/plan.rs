@@ -532,6 +532,11 @@ pub struct Options {
     /// where the packet arrived, not when an engine thread woke to read it.
     #[serde(default = "yes")]
     pub kernel_timestamps: bool,
+    /// Sends stamped by the kernel (`send_stamp.rs`; with `kernel_timestamps`, plain TCP, direct
+    /// writes): true, false, or absent for the rule in `summary::send_stamp` (where they cost
+    /// little beside the load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_send_timestamps: Option<bool>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -563,6 +568,7 @@ impl Default for Options {
             submission: Submission::Direct,
             tcp_nodelay: true,
             kernel_timestamps: true,
+            kernel_send_timestamps: None,
         }
     }
 }

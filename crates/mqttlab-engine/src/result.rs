@@ -114,11 +114,20 @@ pub struct Counters {
     pub submission_wait_max_us: u64,
     #[serde(default)]
     pub submission_refused: u64,
+    /// Kernel send stamps (`send_stamp`): measured deliveries whose uncorrected latency starts at
+    /// the kernel's stamp, and those timed from the engine's own send stamp because the kernel's
+    /// was not there when they arrived. Absent before it.
+    #[serde(default)]
+    pub send_stamped_kernel: u64,
+    #[serde(default)]
+    pub send_stamped_client: u64,
 }
 
 impl Counters {
     pub fn add(&mut self, o: &Counters) {
         self.sent += o.sent;
+        self.send_stamped_kernel += o.send_stamped_kernel;
+        self.send_stamped_client += o.send_stamped_client;
         self.acked += o.acked;
         self.received += o.received;
         self.dropped += o.dropped;

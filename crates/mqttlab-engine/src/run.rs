@@ -432,6 +432,8 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let live = plan.subscribers.retained.is_none();
     let fanout: Arc<Vec<u32>> = Arc::new(units.expected_units().iter().map(|v| if live { v.len() as u32 } else { 0 }).collect());
     let sequence = (plan.publishers.measure == crate::plan::Measure::TopicSequence).then(|| Arc::new(crate::sequence::SequenceTable::new(&plan)));
+    let send_stamps = (crate::summary::send_stamp(&plan).0 == "kernel")
+        .then(|| Arc::new(crate::send_stamp::SendStamps::new(plan.shard.publishers[0], plan.shard.publishers[1], plan.publishers.rate)));
     let tracker = crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
     let wills = crate::wills::WillShared::for_plan(&plan).map(Arc::new);
@@ -462,6 +464,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
                 units.clone(),
                 fanout.clone(),
                 sequence.clone(),
+                send_stamps.clone(),
                 tracker.clone(),
                 offline.clone(),
                 wills.clone(),

@@ -32,8 +32,9 @@ pub fn enable(fd: RawFd) -> bool {
 pub fn read(fd: RawFd, buf: &mut BytesMut) -> io::Result<(usize, Option<u64>)> {
     let spare = buf.chunk_mut();
     let mut iov = libc::iovec { iov_base: spare.as_mut_ptr() as *mut libc::c_void, iov_len: spare.len() };
-    // Room for one SCM_TIMESTAMPNS control message (a timespec), aligned as cmsghdr wants.
-    let mut control = [0u64; 8];
+    // Room for SCM_TIMESTAMPNS (a timespec) and, on a socket that also stamps its sends
+    // (send_stamp.rs), the SCM_TIMESTAMPING the kernel adds (three), aligned as cmsghdr wants.
+    let mut control = [0u64; 16];
     // SAFETY: zeroed msghdr is its documented empty state; the pointers set below outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;

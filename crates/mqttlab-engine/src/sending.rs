@@ -26,9 +26,9 @@ pub trait Outlet {
     fn full_at_receive_maximum(&self) -> bool {
         false
     }
-    /// Sends one PUBLISH carrying `payload`, intended at `due` and sent at `sent_at` (ns), and
-    /// keeps it in flight until acknowledged. Returns its packet id (0 at QoS 0).
-    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16;
+    /// Sends one PUBLISH carrying `payload` (message `seq`), intended at `due` and sent at
+    /// `sent_at` (ns), and keeps it in flight until acknowledged. Returns its packet id (0 at QoS 0).
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], seq: u32, due: u64, sent_at: u64) -> u16;
     /// Whether message `id` is still unacknowledged.
     fn in_flight(&self, id: u16) -> bool;
     /// Whether the broker is holding this connection's bytes back (its socket full).
@@ -196,7 +196,7 @@ impl Sender {
             }
         }
         let held_back = out.held_back();
-        let id = out.publish(ctx, payload, due, sent_at);
+        let id = out.publish(ctx, payload, seq, due, sent_at);
         self.seq = seq.wrapping_add(1);
         if let Some(offline) = &ctx.offline {
             offline.sent(self.index, self.seq);

@@ -197,7 +197,7 @@ impl Outlet for SnOutlet<'_> {
         !self.acked || self.inflight.len() < self.window
     }
 
-    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], due: u64, sent_at: u64) -> u16 {
+    fn publish(&mut self, ctx: &WorkerCtx, payload: &[u8], _seq: u32, due: u64, sent_at: u64) -> u16 {
         let msg_id = if self.acked { next_packet_id(self.next_msg_id, self.inflight) } else { 0 };
         let packet = SnPacket::Publish(SnPublish {
             dup: false,

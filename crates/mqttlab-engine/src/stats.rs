@@ -189,9 +189,13 @@ impl WorkerStats {
         Some(&mut self.series[idx])
     }
 
-    pub fn record_delivery_latency(&mut self, recv_ns: u64, intended_ns: u64, lag_ns: u64) {
+    /// One delivery's latencies: from its intended send time (e2e) and from its actual send
+    /// (uncorrected): the kernel's send stamp where it was read (`kernel_sent_ns`, with kernel
+    /// send stamps on), else the engine's own (`intended_ns + lag_ns`).
+    pub fn record_delivery_latency(&mut self, recv_ns: u64, intended_ns: u64, lag_ns: u64, kernel_sent_ns: Option<Option<u64>>) {
         let corrected = recv_ns.saturating_sub(intended_ns) / 1000;
-        let uncorrected = recv_ns.saturating_sub(intended_ns + lag_ns) / 1000;
+        let sent_ns = kernel_sent_ns.flatten().unwrap_or(intended_ns + lag_ns);
+        let uncorrected = recv_ns.saturating_sub(sent_ns) / 1000;
         if !self.record_latency {
             return;
         }
@@ -201,6 +205,11 @@ impl WorkerStats {
         if self.measured(intended_ns) {
             histogram::record(&mut self.hists[Timing::E2e as usize], corrected);
             histogram::record(&mut self.hists[Timing::E2eUncorrected as usize], uncorrected);
+            match kernel_sent_ns {
+                Some(Some(_)) => self.counters.send_stamped_kernel += 1,
+                Some(None) => self.counters.send_stamped_client += 1,
+                None => {}
+            }
         }
         histogram::record(&mut self.interval_e2e, corrected);
         if let Some(row) = self.second(recv_ns) {
@@ -286,7 +295,7 @@ mod tests {
         for sec in 0..6u64 {
             for k in 0..100u64 {
                 let recv = start + sec * 1_000_000_000 + k * 1_000_000;
-                st.record_delivery_latency(recv, recv - (sec + 1) * 1000, 0);
+                st.record_delivery_latency(recv, recv - (sec + 1) * 1000, 0, None);
             }
         }
         // A late delivery for a packed second still counts.

@@ -142,6 +142,22 @@ pub struct Measurement {
     /// rx_stamp.rs) or "client" (when the engine's thread handled the read: TLS, MQTT-SN, or
     /// options.kernel_timestamps off).
     pub receive_stamp: String,
+    /// Where the uncorrected latency starts: "kernel" (the publisher's PUBLISH leaving the host's
+    /// stack: send_stamp.rs; plain TCP with direct writes) or "client" (the engine's stamp just
+    /// before its write).
+    pub send_stamp: String,
+    /// Why the kernel's or the engine's send stamps ran (`send_stamp`'s rule).
+    pub send_stamp_why: String,
+    /// With kernel send stamps: the measured deliveries timed from the kernel's stamp, and those
+    /// timed from the engine's because the kernel's had not been read when they arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_stamps: Option<SendStampCounts>,
+}
+
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct SendStampCounts {
+    pub kernel: u64,
+    pub client: u64,
 }
 
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -316,7 +332,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             unmeasured: c.unmeasured,
             completion_timeouts: c.completion_timeouts,
         },
-        measurement: measurement(plan),
+        measurement: measurement(plan, &r.counters),
         rates: Rates { sent_per_s: rate(in_window(&|s| s.sent)), acked_per_s: rate(in_window(&|s| s.acked)), received_per_s: rate(in_window(&|s| s.received)) },
         latency,
         violations,
@@ -409,7 +425,44 @@ pub fn receive_stamp(plan: &RunPlan) -> &'static str {
     }
 }
 
-fn measurement(plan: &RunPlan) -> Measurement {
+/// Offered load (msg/s, all publishers) up to which the kernel stamps sends unless the plan says:
+/// each write's stamp costs the publisher about 3 µs of CPU on this project's 2-core host (an extra
+/// syscall and wake-up; README), 1.5% of a core at this rate, where it takes 5–40 µs out of every
+/// latency. Above it, and without a schedule (closed loop, window: as fast as the broker allows),
+/// the generator's CPU matters more.
+pub const KERNEL_SEND_STAMPS_UP_TO: f64 = 5_000.0;
+
+/// Where a plan's uncorrected latencies start (`send_stamp`), and why: the kernel's send stamp
+/// on plain TCP with direct writes (TLS writes through its library, WebSocket frames its bytes,
+/// io_uring submits them later: their writes are not keyed as our messages are), where the plan
+/// asks for it or `KERNEL_SEND_STAMPS_UP_TO` allows it.
+pub fn send_stamp(plan: &RunPlan) -> (&'static str, &'static str) {
+    let o = &plan.options;
+    let why_not = if !o.kernel_timestamps || o.kernel_send_timestamps == Some(false) {
+        Some("kernel timestamps off (options)")
+    } else if !matches!(plan.transport, crate::plan::Transport::Mqtt) {
+        Some("MQTT-SN over UDP")
+    } else if plan.broker.tls.is_some() {
+        Some("TLS writes through its library")
+    } else if plan.broker.websocket.is_some() {
+        Some("WebSocket frames the bytes")
+    } else if o.submission != Submission::Direct {
+        Some("io_uring submits the writes")
+    } else if o.kernel_send_timestamps.is_none() && !crate::pacing::mode(plan.publishers.arrival).scheduled {
+        Some("no schedule bounds the load (options.kernel_send_timestamps: true to stamp)")
+    } else if o.kernel_send_timestamps.is_none() && plan.publishers.rate * plan.publishers.count as f64 > KERNEL_SEND_STAMPS_UP_TO {
+        Some("offered load above 5,000 msg/s (options.kernel_send_timestamps: true to stamp)")
+    } else {
+        None
+    };
+    match why_not {
+        None => ("kernel", "plain TCP, direct writes"),
+        Some(why) => ("client", why),
+    }
+}
+
+fn measurement(plan: &RunPlan, c: &crate::result::Counters) -> Measurement {
+    let (stamp, why) = send_stamp(plan);
     let mode = crate::pacing::mode(plan.publishers.arrival);
     let settings = (mode.settings)(plan);
     Measurement {
@@ -420,6 +473,9 @@ fn measurement(plan: &RunPlan) -> Measurement {
         think_s: settings.think_s,
         deadline_s: plan.load.deadline_ms.map(|d| d as f64 / 1000.0),
         receive_stamp: receive_stamp(plan).to_string(),
+        send_stamp: stamp.to_string(),
+        send_stamp_why: why.to_string(),
+        send_stamps: (stamp == "kernel").then_some(SendStampCounts { kernel: c.send_stamped_kernel, client: c.send_stamped_client }),
     }
 }
 

@@ -321,10 +321,10 @@ def print_calibrations(console: Console, comparison: "Comparison") -> None:
         ranges = [row[key] for key in ("send_p50_us", "send_p99_us", "wake_p50_us", "wake_p99_us")]
         table.add_row(Text(str(row["broker"])), f"{row['calibrated']}/{row['runs']}",
                       *("–" if found is None else "–".join(dict.fromkeys(_figure(value, 3) for value in found)) for found in ranges),
-                      str(row["receive_stamp"] or "?"))
+                      str(row["stamped"]))
     console.print(table)
-    console.print("runs: calibrated / compared. The runs' latency figures carry the send part; the wake-up too where "
-                  "receptions were stamped when read (client), not where the kernel stamped them (kernel).",
+    console.print("runs: calibrated / compared. stamped: where the runs' sends / receptions were stamped. Their latency figures "
+                  "carry the send part where the engine stamped the sends (client), the wake-up where it stamped the receptions.",
                   style="dim", markup=False, highlight=False)
     for note in (note for note in comparison.notes if note.startswith(DIFFERS)):
         console.print(f"⚠ {note}", style="yellow", markup=False, highlight=False)

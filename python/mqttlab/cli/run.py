@@ -423,7 +423,7 @@ def _show(summary: Mapping[str, Any], directory: Path, as_json: bool, manifest: 
     if manifest is not None:
         from mqttlab.calibration import describe
 
-        _console().print(describe(manifest.get("calibration"), (summary.get("measurement") or {}).get("receive_stamp")),
+        _console().print(describe(manifest.get("calibration"), summary.get("measurement")),
                          style="dim", markup=False, highlight=False)
     if "network" in summary:
         from mqttlab.netem.view import render_network

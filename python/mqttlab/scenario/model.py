@@ -307,8 +307,14 @@ class Options(_Section):
     )
     kernel_timestamps: bool = Field(
         default=True,
-        description="Receptions stamped by the kernel on arrival (plain TCP; SO_TIMESTAMPNS), so latencies leave out the engine's "
-                    "own wake-up; false = when the engine's thread read them")
+        description="Receptions stamped by the kernel on arrival (plain TCP; SO_TIMESTAMPNS) and sends when their PUBLISH left the "
+                    "host's stack (plain TCP, direct submission; SO_TIMESTAMPING), so latencies leave out the engine's own wake-up "
+                    "and write; false = the engine's stamps (before its write, when its thread read)")
+    kernel_send_timestamps: Optional[bool] = Field(
+        default=None,
+        description="With kernel_timestamps: sends stamped by the kernel (true) or by the engine before its write (false); "
+                    "absent = by the kernel where a schedule bounds the load at 5,000 msg/s in all or less (each stamp costs "
+                    "the publisher about 3 µs of CPU; docs/results.md, measurement.send_stamp)")
     tcp_nodelay: bool = Field(
         default=True,
         description="Nagle's algorithm off on the clients' connections (latency, not bandwidth, is measured); false runs clients "

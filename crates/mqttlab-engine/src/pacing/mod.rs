@@ -197,7 +197,7 @@ pub(crate) mod testing {
             !self.full && self.window.is_none_or(|w| self.unacked.len() < w)
         }
 
-        fn publish(&mut self, _ctx: &WorkerCtx, _payload: &[u8], due: u64, _sent_at: u64) -> u16 {
+        fn publish(&mut self, _ctx: &WorkerCtx, _payload: &[u8], _seq: u32, due: u64, _sent_at: u64) -> u16 {
             let id = self.sent.len() as u16 + 1;
             self.sent.push(id);
             self.intended.push(due);
