@@ -296,7 +296,8 @@ def _capacity_table(section: PaperSection) -> str:
              "Each search probes offered rates (a fresh broker per probe) and reports the highest rate at which every "
              "repeated probe met the objectives, with its bracket: the knee lies between the capacity and the lowest "
              "rate above it at which a probe broke them (docs/capacity.md); the bracket is the search's, not a "
-             "confidence interval. Probes the generator limited judge nothing.", "",
+             "confidence interval. Probes the generator limited judge nothing; their flag is the one the search recorded (the "
+             "evidence keeps no probe's plan and raw result, so the current rule cannot read them again).", "",
              "| search | broker | QoS | objectives | capacity msg/s | bracket | limited by | probes (generator-limited) | status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in section.searches:
