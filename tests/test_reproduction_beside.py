@@ -5,13 +5,14 @@ differently never drawn together."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from matplotlib.colors import to_rgba
 
 from mqttlab.analysis.compare import compare_directories
-from mqttlab.reproductions.beside import Line, claim_lines, draw, write_beside
+from mqttlab.reproductions.beside import Line, caption, claim_lines, draw, write_beside
 from mqttlab.reproductions.evidence import opened
 from mqttlab.reproductions.paper_figures import AGREES, NO_PAPER_NUMBER, FigureRow
 from mqttlab.reproductions.section import PaperSection, attach_paper
@@ -47,7 +48,13 @@ def test_every_claim_with_ours_measured_gets_a_figure_that_the_committed_page_em
     for figure in written:
         assert f"(mini/{figure.path.name})" in section_text
         assert (DATA / "mini" / figure.path.name).is_file()
-    assert "n = 1 (no interval) for latency-qos0" in section_text and "units: ms" in section_text
+    assert "ours: mean of n = 3 runs with its 95% confidence interval" in section_text and "units: ms" in section_text
+
+
+def test_a_caption_names_the_figures_of_one_run_among_means(section):
+    lines = claim_lines(section, ["latency-qos0", "latency-qos1"])[""]
+    single = [replace(line, n=1, interval=None) if line.figure == "latency-qos0" else line for line in lines]
+    assert "ours: mean of n = 1–3 runs with its 95% confidence interval; n = 1 (no interval) for latency-qos0" in caption(single)
 
 
 def test_the_same_rows_give_the_same_bytes(section, tmp_path):
@@ -69,7 +76,7 @@ def test_the_axes_are_in_the_papers_units_with_its_values_hollow_and_ours_with_t
     bars = [segment for collection in axis.collections for segment in collection.get_segments()]
     assert any(pytest.approx(sorted(segment[:, 0].tolist())) == list(qos1.interval) for segment in bars)  # the CI, drawn
     labels = [tick.get_text() for tick in axis.get_yticklabels()]
-    assert labels == ["latency-qos0 · n = 1", "latency-qos1 · n = 3"]  # top to bottom, as the claim lists them; one broker: its colour
+    assert labels == ["latency-qos0 · n = 3", "latency-qos1 · n = 3"]  # top to bottom, as the claim lists them; one broker: its colour
     assert all(legend.axes is None for legend in figure.legends)  # the legend is the figure's, outside the axes
 
 

@@ -89,11 +89,17 @@ class RunFigures:
     broker_version: Optional[str]
     started_at: str
     status: str
+    # The flag the comparison judges by: as the run recorded it (summary.json), or as the engine's
+    # current rule reads the run again where a paper's verdicts judge it (reproductions/flags.py).
     generator_limited: bool
     latency_measure: Optional[str]
     figures: dict[str, Optional[float]]
     results: Results = field(repr=False)
     violations: dict[str, int] = field(default_factory=dict)  # kind -> count: promises the broker broke
+
+    @property
+    def generator_limited_as_recorded(self) -> bool:
+        return bool(self.results.summary.get("generator_limited"))
 
     @property
     def saturating(self) -> bool:

@@ -56,7 +56,7 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
 
 def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
                    tables: Optional[list[Path]] = None, beside: str = "") -> str:
-    parts = [_how_made(sources, comparison), flag_section(comparison) if comparison is not None else "", _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
+    parts = [_how_made(sources, comparison), flag_section(section.flags), _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
              _capacity_table(section)]
     if tables:
         parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
@@ -89,8 +89,8 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
         lines.append(f"{len(runs)} runs over {len(comparison.scenarios)} configurations; brokers: {brokers}.")
         limited = sorted({run.scenario for run in runs if run.generator_limited})
         if limited:
-            lines.append(f"**{sum(run.generator_limited for run in runs)} of {len(runs)} runs were flagged generator-limited** "
-                         "(this host could not hold their schedule, so their figures bound the host as much as the broker): "
+            lines.append(f"**{sum(run.generator_limited for run in runs)} of {len(runs)} runs are generator-limited by the flag the "
+                         "verdicts use** (the current rule's, read again below; this host could not hold their schedule, so their figures bound the host as much as the broker): "
                          + ", ".join(limited) + ".")
         lines += [f"Note: {note}" for note in comparison.notes]
         lines += [f"Left out: {_relative(path, sources)} ({reason})" for path, reason in comparison.excluded]
@@ -296,7 +296,8 @@ def _capacity_table(section: PaperSection) -> str:
              "Each search probes offered rates (a fresh broker per probe) and reports the highest rate at which every "
              "repeated probe met the objectives, with its bracket: the knee lies between the capacity and the lowest "
              "rate above it at which a probe broke them (docs/capacity.md); the bracket is the search's, not a "
-             "confidence interval. Probes the generator limited judge nothing.", "",
+             "confidence interval. Probes the generator limited judge nothing; their flag is the one the search recorded (the "
+             "evidence keeps no probe's plan and raw result, so the current rule cannot read them again).", "",
              "| search | broker | QoS | objectives | capacity msg/s | bracket | limited by | probes (generator-limited) | status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in section.searches:

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Optional, Union
 
 from mqttlab.analysis.compare import Comparison
 from mqttlab.reproductions.capacity_searches import CapacitySearch
+from mqttlab.reproductions.flags import FlagReading, judge_by_current_rule
 from mqttlab.reproductions.paper_figures import LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, SmcPaperResults, figure_rows
 from mqttlab.reproductions.paper_file import PaperFile, load_paper, paper_path
 from mqttlab.reproductions.verdicts import ClaimVerdict, Reference, judge_claim
@@ -25,6 +26,7 @@ class PaperSection:
     configuration: str = ""  # the broker configuration of seed 000's run ("as-shipped", "tuned")
     reference: Optional["PaperSection"] = None  # a second run in another configuration, for `unchanged` checks
     searches: list[CapacitySearch] = field(default_factory=list)  # the capacity searches its `capacity:` figures read
+    flags: list[FlagReading] = field(default_factory=list)  # each run's generator-limited flag, as recorded and as judged
 
     @property
     def flagged(self) -> list[FigureRow]:
@@ -71,11 +73,14 @@ def attach_paper(comparison: Comparison, paths: Iterable[Path], paper: Optional[
                  searches: Optional[list[CapacitySearch]] = None) -> Optional[PaperSection]:
     """Sets `comparison.paper` to the section of `paper`, or of the seed whose suite the results
     come from; leaves it None when neither applies. `searches`: the capacity searches given beside
-    the runs. A malformed paper file raises PaperFileError."""
+    the runs. A malformed paper file raises PaperFileError. The comparison's runs are judged, from
+    then on, by the generator-limited flag as the current rule reads them again (flags.py)."""
     name = paper if paper is not None else paper_name_for(paths)
     if name is None:
         return None
+    flags = judge_by_current_rule(comparison)
     comparison.paper = paper_section(name, comparison, searches=searches)
+    comparison.paper.flags = flags
     return comparison.paper
 
 
