@@ -2,7 +2,8 @@
 run through a launched Mosquitto, captured by tshark on lo, each message matched by its header.
 It pins the matching (exact: every message sent seen once going to the broker, every delivery once
 leaving it) and that the table sets the capture's figures beside mqttlab's with the gap. It does
-not judge the issue's 10 µs target: that waits for the engine's kernel timestamps."""
+not judge the issue's 10 µs target: a timing on a shared host is a benchmark's (the README's
+table, benchmarks/wire_check.py --runs 3), not a test's."""
 
 from __future__ import annotations
 
@@ -80,11 +81,13 @@ def test_a_captured_run_is_matched_exactly_and_its_gap_printed(tmp_path):
     for q, key in ((50, "p50_us"), (90, "p90_us"), (99, "p99_us"), (100, "max_us")):
         expected = float(np.percentile(wire_us, q, method="inverted_cdf"))
         assert abs(check["wire"][key] - expected) <= max(1.0, expected / 1000), (key, check["wire"][key], expected)
-    # Each message's wire time lies inside mqttlab's interval for it (the PUBLISH crosses lo after
-    # the engine's send stamp, the delivery before its receive stamp), so every quantile of the
-    # same deliveries is at least the wire's, but for the stamps' truncation to the µs.
+    # The kernel stamps a send just after the capture sees it leave (the device's transmit follows
+    # the capture's tap) and a reception just after the capture sees it cross lo: each message's
+    # interval is the wire's, both ends moved later by about a microsecond. So every quantile of
+    # the same deliveries is the wire's within a few µs below (the stamps' truncation included).
+    assert check["send_stamps"]["kernel"] >= 0.75 * counts["measured"], check["send_stamps"]
     for key in ("p50", "p90", "p99", "max"):
-        assert check["mqttlab"][f"{key}_us"] >= check["wire"][f"{key}_us"] - 2, key
+        assert check["mqttlab"][f"{key}_us"] >= check["wire"][f"{key}_us"] - 5, key
         assert check["gap"][key] == check["mqttlab"][f"{key}_us"] - check["wire"][f"{key}_us"]
     assert 0 < check["send_to_wire"]["p50_us"] <= check["mqttlab"]["p50_us"]
 
@@ -95,4 +98,5 @@ def test_a_captured_run_is_matched_exactly_and_its_gap_printed(tmp_path):
     assert cells[2] == " / ".join(f"{mine[k]:,}" for k in ("p50_us", "p90_us", "p99_us", "max_us"))
     assert cells[3].split(" / ")[0] == f"{mine['p50_us'] - check['wire']['p50_us']:+,}"
     assert cells[6] == f"{counts['measured']:,} of {counts['histogram']:,}"
-    assert cells[7] in ("met", "missed")  # judged by the printed rule; which one waits for the engine
+    assert cells[7] == f"{check['send_stamps']['kernel']:,} of {check['send_stamps']['kernel'] + check['send_stamps']['client']:,}"
+    assert cells[8] in ("met", "missed")  # judged by the printed rule; the README's table says which
