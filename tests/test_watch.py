@@ -65,6 +65,22 @@ def test_suite_state_counts_runs_and_estimates_the_time_left(tmp_path: Path):
     assert state["left_s"] == pytest.approx(4 + 10, abs=0.3)
 
 
+def test_runs_that_end_by_their_message_count_are_estimated_by_those_that_finished(tmp_path: Path):
+    # Seed 001's closed loop: 1,000 messages within a 60 s bound, done in about a second. The
+    # estimate takes what the finished runs of each configuration took, not the bound.
+    closed = {"publishers": {"arrival": "closed", "messages": 1000, "inflight": 1}, "load": {"duration": "60s"}}
+    other = {"load": {"duration": "4s"}}
+    runs = [{"id": f"c/{broker}/rep-{rep}", "directory": f"runs/c/{broker}/rep-{rep}", "broker": broker, "scenario": closed,
+             **({"status": "completed", "seconds": took} if rep == 1 else {"status": "pending"})}
+            for broker, took in (("mosquitto", 1.0), ("hivemq", 5.0)) for rep in (1, 2, 3)]
+    runs.append({"id": "d/mosquitto/rep-1", "directory": "runs/d/mosquitto/rep-1", "broker": "mosquitto", "scenario": other, "status": "pending"})
+    (tmp_path / "runs.json").write_text(json.dumps({"runs": runs}))
+    state = suite_state(tmp_path)
+    # Two more of each closed-loop configuration at what its first took, and the 4 s run never
+    # seen with no setup time beyond its load (the finished runs took less than their bound).
+    assert state["left"] == 5 and state["left_s"] == pytest.approx(2 * 1.0 + 2 * 5.0 + 4.0)
+
+
 def test_watching_a_finished_suite_prints_its_count_and_ends(tmp_path: Path):
     runs = [{"id": "c/rumqttd/rep-1", "directory": "runs/c/rumqttd/rep-1", "scenario": {}, "status": "completed", "seconds": 3.0}]
     (tmp_path / "runs.json").write_text(json.dumps({"runs": runs}))

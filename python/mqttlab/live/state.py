@@ -200,8 +200,11 @@ def read_live(directory: Path) -> Optional[dict[str, Any]]:
 
 def suite_state(suite_dir: Path) -> Optional[dict[str, Any]]:
     """Where a suite is, from its runs.json and the live.json of the run under way: runs done,
-    failed and left, the run under way, and the estimated time left (the planned load of every
-    run left, plus the setup time the finished runs took beyond their planned load)."""
+    failed and left, the run under way, and the estimated time left: for a run left whose
+    configuration (scenario and broker) has finished runs, what they took on average; for
+    another, its planned load plus the setup time the finished runs took beyond theirs. (A
+    planned load is only a bound where a run ends by its message count: seed 001's closed-loop
+    runs plan 60 s and take one.)"""
     try:
         entries = json.loads((suite_dir / "runs.json").read_text(encoding="utf-8")).get("runs", [])
     except (OSError, ValueError, AttributeError):
@@ -217,6 +220,10 @@ def suite_state(suite_dir: Path) -> Optional[dict[str, Any]]:
             break
     overheads = [e["seconds"] - (_entry_load_s(e) or 0.0) for e in done if e.get("seconds")]
     overhead = sum(overheads) / len(overheads) if overheads else None
+    took: dict[str, list[float]] = {}
+    for e in done:
+        if e.get("seconds"):
+            took.setdefault(_configuration(e), []).append(float(e["seconds"]))
     left: Optional[float] = None
     if overhead is not None:
         left = 0.0
@@ -224,8 +231,8 @@ def suite_state(suite_dir: Path) -> Optional[dict[str, Any]]:
             if entry is current and current_live is not None:
                 left += float((current_live.get("progress") or {}).get("left_s") or 0.0)
                 continue
-            planned = _entry_load_s(entry)
-            left += (planned or 0.0) + max(0.0, overhead)
+            alike = took.get(_configuration(entry))
+            left += sum(alike) / len(alike) if alike else (_entry_load_s(entry) or 0.0) + max(0.0, overhead)
     return {
         "suite": suite_dir.name,
         "runs": len(entries),
@@ -236,6 +243,11 @@ def suite_state(suite_dir: Path) -> Optional[dict[str, Any]]:
         "current_live": current_live,
         "left_s": left,
     }
+
+
+def _configuration(entry: Mapping[str, Any]) -> str:
+    """A runs.json entry's configuration, the same for each of its repetitions."""
+    return json.dumps([entry.get("broker"), entry.get("scenario")], sort_keys=True)
 
 
 def _entry_load_s(entry: Mapping[str, Any]) -> Optional[float]:
