@@ -125,7 +125,7 @@ def test_an_unknown_submission_path_is_named_with_the_allowed_ones():
 
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
     problems = problems_of({"options": {"zzz": 1}})
-    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, send_ahead, submission, kernel_timestamps, tcp_nodelay, threads, generator_cpus, capture, metrics)"]
+    assert problems == ["options.zzz: unknown key (allowed: record_latency, reconnect, timer_resolution, send_ahead, submission, kernel_timestamps, kernel_send_timestamps, tcp_nodelay, threads, generator_cpus, capture, metrics)"]
 
 
 @pytest.mark.parametrize(
