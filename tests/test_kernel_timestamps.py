@@ -48,3 +48,17 @@ def test_batched_sends_are_stamped_by_the_engine_and_receptions_by_the_kernel(tm
     summary = mqttlab.run(None, broker="mosquitto", set={**ONE_TO_ONE, "options.submission": "batched"}, out=tmp_path / "batched").summary
     assert (summary["measurement"]["receive_stamp"], summary["measurement"]["send_stamp"]) == ("kernel", "client")
     assert summary["latency"]["e2e_uncorrected"]["count"] == 400
+
+
+def test_above_the_offered_load_rule_sends_are_stamped_by_the_engine_unless_asked(tmp_path: Path) -> None:
+    # 6,000 msg/s offered in all, above the 5,000 up to which the kernel stamps sends by default
+    # (each stamp costs the publisher CPU): the engine's stamps, and the summary says why.
+    busy = {"publishers.count": 6, "subscribers.count": 6, "publishers.rate": 1000, "publishers.messages": 300,
+            "load.duration": None, "load.warmup": "0s"}  # fmt: skip
+    measurement = mqttlab.run(None, broker="mosquitto", set=busy, out=tmp_path / "busy").summary["measurement"]
+    assert (measurement["send_stamp"], measurement["receive_stamp"]) == ("client", "kernel")
+    assert "5,000 msg/s" in measurement["send_stamp_why"] and "send_stamps" not in measurement
+    asked = mqttlab.run(None, broker="mosquitto", set={**busy, "options.kernel_send_timestamps": True}, out=tmp_path / "asked").summary
+    assert asked["measurement"]["send_stamp"] == "kernel"
+    stamps = asked["measurement"]["send_stamps"]
+    assert stamps["kernel"] + stamps["client"] == asked["latency"]["e2e_uncorrected"]["count"] == 1800
