@@ -27,7 +27,7 @@ EXPLANATION = (
     "broker's interval lies wholly inside it) or within the mapping's tolerance factor of the paper's number, each row printing its rule; with "
     "two or more runs the confidence interval of ours must lie wholly inside (wholly outside: disagrees; across an "
     "edge: cannot tell). Runs flagged generator-limited are left out. Figures drawn without a number show ours alone. "
-    "A claim holds when every condition of its rule holds on the measured figures; claims without a rule say why."
+    "A claim is judged by its conditions as the claims' section says; claims without a rule say why."
 )
 
 

@@ -26,7 +26,8 @@ HOLDS, DOES_NOT_HOLD, NOT_MEASURED_HERE, NOT_JUDGED = "holds", "does not hold", 
 MAGNITUDE = "other magnitude here"  # the claim's figures measured wholly lower or higher than the paper's, nothing else failing
 Outcome = Union[bool, None, str]  # True, False, None (not measured), CANNOT_TELL, LIMITED, MAGNITUDE
 # How a claim's conditions make its verdict, printed on every page beside the claims.
-COMBINATION = (f"A claim {HOLDS} when every condition of its rule holds; it {DOES_NOT_HOLD} when one fails; when the only failures "
+COMBINATION = (f"A claim {HOLDS} when one condition of its rule holds and none fails or cannot tell, the conditions not measured here "
+               f"or not judged (generator-limited runs only) set aside, each named beside it; it {DOES_NOT_HOLD} when one fails; when the only failures "
                f"are figures of ours lying wholly lower or wholly higher than the paper's (its rows of the table above), it is "
                f"\"{MAGNITUDE}\" (ours lower or higher, said), not a contradiction of the claim; else a condition that cannot tell "
                f"makes it \"{CANNOT_TELL}\".")
@@ -160,7 +161,7 @@ def rule_text(check: Check, brackets: bool = False) -> str:
             return head + (": capacities, by their searches' brackets: wholly above (below) each rival's, ahead (behind); "
                            "overlapping: cannot tell")
         return (head + f": with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
-                "on its side (across zero: cannot tell)")
+                "on its side (across zero: cannot tell); with one run on a side, value against value (no interval)")
     within = _region(*(check.within or [0.0, 0.0]))
     share = f" in at least {check.at_least:.0%} of the configurations" if check.at_least < 1 else " in every configuration"
     if check.ratio is not None:
