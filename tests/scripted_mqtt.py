@@ -16,13 +16,14 @@ class ScriptedBroker:
     topic's first retained value instead of its last, `will_on_disconnect` publishes a client's
     will after its DISCONNECT too, `keep_taken_over` leaves a connection open when a second one
     takes its session over, `keep_deleted_retained` stores a retained PUBLISH with an empty payload
-    instead of deleting the topic's retained message."""
+    instead of deleting the topic's retained message, `lose_after_takeover` drops the next n
+    messages for a session a second connection took over."""
 
     def __init__(self, drop_every: int = 0, forget_sessions: bool = False, stale_retained: bool = False, will_on_disconnect: bool = False,
-                 keep_taken_over: bool = False, keep_deleted_retained: bool = False) -> None:
+                 keep_taken_over: bool = False, keep_deleted_retained: bool = False, lose_after_takeover: int = 0) -> None:
         self.drop_every, self.forget_sessions, self.stale_retained = drop_every, forget_sessions, stale_retained
         self.will_on_disconnect, self.keep_taken_over = will_on_disconnect, keep_taken_over
-        self.keep_deleted_retained = keep_deleted_retained
+        self.keep_deleted_retained, self.lose_after_takeover = keep_deleted_retained, lose_after_takeover
         self.dropped = 0
         self.retained: dict[bytes, bytes] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
@@ -121,6 +122,8 @@ class ScriptedBroker:
                         old["conn"].shutdown(socket.SHUT_RDWR)  # a session taken over: its old connection closed
                     present = bool(old) and not flags & 0x02 and not self.forget_sessions
                     session = old if present else {"filters": set(), "queue": [], "pkid": 0}
+                    if old and old["conn"] is not None:
+                        session["lose"] = self.lose_after_takeover  # lost in the handover (a broken promise)
                     session["conn"] = conn
                     self.sessions[client_id] = session
                     conn.sendall(self._packet(0x20, bytes([int(present), 0])))
@@ -155,6 +158,10 @@ class ScriptedBroker:
                         self.retained[topic] = payload
                     for other in self.sessions.values():
                         if not any(self._matches(f, topic) for f in other["filters"]):
+                            continue
+                        if other.get("lose"):
+                            other["lose"] -= 1
+                            self.dropped += 1
                             continue
                         if other["conn"] is not None:
                             self._deliver(other, topic, payload)

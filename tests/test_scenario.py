@@ -339,3 +339,9 @@ def test_window_filling_has_no_rate_and_a_cpu_list_may_be_a_number_but_not_a_wor
     assert (scenario.launch.limits.cpuset, scenario.options.generator_cpus) == ("0", "1")
     assert problems_of({"options": {"generator_cpus": "one"}}) == [
         "options.generator_cpus: must be a CPU list as taskset -c takes it, such as 1, 0,2 or 2-3 (got 'one')"]
+
+
+def test_kernel_send_timestamps_takes_true_false_or_nothing():
+    problems = problems_of({"options": {"kernel_send_timestamps": "sometimes"}})
+    assert len(problems) == 1 and problems[0].startswith("options.kernel_send_timestamps:"), problems
+    assert validate_scenario({"options": {"kernel_send_timestamps": True}}).options.kernel_send_timestamps is True

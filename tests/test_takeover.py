@@ -70,6 +70,18 @@ def test_a_broker_that_keeps_the_old_connection_is_named_with_the_count(tmp_path
     assert result.exit_code == Exit.FINDINGS
 
 
+def test_a_broker_that_loses_messages_in_a_takeover_run_is_named_with_the_count(tmp_path: Path) -> None:
+    # The scripted broker drops the first 5 messages it should forward to a session just taken
+    # over: the loss is the run's `qos1_loss`, and "nothing lost on takeover" is broken by that count.
+    with ScriptedBroker(lose_after_takeover=5) as broker:
+        summary = mqttlab.run(None, broker=f"mqtt://127.0.0.1:{broker.port}", set={**TAKEOVER, "subscribers.takeover": {"at": "1s"}},
+                              out=tmp_path / "run").summary
+        dropped = broker.dropped
+    lost = verdict(summary, "nothing lost on takeover")
+    assert dropped > 0 and (lost["verdict"], lost["name"], lost["broken"]) == ("broken", "qos1_loss", dropped), what_happened(summary)
+    assert verdict(summary, "session kept on takeover")["verdict"] == "kept"
+
+
 def test_a_takeover_that_cannot_work_is_refused_with_every_problem_named() -> None:
     with pytest.raises(ScenarioError) as refused:
         validate_scenario({"mqtt": {"clean_start": True}, "subscribers": {"count": 1, "takeover": {"at": "9s", "every": "1s"},
