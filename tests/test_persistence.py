@@ -112,6 +112,7 @@ def test_hivemq_in_file_mode_keeps_sessions_and_queues_across_a_clean_stop(tmp_p
     result = mqttlab.run(None, broker="hivemq", set={**AWAY_ACROSS, "subscribers.offline": away, "load.duration": "16s", "faults": [CLEAN_STOP],
                                                      "launch.persistence": True}, out=tmp_path / "run")
     verdicts = restart_verdicts(result.summary)
+    assert {"sessions", "queued"} <= set(verdicts), (result.summary.get("faults"), result.summary.get("offline"), result.summary.get("status"))
     sessions, queued = verdicts["sessions"], verdicts["queued"]
     # A JVM stopping slowly on a busy host may still serve a returning subscriber before it goes:
     # that period does not span the restart and is judged by the protocol's rules instead. The

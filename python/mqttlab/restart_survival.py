@@ -3,7 +3,8 @@ against what the broker's documentation promises for its configuration and the w
 stopped (`Launcher.restart_promises`, in the manifest's broker config):
 
 - sessions: the subscribers away across the restart (their offline period began before the
-  signal and ended after the broker served again) find their session present on return;
+  signal and ended after the broker had gone down, so on the restarted broker) find their session
+  present on return;
 - queued: the QoS 1/2 messages owed to them while away are delivered on their return;
 - retained: a retained read after the restart gets every latest retained value.
 
@@ -42,10 +43,15 @@ RULE = "what the broker's documentation promises to keep across a {stop} is ther
 
 def spans(cycle: Mapping[str, Any], fault: Mapping[str, Any], warmup_s: float) -> bool:
     """Whether an offline period was away across the restart: it left before the signal and came
-    back after the broker served again. The period's times count from the load's start, the
+    back after the broker had gone down (the signal plus `stopping_s`), so to the restarted broker.
+    Not "after the broker served again" (`end_s`): that instant is the fault's own probe getting
+    in, which a subscriber retrying at once may beat by milliseconds. A fault recorded without
+    `stopping_s` falls back to `end_s`. The period's times count from the load's start, the
     fault's from the first measured second (warm-up negative)."""
     left = float(cycle["left_s"]) - warmup_s
-    return bool(cycle["returned"]) and left < float(fault["start_s"]) and left + float(cycle["offline_s"]) > float(fault["end_s"])
+    stopping = fault.get("stopping_s")
+    down = float(fault["start_s"]) + float(stopping) if stopping is not None else float(fault["end_s"])
+    return bool(cycle["returned"]) and left < float(fault["start_s"]) and left + float(cycle["offline_s"]) > down
 
 
 def read_after(plan: Mapping[str, Any], restarts: Sequence[Mapping[str, Any]], warmup_s: float) -> Optional[Mapping[str, Any]]:
