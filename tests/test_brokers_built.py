@@ -124,6 +124,9 @@ def test_a_run_under_load_delivers_exactly_and_samples_the_broker(tmp_path, name
     assert messages["lost"] == 0 and messages["duplicated"] == 0 and messages["delivered"] == messages["expected"] > 0
     manifest = json.loads((result.directory / "manifest.json").read_text())
     assert manifest["broker"]["version"] == get_launcher(name).version()
+    # The build names the upstream tree's commits the binary was made from, the pinned ones.
+    upstream = {"nanomq": sources.NANOMQ, "rsmb": sources.RSMB}[name]
+    assert manifest["broker"]["build"]["commits"] == dict(upstream.commits) and manifest["broker"]["build"]["repository"] == upstream.repository
     broker_rows = result.resources().query("process == 'broker'")
     assert len(broker_rows) > 0 and broker_rows["rss_bytes"].max() > 0
 

@@ -19,6 +19,7 @@ from mqttlab.capacity.knee import limits_at_knee
 from mqttlab.capacity.search import Search, Settings, clopper_pearson, round_rate
 from mqttlab.capacity.slo import SloError, judge, parse_objective, parse_objectives
 from mqttlab.cli.app import app
+from mqttlab.engine import load_engine
 
 # Searches for capacity and caps of CPU judge how fast things go: alone on the cores (Makefile).
 pytestmark = pytest.mark.serial
@@ -212,6 +213,8 @@ def test_a_capped_mosquitto_is_bracketed_and_the_search_resumes_from_its_probes(
     assert report["status"] == "bracketed"
     lower, upper = report["interval_per_s"]
     assert lower == report["capacity_per_s"] and lower < upper <= lower * 1.4 + 1
+    # Which engine and broker build measured it, from the probes' manifests.
+    assert report["provenance"] == {"engine_commits": [load_engine().__commit__], "builds": [{"source": "Debian package mosquitto"}]}
     assert report["ends"]["lower"]["met"] == 2 and report["ends"]["upper"]["broke"] >= 1
     assert any(item["limit"] == "cpu" for item in report["limited_by"]), report["limited_by"]
     assert (out / "curve.png").stat().st_size > 10_000

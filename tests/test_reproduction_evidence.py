@@ -93,3 +93,20 @@ def test_a_flag_recorded_under_an_older_rule_is_read_again_by_the_current_one():
     page = (DATA / "mini.md").read_text(encoding="utf-8")
     section = page.split("### Generator-limited runs, read again by the current rule", 1)[1].split("###", 1)[0]
     assert "| p2p-qos0 | mosquitto | 2026-11-25 | 3 | 2 | 0 | not recorded | not recorded |" in section
+
+
+REPRODUCTIONS = Path(__file__).resolve().parent.parent / "docs" / "reproductions"
+COMMITTED_PAGES = sorted(REPRODUCTIONS.glob("seed00*.md")) + [DATA / f"{name}.md" for name in PAGES]
+
+
+@pytest.mark.parametrize("page", COMMITTED_PAGES, ids=lambda page: page.stem)
+def test_every_committed_page_states_each_verdict_s_regime_and_broker_configuration(page):
+    from mqttlab.reproductions.paper_file import load_paper
+
+    paper = page.with_suffix(".paper.yaml") if page.parent == DATA else page.stem.split("-")[0]
+    text = page.read_text(encoding="utf-8")
+    assert "### Regime and broker configuration of each verdict" in text, f"{page.name} does not say where its verdicts were judged"
+    regimes = text.split("### Regime and broker configuration of each verdict", 1)[1].split("\n### ", 1)[0]
+    rows = {line.split(" | ", 1)[0].removeprefix("| ") for line in regimes.splitlines() if line.startswith("| ")}
+    missing = [claim.id for claim in load_paper(paper).claims if claim.id not in rows]
+    assert not missing, f"{page.name}: no regime and configuration for {missing}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from hdrh.histogram import HdrHistogram
 
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
 
+from mqttlab.engine import load_engine  # noqa: E402
 from mqttlab.results import load_results  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -58,6 +60,10 @@ def test_a_short_run_on_the_embedded_broker_delivers_everything_and_records_it(t
     assert loaded.manifest["status"] == "completed"
     assert loaded.manifest["broker"]["name"] and loaded.manifest["broker"]["pid"]
     assert loaded.manifest["engine_version"]
+    # Which engine measured it: the commit the compiled module was built from (build.rs).
+    commit = loaded.manifest["engine_commit"]
+    assert commit == load_engine().__commit__ and re.fullmatch(r"([0-9a-f]{40}(\+modified)?|unknown)", commit), commit
+    assert loaded.manifest["broker"]["build"] == {"source": "crates.io rumqttd, compiled into mqttlab's engine"}
     assert loaded.plan["publishers"]["count"] == 2
     # The histogram files are standard HdrHistogram V2: another implementation reads them.
     e2e = HdrHistogram.decode((out / "histograms" / "e2e.hdr").read_text().strip())

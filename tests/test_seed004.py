@@ -77,6 +77,8 @@ def test_mqtt_and_mqtt_sn_over_a_20ms_link_are_both_slower_than_the_link_and_ful
     manifest = json.loads((sn_run / "manifest.json").read_text())
     assert summary["latency"]["connack"]["max_us"] < 1_000_000
     assert manifest["gateway"]["name"] == ("rsmb" if gateway == "rsmb" else "mqttlab-gateway")
+    if gateway == "rsmb":  # RSMB is built from its pinned tree: the manifest names its commit
+        assert manifest["gateway"]["build"]["commits"] == {".": "36fd4ba9433d"}
     # The gateway ran inside the broker's namespace: it reached the broker on the namespace's address.
     assert manifest["gateway"]["host"].startswith("10.213.") and manifest["gateway"]["broker"].startswith(f"mqtt://{manifest['gateway']['host']}:")
     assert manifest["broker"]["url"].startswith(f"mqtt://{manifest['network']['broker_address']}:")

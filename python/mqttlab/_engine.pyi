@@ -4,6 +4,7 @@ the Python side never holds one object per message: only plans, summaries and en
 from typing import Callable, Optional
 
 __version__: str
+__commit__: str
 
 def run_shard(plan_json: str, progress: Optional[Callable[[str], None]] = None) -> str:
     """Runs one shard of a RunPlan against the broker and returns its raw result (JSON).

@@ -93,6 +93,15 @@ def engine_version() -> Optional[str]:
         return None
 
 
+def engine_commit() -> Optional[str]:
+    """The commit the compiled engine was built from (`+modified`: with changes to its sources not
+    yet committed then); None without the engine, or for one built before it said."""
+    try:
+        return str(getattr(load_engine(), "__commit__", None) or "") or None
+    except EngineUnavailable:
+        return None
+
+
 def expand_template(template: str, index: int, client_id: str = "") -> str:
     """A client-id, topic or filter template for client `index` as the engine expands it: `%i` the
     index, `%c` the client id, `%%` a percent sign."""

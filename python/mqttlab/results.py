@@ -14,7 +14,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import yaml
 
@@ -40,11 +40,15 @@ class BrokerInfo:
     #: limits with what they did (throttling, OOM kills); None for a broker given by URL
     config: Optional[dict[str, Any]] = None
     limits: Optional[dict[str, Any]] = None
+    #: where a launched broker's binary came from (a pinned upstream tree's commits among it)
+    build: Optional[dict[str, Any]] = None
 
     def as_dict(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": self.name, "version": self.version, "url": self.url, "pid": self.pid}
         if self.config is not None:
             entry["config"] = self.config
+        if self.build is not None:
+            entry["build"] = self.build
         if self.limits is not None:
             entry["limits"] = self.limits
         return entry
@@ -174,6 +178,7 @@ def build_manifest(
     status: str,
     mqttlab_version: str,
     engine_version: Optional[str],
+    engine_commit: Optional[str] = None,
 ) -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -184,9 +189,25 @@ def build_manifest(
         "command_line": command_line,
         "mqttlab_version": mqttlab_version,
         "engine_version": engine_version,
+        "engine_commit": engine_commit,
         "broker": broker.as_dict(),
         "host": host_info(),
     }
+
+
+def provenance(manifests: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Which engine and which broker builds measured these runs, from their manifests: the engine's
+    commits ("not recorded" for a run made before manifests said) and each distinct build of a
+    launched broker or gateway (a pinned upstream tree's commits among it)."""
+    engines: set[str] = set()
+    builds: list[dict[str, Any]] = []
+    for manifest in manifests:
+        engines.add(str(manifest.get("engine_commit") or "not recorded"))
+        for part in ("broker", "gateway"):
+            build = (manifest.get(part) or {}).get("build")
+            if build and build not in builds:
+                builds.append(build)
+    return {"engine_commits": sorted(engines), "builds": builds}
 
 
 def series_rows(result: dict[str, Any], stats: HistogramStats) -> list[dict[str, Any]]:

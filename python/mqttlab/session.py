@@ -288,6 +288,7 @@ def _record(scenario: Scenario, directory: Path, plan: engine.Plan, outcome: eng
         status=outcome.status,
         mqttlab_version=VERSION,
         engine_version=engine.engine_version(),
+        engine_commit=engine.engine_commit(),
     )
     for key in ("measurement", "network"):
         if key in outcome.summary:

@@ -326,6 +326,8 @@ fn smc_profile_run(py: Python<'_>, config_json: &str, progress: Option<PyObject>
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", mqttlab_engine::VERSION)?;
+    // The commit the module was built from (build.rs), which every run's manifest records.
+    m.add("__commit__", env!("MQTTLAB_ENGINE_COMMIT"))?;
     m.add_function(wrap_pyfunction!(run_shard, m)?)?;
     m.add_function(wrap_pyfunction!(expand_template, m)?)?;
     m.add_function(wrap_pyfunction!(ensure_open_files, m)?)?;

@@ -215,6 +215,8 @@ class RunningBroker:
     websocket_path: str = WEBSOCKET_PATH
     #: how it was configured: mode, file, and the settings mqttlab applied (with why)
     config: dict[str, object] | None = None
+    #: where its binary came from (Launcher.build_record), for the manifest
+    build: dict[str, object] | None = None
     #: user name and password clients must send (None: anonymous clients are accepted)
     credentials: tuple[str, str] | None = None
     #: the highest QoS the broker grants and delivers
@@ -260,6 +262,7 @@ class RunningBroker:
             "managed": self.managed,
             "tls_only": self.tls_only,
             "config": self.config,
+            "build": self.build,
             "limits": self.cgroup.outcome() if self.cgroup is not None else None,
         }
 
@@ -500,6 +503,11 @@ class Launcher:
             raise BrokerError(problem)
         self.config.user_text()  # an unreadable file is refused before anything starts
 
+    def build_record(self) -> dict[str, object]:
+        """Where the launched binary came from, for the manifest (its version is recorded beside):
+        a package, a registry's artifact (immutable by version), or a pinned upstream tree."""
+        return {"source": self.source}
+
     def config_record(self) -> dict[str, object]:
         """The configuration as plain data for the manifest and reports."""
         applied = list(self.required_settings) + (list(self.tuned_settings) if self.config.tuned else [])
@@ -695,6 +703,7 @@ class Launcher:
             mqtt_sn_port=self.mqtt_sn_port(ports),
             log_file=log_file,
             config=self.config_record(),
+            build=self.build_record(),
             cgroup=cgroup,
             scratch=self.scratch,
             credentials=self.credentials,

@@ -102,7 +102,7 @@ class RunningGateway:
         """The gateway as plain data, for a results manifest."""
         return {"name": self.name, "version": self.version, "host": self.host, "port": self.port,
                 "broker": self.broker_url, "pid": self.pid, "predefined": self.config.get("predefined", {}),
-                **{key: self.config[key] for key in ("role", "serves_clients", "config") if key in self.config},
+                **{key: self.config[key] for key in ("role", "serves_clients", "config", "build") if key in self.config},
                 **({"limits": self.cgroup.outcome()} if self.cgroup is not None else {})}
 
     def is_running(self) -> bool:

@@ -43,6 +43,7 @@ class NanomqLauncher(SourceBuiltLauncher):
     name = "nanomq"
     source_version = VERSION
     binary = "nanomq"
+    upstream = sources.NANOMQ
     how_to_get = f"`mqttlab brokers install nanomq` (cmake build of NanoMQ {VERSION} from {sources.fetched_from(sources.NANOMQ)})"
     source = f"upstream source {sources.NANOMQ.tarball} (sha256 pinned), built with cmake, TLS by Debian's mbedTLS"
     install_time = "22-42 s here from nothing (apt libmbedtls-dev, cmake, make -j2; 42 s with other builds on the 2 cores)"

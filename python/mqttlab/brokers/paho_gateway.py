@@ -148,7 +148,8 @@ class PahoGatewayLauncher:
             raise
         config: dict[str, object] = {"listen": f"0.0.0.0:{port}", "broker_host": parts.hostname,
                                      "broker_port": parts.port,
-                                     "predefined": {str(k): v for k, v in (predefined or {}).items()}}
+                                     "predefined": {str(k): v for k, v in (predefined or {}).items()},
+                                     "build": sources.provenance(sources.PAHO_GATEWAY, self.source)}
         # It records SIGTERM but leaves only on SIGINT (MQTTSNGWProcess.cpp): stopped with SIGINT.
         return RunningGateway(host, port, broker_url, child.pid, log_file, config, name=NAME,
                               version=self.version(), stop_signal=signal.SIGINT, _process=child)

@@ -33,6 +33,7 @@ class RsmbLauncher(SourceBuiltLauncher):
     name = "rsmb"
     source_version = VERSION
     binary = BINARY
+    upstream = sources.RSMB
     how_to_get = f"`mqttlab brokers install rsmb` (make of RSMB {VERSION} from {sources.fetched_from(sources.RSMB)})"
     source = f"upstream source {sources.RSMB.tarball} (sha256 pinned), built with make (broker_mqtts)"
     install_time = "4-7 s here (make, one compiler run)"

@@ -76,6 +76,14 @@ PAHO_GATEWAY = UpstreamSource(
 )
 
 
+def provenance(source: UpstreamSource, built: str) -> dict[str, object]:
+    """What a binary built from `source` is, for a run's manifest: how it was built and the commit of
+    each tree. `unpack` checks a tarball by its sha256 and a clone by these commits, so a binary
+    built here is of them."""
+    return {"source": built, "repository": source.repository, "ref": source.ref, "tarball_sha256": source.sha256,
+            "commits": dict(source.commits)}
+
+
 def sources_dir() -> Path:
     """The local directory holding the snapshot tarballs."""
     given = os.environ.get(SOURCES_ENV)
@@ -178,6 +186,11 @@ class SourceBuiltLauncher(Launcher):
 
     source_version: str = ""
     binary: str = ""
+    #: the pinned snapshot it is built from
+    upstream: UpstreamSource | None = None
+
+    def build_record(self) -> dict[str, object]:
+        return provenance(self.upstream, self.source) if self.upstream is not None else super().build_record()
 
     @property
     def home(self) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import yaml
 
@@ -18,6 +18,7 @@ from mqttlab.capacity.probe import Probe, ProbeSpec, run_probe
 from mqttlab.capacity.search import Outcome, Search, Settings
 from mqttlab.capacity.slo import Objective, parse_objective
 from mqttlab.exits import LoadRefused
+from mqttlab.results import MANIFEST, provenance
 from mqttlab.scenario.fields import is_url
 
 FORMAT = "mqttlab-capacity/1"
@@ -96,7 +97,16 @@ class CapacityReport:
             "verification": self.verification,
             "verified": self.verified(),
             "probes": [_probe_entry(p, self.directory) for p in o.probes],
+            "provenance": provenance(_manifests(p.directory for p in o.probes)),
         }
+
+
+def _manifests(runs: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    for run in runs:
+        try:
+            yield json.loads((run / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a probe refused before it wrote one
 
 
 def _probe_entry(probe: Probe, root: Path) -> dict[str, Any]:

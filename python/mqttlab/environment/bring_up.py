@@ -74,7 +74,7 @@ class RunEnvironment:
 
     def broker_info(self) -> results.BrokerInfo:
         broker = self.broker
-        return results.BrokerInfo(name=broker.name, version=broker.version, url=self.url, pid=broker.pid, config=broker.config,
+        return results.BrokerInfo(name=broker.name, version=broker.version, url=self.url, pid=broker.pid, config=broker.config, build=broker.build,
                                   limits=broker.cgroup.outcome() if broker.cgroup is not None else None)
 
     def add_sections(self, plan: engine.Plan, outcome: engine.RunOutcome) -> None:
@@ -279,7 +279,7 @@ def _rsmb_gateway(scenario: Scenario, directory: Path, stack: ExitStack, broker_
     # its counters would show one CPU period and the memory of an idle RSMB, whatever the load).
     return RunningGateway(rsmb.host, rsmb.mqtt_sn_port, broker_url, rsmb.pid, rsmb.log_file,
                           {"role": f"RSMB serves the MQTT-SN clients itself; {broker.name} carries none of their messages",
-                           "serves_clients": True, "config": rsmb.config},
+                           "serves_clients": True, "config": rsmb.config, "build": rsmb.build},
                           name="rsmb", version=rsmb.version, cgroup=rsmb.cgroup)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -35,6 +35,8 @@ class CapacitySearch:
     generator_limited_probes: int
     qos: Optional[int]
     headline: str
+    # the engine commits and broker builds of its probes (capacity.json's; empty for a search made before it said)
+    provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def bracket(self) -> list[float]:
@@ -64,7 +66,7 @@ def read_search(report: Path) -> CapacitySearch:
                           ", ".join(str(o.get("slo")) for o in data.get("objectives") or []),
                           ", ".join(str(item.get("limit")) for item in data.get("limited_by") or []), len(probes),
                           sum(bool(p.get("generator_limited")) for p in probes), int(qos) if qos is not None else None,
-                          str(data.get("headline") or ""))
+                          str(data.get("headline") or ""), dict(data.get("provenance") or {}))
 
 
 def _scenario(folder: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,12 +19,14 @@ from mqttlab.reproductions.flags import flag_section
 from mqttlab.reproductions.paper_figures import BRACKET, LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.reproductions.verdicts import COMBINATION
-from mqttlab.results import INVOCATIONS
+from mqttlab.reproductions.capacity_searches import CapacitySearch
+from mqttlab.results import INVOCATIONS, provenance
 
 START = "<!-- made by `mqttlab compare --page`: this part is replaced when the page is made again -->"
 END = "<!-- end of the generated part: what follows is kept -->"
 MAX_PLOT_ROWS = 60  # points of the paper's plots without numbers listed with ours; beyond, Our figures has them
 EVIDENCE_SHOWN = 4  # numbers shown per claim; a claim over a whole plot rests on dozens
+NOT_RECORDED = "not recorded"
 HAND_WRITTEN = "## What differs, and why\n\nTo be written after reading the tables above.\n"
 
 
@@ -56,7 +59,7 @@ def merge(existing: Optional[str], generated: str, title: str) -> str:
 
 def generated_part(section: PaperSection, sources: list[Path], comparison: Optional[Comparison], figures: list[Path],
                    tables: Optional[list[Path]] = None, beside: str = "") -> str:
-    parts = [_how_made(sources, comparison), flag_section(section.flags), _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
+    parts = [_how_made(sources, comparison, section), flag_section(section.flags), _figure_table(section), _not_measured(section), _claims(section), _regimes(section),
              _capacity_table(section)]
     if tables:
         parts.append("Tables as CSV: " + ", ".join(f"[{f.name}]({f.as_posix()})" for f in tables) + ".")
@@ -68,7 +71,7 @@ def generated_part(section: PaperSection, sources: list[Path], comparison: Optio
     return "\n\n".join(part for part in parts if part)
 
 
-def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
+def _how_made(sources: list[Path], comparison: Optional[Comparison], section: PaperSection) -> str:
     lines = ["### How this was made", ""]
     commands = [entry for source in sources for entry in _invocations(source)]
     if commands:
@@ -87,6 +90,7 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
                 versions.setdefault(broker, set()).update(group.versions)
         brokers = ", ".join(f"{name} {'/'.join(sorted(v)) or '(version unknown)'}" for name, v in versions.items())
         lines.append(f"{len(runs)} runs over {len(comparison.scenarios)} configurations; brokers: {brokers}.")
+        lines += _provenance([run.results.manifest for run in runs], section.searches)
         limited = sorted({run.scenario for run in runs if run.generator_limited})
         if limited:
             lines.append(f"**{sum(run.generator_limited for run in runs)} of {len(runs)} runs are generator-limited by the flag the "
@@ -94,7 +98,34 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison]) -> str:
                          + ", ".join(limited) + ".")
         lines += [f"Note: {note}" for note in comparison.notes]
         lines += [f"Left out: {_relative(path, sources)} ({reason})" for path, reason in comparison.excluded]
+    elif section.configuration:  # seed 000's pipeline run
+        lines.append(f"Engine commit (as the run's paper.json recorded it): {_short(section.engine_commit or NOT_RECORDED)}.")
     return "\n".join(lines).rstrip()
+
+
+def _provenance(manifests: list[dict[str, Any]], searches: list[CapacitySearch]) -> list[str]:
+    """Which engine measured the runs and the searches' probes (its commit), and what each launched
+    broker was built from (a pinned upstream tree's commits), as their manifests recorded it."""
+    counts = Counter(str(manifest.get("engine_commit") or NOT_RECORDED) for manifest in manifests)
+    probed = {commit for search in searches for commit in search.provenance.get("engine_commits") or [NOT_RECORDED]}
+    engines = []
+    for commit in sorted(set(counts) | probed):
+        measured = ([f"{counts[commit]} runs"] if counts[commit] else []) + (["capacity probes"] if commit in probed else [])
+        engines.append(f"{_short(commit)} ({', '.join(measured)})")
+    builds = provenance(manifests)["builds"]
+    builds += [build for search in searches for build in search.provenance.get("builds") or [] if build not in builds]
+    lines = [f"Engine commit (as each run's manifest recorded it; {NOT_RECORDED}: made before manifests said): {'; '.join(engines)}."]
+    built = [f"{build.get('source')} at {', '.join(f'{path} {commit}' for path, commit in (build.get('commits') or {}).items())}"
+             for build in builds if build.get("commits")]
+    if built:
+        lines.append("Built from pinned upstream trees: " + "; ".join(dict.fromkeys(built)) + ".")
+    return lines
+
+
+def _short(commit: str) -> str:
+    """A commit id as git abbreviates it, keeping a `+modified` mark."""
+    head, plus, mark = commit.partition("+")
+    return head[:12] + plus + mark if len(head) == 40 else commit
 
 
 def _evidence(page: Path, section: PaperSection, evidence: Path, runs: bool = True) -> str:
@@ -248,29 +279,54 @@ def _claims(section: PaperSection) -> str:
 
 
 def _regimes(section: PaperSection) -> str:
-    """Where a page judges some claims at capacity (a capped broker's searches) and others on runs
-    at an offered load: for each claim, which regime and which broker configuration its numbers
-    come from, read from the rows its rule reads."""
-    if not section.searches:
-        return ""
+    """For each claim, the regime its numbers come from and the broker configuration they were
+    measured in, read from the rows its rule reads: at capacity (a capped broker's searches), at
+    an offered load (a suite's runs), or in seed 000's pipeline."""
     by_figure: dict[str, list[FigureRow]] = {}
     for row in section.rows:
         if row.ours is not None:
             by_figure.setdefault(row.figure, []).append(row)
-    lines = ["### Regime and broker configuration of each verdict", "",
-             "At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
-             "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
-             "delivered rate is what was offered unless the broker falls behind. Only the figures a verdict could use are "
-             "named (generator-limited runs judge nothing). The broker's configuration is in its label (as-shipped: as its "
-             "package ships it; no mode named: mqttlab's tuned settings).", "",
-             "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
+    judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED]
+                 for claim in section.claims}  # generator-limited runs judge nothing
+    lines = ["### Regime and broker configuration of each verdict", ""]
+    if section.configuration:  # seed 000: one pipeline run per page
+        lines += [f"Every verdict of this page is judged on one `mqttlab smc paper` run (explore, learn, predict, verify "
+                  f"on Mosquitto {_configuration_words(section.configuration)}), each at the load the paper's step sets; "
+                  "a claim about broker settings compares it with the run in the other configuration"
+                  + (f" ({_configuration_words(section.reference.configuration)})" if section.reference is not None and section.reference.configuration else "")
+                  + ". The tables each verdict reads:", "", "| claim | verdict | read from |", "|---|---|---|"]
+        for claim in section.claims:
+            tables = sorted({": ".join(row.source.split(": ")[:2]) for row in judged_on[claim.claim] if row.source})  # the table, not its figures
+            lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(tables) or '–')} |")
+        return "\n".join(lines)
+    labels = ("The broker's configuration is in its label (as-shipped: as its package ships it; no mode named: mqttlab's "
+              "tuned settings; a CPU or memory figure: the broker's cgroup limit).")
+    if not section.searches:
+        lines += ["Every verdict of this page is judged at an offered load: the suite's runs, each holding its schedule "
+                  "under the network condition its suite sets for that configuration, whose delivered rate is what was offered unless "
+                  "the broker falls behind; no claim is judged at a broker's capacity. Only the figures a verdict could use "
+                  "are named (generator-limited runs judge nothing). " + labels, "",
+                  "| claim | verdict | at the offered load |", "|---|---|---|"]
+        for claim in section.claims:
+            offered = sorted({f"{row.scenario}: {broker}" for row in judged_on[claim.claim] for broker in _labels(row.broker)})
+            lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(offered)) or '–')} |")
+        return "\n".join(lines)
+    lines += ["At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
+              "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
+              "delivered rate is what was offered unless the broker falls behind. Only the figures a verdict could use are "
+              "named (generator-limited runs judge nothing). " + labels, "",
+              "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
     for claim in section.claims:
-        rows = [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED]  # what judged it
+        rows = judged_on[claim.claim]
         capacity = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind == BRACKET for broker in _labels(row.broker)})
         offered = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind != BRACKET for broker in _labels(row.broker)})
         lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(capacity)) or '–')} | "
                      f"{_cell('; '.join(_grouped(offered)) or '–')} |")
     return "\n".join(lines)
+
+
+def _configuration_words(configuration: str) -> str:
+    return {"as-shipped": "as shipped", "tuned": "with mqttlab's tuned settings"}.get(configuration, configuration)
 
 
 def _labels(brokers: Optional[str]) -> list[str]:

@@ -96,7 +96,9 @@ class FigureRow:
             parts.append("no interval")
         # A value with keys: the intervals of the keys its rules read (a share's binomial one, an estimate's).
         parts += [f"{key} CI {_text(low)}–{_text(high)}" for key, (low, high) in self.key_intervals.items()]
-        if self.limited:
+        if self.status == LIMITED:  # the runs shown are the flagged ones: nothing was left out of them
+            parts.append("every run generator-limited: shown, not judged")
+        elif self.limited:
             parts.append(f"{self.limited} generator-limited run{'s' * (self.limited != 1)} left out")
         return "; ".join(parts)
 
@@ -686,6 +688,11 @@ class SmcPaperResults:
     def configuration(self) -> str:
         """The broker configuration the run used ("as-shipped", "tuned"), "" when not recorded."""
         return str((self.about.get("settings") or {}).get("broker_config") or "")
+
+    @property
+    def engine_commit(self) -> str:
+        """The commit of the engine that ran the pipeline, "" when not recorded."""
+        return str(self.about.get("engine_commit") or "")
 
     def _csv(self, pd: Any, name: str) -> Any:
         path = self.directory / name

@@ -27,6 +27,7 @@ class PaperSection:
     reference: Optional["PaperSection"] = None  # a second run in another configuration, for `unchanged` checks
     searches: list[CapacitySearch] = field(default_factory=list)  # the capacity searches its `capacity:` figures read
     flags: list[FlagReading] = field(default_factory=list)  # each run's generator-limited flag, as recorded and as judged
+    engine_commit: str = ""  # seed 000's run: the engine's commit its paper.json recorded
 
     @property
     def flagged(self) -> list[FigureRow]:
@@ -108,4 +109,5 @@ def paper_section(paper: Union[PaperFile, str, Path], comparison: Optional[Compa
             theirs.setdefault(row.figure, []).append(row)
         other = Reference(theirs, reference.configuration or "the other run", configuration or "this run")
     claims = [judge_claim(claim, by_figure, other) for claim in paper.claims]
-    return PaperSection(paper.seed, paper.title, source, rows, claims, configuration, reference, list(searches or []))
+    return PaperSection(paper.seed, paper.title, source, rows, claims, configuration, reference, list(searches or []),
+                        engine_commit=smc.engine_commit if smc is not None else "")

@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from mqttlab.engine import engine_commit
 from mqttlab.brokers import get_launcher
 from mqttlab.scenario.fields import is_url
 from mqttlab.smc.explore import ClientRange, WalkSettings, explore
@@ -529,6 +530,7 @@ def write_summary(result: PaperResult) -> None:
         "brokers": result.brokers,
         "skipped": result.skipped,
         "broker_config": result.broker_config,
+        "engine_commit": engine_commit(),  # the engine that explored and verified (Mosquitto is Debian's package)
         "steps": [step.to_dict() for step in result.steps],
         "learn": {b: {"r_squared_ols": m.r_squared, "chosen": m.chosen, "holdout": m.holdout} for b, m in result.learned.items()},
         "growth": {b: g.to_dict() for b, g in result.growth.items()},
