@@ -13,8 +13,7 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
     // `:/` roots the paths at the repository's top, whatever directory cargo runs this in.
-    let modified = git(&["status", "--porcelain", "--", ":/crates", ":/Cargo.toml", ":/Cargo.lock"])
-        .is_some_and(|changes| !changes.is_empty());
+    let modified = git(&["status", "--porcelain", "--", ":/crates", ":/Cargo.toml", ":/Cargo.lock"]).is_some_and(|changes| !changes.is_empty());
     println!("cargo:rustc-env=MQTTLAB_ENGINE_COMMIT={commit}{}", if modified { "+modified" } else { "" });
     // Run again when the engine's sources change (as cargo would without these lines) and when
     // the checkout moves to another commit.
