@@ -110,3 +110,16 @@ def test_every_committed_page_states_each_verdict_s_regime_and_broker_configurat
     rows = {line.split(" | ", 1)[0].removeprefix("| ") for line in regimes.splitlines() if line.startswith("| ")}
     missing = [claim.id for claim in load_paper(paper).claims if claim.id not in rows]
     assert not missing, f"{page.name}: no regime and configuration for {missing}"
+
+
+def test_a_publishers_only_run_keeps_its_acknowledgement_histogram_a_delivering_run_its_delivery_one(tmp_path):
+    # A write test's latency is its PUBACK time: without that histogram a page made again from the
+    # evidence could not give the samples' SD the seed-001 figures show beside the mean.
+    import mqttlab
+    from mqttlab.reproductions.evidence import evidence_files
+
+    short = {"publishers.count": 1, "publishers.qos": 1, "publishers.rate": 50, "load.duration": "1s", "load.warmup": "0s"}
+    mqttlab.run(None, out=tmp_path / "s" / "write", set={**short, "subscribers.count": 0})
+    mqttlab.run(None, out=tmp_path / "s" / "read", set={**short, "subscribers.count": 1, "subscribers.qos": 1})
+    kept = {name.removeprefix("s0/") for name in evidence_files([tmp_path / "s"]) if name.startswith("s0/") and ".hdr" in name}
+    assert kept == {"write/histograms/puback.hdr", "read/histograms/e2e.hdr"}

@@ -227,7 +227,7 @@ def condition_outcome(text: str, lines: list[str], rows: dict[str, list[dict[str
         return "cannot tell" if any(r["status"] == "cannot tell" for r in measured) else "holds"
     if lines and lines[0].startswith("not measured"):
         return "not measured here"
-    if re.search(r"in at least \d+% of|configurations paired|pairs \(one run|along .* in every configuration", text):
+    if re.search(r"in at least \d+% of|configurations paired|at least \d+% of the pairs|along .* in every configuration", text):
         return _share_outcome(lines[0], text)
     if re.fullmatch(r"(\S+) / (\S+) in .*", text) or text.startswith("every row of "):
         return _all_of([_mark(line) for line in lines if re.search(r"\((in|outside|cannot tell:) \S", line)])

@@ -54,6 +54,8 @@ class Line:
     broker: str = ""
     paper: Optional[float] = None
     paper_spread: Optional[float] = None  # the paper's SD (or standard error) around `paper`
+    paper_spread_name: str = "SD"  # which of the two it is, for the legend
+    derived: bool = False  # the paper's number is computed from what it prints, not printed
     paper_range: Optional[tuple[Optional[float], Optional[float]]] = None  # None: open on that side
     ours: Optional[float] = None
     ours_range: Optional[tuple[float, float]] = None  # a range of ours over brokers or configurations
@@ -136,7 +138,7 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     where = ", ".join(part for part in (scenario, brokers if name_broker and brokers and brokers not in row.figure else None) if part)
     line = Line(row.figure, row.unit or "", where, broker=row.broker or "", n=len(row.samples) or (row.runs or 0), kind=row.kind,
                 interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
-                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic)
+                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic, derived=bool(row.derived))
     paper, ours = row.paper, row.ours
     if isinstance(ours, dict):
         theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
@@ -144,7 +146,8 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
         if mean is not None:  # a value with its spread: the paper's spread drawn around its value
             spread = next((k for k in SPREAD_KEYS if number(theirs.get(k))), None)
             return [replace(line, ours=float(ours[mean]), paper=float(theirs[mean]) if number(theirs.get(mean)) else None,
-                            paper_spread=float(theirs[spread]) if spread else None)]
+                            paper_spread=float(theirs[spread]) if spread else None,
+                            paper_spread_name="standard error" if spread == "std_error" else "SD")]
         found = []
         for name, mine in ours.items():  # keys of their own (bytes per layer, an SPRT row's figures): a line each
             other = theirs.get(name, theirs.get(str(name)))
@@ -392,7 +395,8 @@ def _legend(lines: list[Line], colors: dict[str, str]) -> list[Any]:
 
     handles: list[Any] = []
     if any(line.paper is not None for line in lines):
-        spread = " (± its SD, dashed)" if any(line.paper_spread for line in lines) else ""
+        names = sorted({line.paper_spread_name for line in lines if line.paper_spread})
+        spread = f" (± its {' or '.join(names)}, dashed)" if names else ""
         handles.append(Line2D([], [], marker="D", linestyle="none", markerfacecolor="none", markeredgecolor="black",
                               markeredgewidth=1.5, markersize=8, label=f"the paper{spread}"))
     if any(line.region is not None and not line.rule for line in lines):
@@ -427,6 +431,10 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         drawn += ", dotted: where ours would agree, by the figure's tolerance factor"
     if any(line.region is not None and line.rule for line in lines):
         drawn += ", dotted: the region the claim's rule wants ours in"
+    derived = list(dict.fromkeys(line.figure for line in with_paper if line.derived))
+    if derived:
+        which = ", ".join(derived) if len(derived) <= 3 else f"{len(derived)} figures (listed under the table)"
+        drawn += f" (the paper's of {which} derived from what it prints, not printed)"
     if runs_drawn:
         drawn += f" ({runs_drawn})"
     if with_paper and len(with_paper) < len(lines):
@@ -442,7 +450,8 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         statistics = ", ".join(dict.fromkeys(line.statistic for line in lines if line.ours_range is not None and line.statistic))
         runs = f"ours are ranges over brokers ({statistics or 'their runs are in the table above'})"
     elif not counts:
-        runs = "ours computed, or read from a table of ours, not from repeated runs: no interval"
+        runs = ("ours computed, or read from a table of ours, not from repeated runs: no interval of runs drawn (a share's or "
+                "an estimate's own interval, where the rule uses one, is in the claims' table)")
     elif counts == [1]:
         runs = "n = 1 run per point: no interval"
     elif not any(line.interval for line in judged):

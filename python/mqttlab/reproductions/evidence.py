@@ -37,8 +37,12 @@ from mqttlab.results import INVOCATIONS
 EVIDENCE = "evidence.tar.xz"
 INDEX = "evidence.json"  # the archive's own list of its source directories
 CAPTURE_FIGURES = f"capture/{FIGURES_FILE}"  # made from the capture when it is there
+# The pooled latency histograms: a run's end-to-end or round-trip one; a publishers-only run's
+# acknowledgement one (its latency measure, analysis.runs.LATENCY_MEASURES) when it has neither.
+DELIVERY_HISTOGRAMS = ("histograms/e2e.hdr", "histograms/rtt.hdr")
+ACK_HISTOGRAMS = ("histograms/pubcomp.hdr", "histograms/puback.hdr")
 RUN_FILES = ("manifest.json", "scenario.yaml", "plan.json", "result.json", "summary.json", "series.csv", HOST_LOAD,
-             "histograms/e2e.hdr", "histograms/rtt.hdr", CAPTURE_FIGURES)
+             *DELIVERY_HISTOGRAMS, *ACK_HISTOGRAMS, CAPTURE_FIGURES)
 SOURCE_FILES = ("suite.yaml", INVOCATIONS, SKIPPED_BROKERS)
 SMC_PATTERNS = ("paper.json", "*.csv", "*/learn/coefficients.csv")
 
@@ -70,8 +74,9 @@ def evidence_files(sources: list[Path]) -> dict[str, Union[Path, bytes]]:
             continue
         for run in find_result_directories([source]):
             where = run.relative_to(source).as_posix()
+            delivered = any((run / name).is_file() for name in DELIVERY_HISTOGRAMS)
             for name in RUN_FILES:
-                if name != CAPTURE_FIGURES and (run / name).is_file():
+                if name != CAPTURE_FIGURES and (run / name).is_file() and not (delivered and name in ACK_HISTOGRAMS):
                     files[f"{prefix}/{where}/{name}".replace("/./", "/")] = run / name
             figures = _capture_figures(run)
             if figures is not None:

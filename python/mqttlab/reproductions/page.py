@@ -221,10 +221,14 @@ def _figure_table(section: PaperSection) -> str:
         paper = _value(row.paper, row.unit) + (" (derived, not printed)" if row.derived else "")
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(paper)} | "
                      f"{_cell(ours)} | {computed}{ratio} | {status} | {_cell(row.rule)} |")
-    derived = {row.figure: row.derived for rows in same.values() for row in rows if row.derived}
+    derived: dict[str, list[str]] = {}  # how -> the figures derived so (one line for rows read alike)
+    for rows in same.values():
+        for row in rows:
+            if row.derived and row.figure not in derived.setdefault(row.derived, []):
+                derived[row.derived].append(row.figure)
     if derived:
         lines += ["", "Figures in the paper's column that the paper does not print, with how they follow from what it prints:", ""]
-        lines += [f"- **{_cell(figure)}**: {_cell(how)}" for figure, how in derived.items()]
+        lines += [f"- **{_cell(', '.join(figures))}**: {_cell(how)}" for how, figures in derived.items()]
     return "\n".join(lines)
 
 

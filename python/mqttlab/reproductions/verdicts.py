@@ -193,10 +193,11 @@ def rule_text(check: Check, brackets: bool = False) -> str:
         how = (f"this run − the other in {within}" + (f" {check.unit}" if check.unit else "") if check.within is not None
                else f"within ×{check.tolerance:g} of the other's (same sign)") + (
             ", bounded by the two values' intervals where they have them (a key's own: binomial for a share, ± z standard "
-            "errors for an estimate); too many wholly outside for the share: does not hold, else cannot tell")
+            "errors for an estimate)")
         whose = f"ours' {check.key}" if check.key else "ours"
-        return (f"{whose} of {listed} against the same rows of a second run of the pipeline in "
-                f"another configuration: {how} in at least {check.at_least:.0%} of the pairs (one run of each configuration)")
+        return (f"{whose} of {listed} against the same rows of a second run of the pipeline in another configuration: "
+                f"{how}; holds when at least {check.at_least:.0%} of the pairs lie wholly inside, does not hold when too many "
+                "lie wholly outside for that share, else cannot tell (one run of each configuration)")
     return (f"every row of {check.figure} in {within}" + (f" (where {check.where})" if check.where else "")
             + ", its interval wholly inside where it has one (across an edge: cannot tell)")
 
