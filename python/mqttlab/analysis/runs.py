@@ -164,7 +164,7 @@ def read_run(directory: Path) -> RunFigures:
     results = load_results(directory)
     summary, manifest = results.summary, results.manifest
     broker = manifest.get("broker") or {}
-    measure = _latency_measure(summary)
+    measure = latency_measure(summary)
     latency = (summary.get("latency") or {}).get(measure) if measure else None
     figures: dict[str, Optional[float]] = {
         "throughput": _throughput(results),
@@ -230,7 +230,8 @@ def read_runs(paths: Iterable[Path]) -> list[RunFigures]:
     return sorted(runs, key=lambda run: (run.started_at, str(run.path)))
 
 
-def _latency_measure(summary: dict[str, Any]) -> Optional[str]:
+def latency_measure(summary: dict[str, Any]) -> Optional[str]:
+    """The latency a run is compared by: the first of LATENCY_MEASURES its summary counted."""
     latency = summary.get("latency") or {}
     for name in LATENCY_MEASURES:
         if (latency.get(name) or {}).get("count"):

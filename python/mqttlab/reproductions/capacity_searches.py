@@ -37,6 +37,8 @@ class CapacitySearch:
     headline: str
     # the engine commits and broker builds of its probes (capacity.json's; empty for a search made before it said)
     provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # the host's busy cores over its probes (mean, max; every process's), None where not recorded
+    host_busy: Optional[tuple[float, float]] = None
 
     @property
     def bracket(self) -> list[float]:
@@ -66,7 +68,13 @@ def read_search(report: Path) -> CapacitySearch:
                           ", ".join(str(o.get("slo")) for o in data.get("objectives") or []),
                           ", ".join(str(item.get("limit")) for item in data.get("limited_by") or []), len(probes),
                           sum(bool(p.get("generator_limited")) for p in probes), int(qos) if qos is not None else None,
-                          str(data.get("headline") or ""), dict(data.get("provenance") or {}))
+                          str(data.get("headline") or ""), dict(data.get("provenance") or {}), _host_busy(data))
+
+
+def _host_busy(data: dict[str, Any]) -> Optional[tuple[float, float]]:
+    busy = data.get("host_busy_cores") or {}
+    mean, most = _float(busy.get("mean")), _float(busy.get("max"))
+    return (mean, most) if mean is not None and most is not None else None
 
 
 def _scenario(folder: Path) -> dict[str, Any]:

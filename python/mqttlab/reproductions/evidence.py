@@ -37,12 +37,11 @@ from mqttlab.results import INVOCATIONS
 EVIDENCE = "evidence.tar.xz"
 INDEX = "evidence.json"  # the archive's own list of its source directories
 CAPTURE_FIGURES = f"capture/{FIGURES_FILE}"  # made from the capture when it is there
-# The pooled latency histograms: a run's end-to-end or round-trip one; a publishers-only run's
-# acknowledgement one (its latency measure, analysis.runs.LATENCY_MEASURES) when it has neither.
-DELIVERY_HISTOGRAMS = ("histograms/e2e.hdr", "histograms/rtt.hdr")
-ACK_HISTOGRAMS = ("histograms/pubcomp.hdr", "histograms/puback.hdr")
+# The pooled latency histograms: a run's end-to-end and round-trip ones, and a publishers-only run's
+# acknowledgement one when that is what it is compared by (its latency measure, analysis.runs).
+ACK_HISTOGRAMS = {"pubcomp": "histograms/pubcomp.hdr", "puback": "histograms/puback.hdr"}
 RUN_FILES = ("manifest.json", "scenario.yaml", "plan.json", "result.json", "summary.json", "series.csv", HOST_LOAD,
-             *DELIVERY_HISTOGRAMS, *ACK_HISTOGRAMS, CAPTURE_FIGURES)
+             "histograms/e2e.hdr", "histograms/rtt.hdr", *ACK_HISTOGRAMS.values(), CAPTURE_FIGURES)
 SOURCE_FILES = ("suite.yaml", INVOCATIONS, SKIPPED_BROKERS)
 SMC_PATTERNS = ("paper.json", "*.csv", "*/learn/coefficients.csv")
 
@@ -74,14 +73,25 @@ def evidence_files(sources: list[Path]) -> dict[str, Union[Path, bytes]]:
             continue
         for run in find_result_directories([source]):
             where = run.relative_to(source).as_posix()
-            delivered = any((run / name).is_file() for name in DELIVERY_HISTOGRAMS)
+            measured_by = ACK_HISTOGRAMS.get(_latency_measure_of(run) or "")
             for name in RUN_FILES:
-                if name != CAPTURE_FIGURES and (run / name).is_file() and not (delivered and name in ACK_HISTOGRAMS):
+                if name in (CAPTURE_FIGURES, *ACK_HISTOGRAMS.values()) and name != measured_by:
+                    continue
+                if (run / name).is_file():
                     files[f"{prefix}/{where}/{name}".replace("/./", "/")] = run / name
             figures = _capture_figures(run)
             if figures is not None:
                 files[f"{prefix}/{where}/{CAPTURE_FIGURES}".replace("/./", "/")] = figures
     return files
+
+
+def _latency_measure_of(run: Path) -> Optional[str]:
+    from mqttlab.analysis.runs import latency_measure
+
+    try:
+        return latency_measure(json.loads((run / "summary.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
 
 
 def _capture_figures(run: Path) -> Optional[bytes]:

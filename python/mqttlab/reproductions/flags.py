@@ -109,7 +109,9 @@ def flag_section(readings: list[FlagReading]) -> str:
              "made this page. Runs recorded before back-pressure was measured (back-pressure "
              f"\"{NOT_RECORDED}\") have no count of the sends their broker held back, so that part of the rule cannot be "
              "applied to them: read again, every late send counts against the generator. Broker CPU and the busiest generator thread in "
-             "shares of a core; the host's busy cores (every process's) where the run kept them. Ranges are over the runs.", "",
+             "shares of a core; the host's busy cores (every process's) where the run kept them, averaged over the whole run "
+             "(its grace and loss deadline included, so a run that waits out a deadline reads lower than its load was). "
+             "Ranges are over the runs.", "",
              _judged_text(readings), "",
              "| configuration | broker | runs on | runs | flagged as recorded | flagged by the current rule | "
              "sends held back (> 2 ms late, socket full) | back-pressure share | p99 send lag ms | broker CPU | busiest generator thread | host's busy cores |",

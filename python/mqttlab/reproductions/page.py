@@ -115,7 +115,7 @@ def _provenance(manifests: list[dict[str, Any]], searches: list[CapacitySearch])
     builds = provenance(manifests)["builds"]
     builds += [build for search in searches for build in search.provenance.get("builds") or [] if build not in builds]
     lines = [f"Engine commit (as each run's manifest recorded it; {NOT_RECORDED}: made before manifests said): {'; '.join(engines)}."]
-    built = [f"{build.get('source')} at {', '.join(f'{path} {commit}' for path, commit in (build.get('commits') or {}).items())}"
+    built = [f"{build.get('source')} at {', '.join(commit if path == '.' else f'{path} {commit}' for path, commit in (build.get('commits') or {}).items())}"
              for build in builds if build.get("commits")]
     if built:
         lines.append("Built from pinned upstream trees: " + "; ".join(dict.fromkeys(built)) + ".")
@@ -357,14 +357,18 @@ def _capacity_table(section: PaperSection) -> str:
              "repeated probe met the objectives, with its bracket: the knee lies between the capacity and the lowest "
              "rate above it at which a probe broke them (docs/capacity.md); the bracket is the search's, not a "
              "confidence interval. Probes the generator limited judge nothing; their flag is the one the search recorded (the "
-             "evidence keeps no probe's plan and raw result, so the current rule cannot read them again).", "",
-             "| search | broker | QoS | objectives | capacity msg/s | bracket | limited by | probes (generator-limited) | status |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "evidence keeps no probe's plan and raw result, so the current rule cannot read them again). The host's busy "
+             "cores (every process's, mean and highest over the probes) say how much else ran beside a capped broker.", "",
+             "| search | broker | QoS | objectives | capacity msg/s | bracket | limited by | probes (generator-limited) | "
+             "host's busy cores | status |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for s in section.searches:
         bracket = f"[{_number(s.bracket[0])}, {_number(s.bracket[1])}]" if s.status == "bracketed" else "–"
         lines.append(f"| {_cell(s.name)} | {_cell(s.broker)} | {'' if s.qos is None else s.qos} | {_cell(s.objectives)} | "
                      f"{_number(s.lower) if s.lower is not None else '–'} | {bracket} | {_cell(s.limited_by) or '–'} | "
-                     f"{s.probes} ({s.generator_limited_probes}) | {_cell(s.headline if s.status != 'bracketed' else s.status)} |")
+                     f"{s.probes} ({s.generator_limited_probes}) | "
+                     f"{f'{s.host_busy[0]:.2f} (max {s.host_busy[1]:.2f})' if s.host_busy else 'not recorded'} | "
+                     f"{_cell(s.headline if s.status != 'bracketed' else s.status)} |")
     return "\n".join(lines)
 
 

@@ -687,7 +687,8 @@ class SmcPaperResults:
     @property
     def configuration(self) -> str:
         """The broker configuration the run used ("as-shipped", "tuned"), "" when not recorded."""
-        return str((self.about.get("settings") or {}).get("broker_config") or "")
+        configuration = str((self.about.get("settings") or {}).get("broker_config") or "")
+        return Path(configuration).name if "/" in configuration else configuration  # a config file by its name
 
     @property
     def engine_commit(self) -> str:
