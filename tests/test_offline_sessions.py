@@ -57,8 +57,12 @@ def test_a_configured_queue_limit_drops_by_limit_not_as_loss(tmp_path: Path) -> 
     result = mqttlab.run(None, broker="mosquitto", set={**OFFLINE, "launch.config": str(config)}, out=tmp_path / "run")
     offline, queue = result.summary["offline"], verdict(result.summary, "queued messages delivered")
     # Each of the two sessions held its 20 (a message on its way at the DISCONNECT takes a place
-    # too), the rest of its ~150 dropped under the limit.
-    assert offline["sessions_resumed"] == 2 and offline["delivered"] + offline["earlier"] == 40
+    # too), the rest of its ~150 dropped under the limit. A message the broker had already sent,
+    # unacknowledged, when it read the DISCONNECT is in flight, not queued, and comes again on the
+    # return beside the 20 (mosquitto.conf(5): the queue limit counts messages "above those that are
+    # currently in-flight"): at 100 msg/s one or two a session, when the DISCONNECT crossed them (one
+    # in 1 of 2 CI runs on a busy host).
+    assert offline["sessions_resumed"] == 2 and 40 <= offline["delivered"] + offline["earlier"] <= 44
     assert queue["limit"] == 20 and queue["dropped_by_limit"] == offline["owed"] - offline["delivered"]
     assert (queue["verdict"], queue["broken"]) == ("kept", 0)
     assert not [v for v in result.summary["violations"] if v["kind"].endswith("_loss")]  # judged by the promise, not as QoS loss
