@@ -311,9 +311,7 @@ def _regimes(section: PaperSection) -> str:
                   "the broker falls behind; no claim is judged at a broker's capacity. Only the figures a verdict could use "
                   "are named (generator-limited runs judge nothing). " + labels, "",
                   "| claim | verdict | at the offered load |", "|---|---|---|"]
-        for claim in section.claims:
-            offered = sorted({f"{row.scenario}: {broker}" for row in judged_on[claim.claim] for broker in _labels(row.broker)})
-            lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(offered)) or '–')} |")
+        lines += [f"| {_cell(claim.claim)} | {claim.verdict} | {_configurations(judged_on[claim.claim])} |" for claim in section.claims]
         return "\n".join(lines)
     lines += ["At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
               "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
@@ -322,11 +320,16 @@ def _regimes(section: PaperSection) -> str:
               "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
     for claim in section.claims:
         rows = judged_on[claim.claim]
-        capacity = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind == BRACKET for broker in _labels(row.broker)})
-        offered = sorted({f"{row.scenario}: {broker}" for row in rows if row.interval_kind != BRACKET for broker in _labels(row.broker)})
-        lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {_cell('; '.join(_grouped(capacity)) or '–')} | "
-                     f"{_cell('; '.join(_grouped(offered)) or '–')} |")
+        at_capacity = _configurations([row for row in rows if row.interval_kind == BRACKET])
+        offered = _configurations([row for row in rows if row.interval_kind != BRACKET])
+        lines.append(f"| {_cell(claim.claim)} | {claim.verdict} | {at_capacity} | {offered} |")
     return "\n".join(lines)
+
+
+def _configurations(rows: list[FigureRow]) -> str:
+    """A table cell: the configurations of `rows`, each with the brokers (as labelled) it ran on."""
+    where = sorted({f"{row.scenario}: {broker}" for row in rows for broker in _labels(row.broker)})
+    return _cell("; ".join(_grouped(where)) or "–")
 
 
 def _configuration_words(configuration: str) -> str:
