@@ -105,8 +105,12 @@ def test_mqttlab_run_through_the_chosen_gateway_counts_every_message(tmp_path, g
     )
     assert done.returncode == 0, done.stderr
     messages = json.loads(done.stdout)["messages"]
-    assert messages["sent"] > 0 and messages["lost"] == 0 and messages["duplicated"] == 0
+    assert messages["sent"] > 0 and messages["lost"] == 0
     assert messages["delivered"] == messages["expected"] == messages["sent"] * 1  # one subscriber per topic
+    # QoS 1 is at least once: a PUBLISH our client sent again after Tretry (its PUBACK late, as on
+    # a busy host: CI once saw 74 of 300) reaches the broker as a new message, and the Paho gateway
+    # resends nothing itself. So every duplicate has a retransmission of ours behind it.
+    assert messages["duplicated"] <= messages["retransmitted"], messages
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["gateway"]["name"] == expected_name
     assert manifest["gateway"]["version"]

@@ -59,3 +59,25 @@ def test_a_run_that_fell_behind_for_a_while_cannot_tell_and_a_generator_limited_
     (tmp_path / "summary.json").write_text('{"generator_limited": true}')
     assert check(tmp_path, 10).verdict == "not judged: generator-limited"
     assert "| first | 10 | 1,000 | 0.60 | 4.00 | 4.00 | not judged: generator-limited |" in table([check(tmp_path, 10)], ["rumqttd"])
+
+
+def _resources(run: Path, rss_mb_at: list[float]) -> None:
+    """The broker's RSS per measured second (resources.csv, from second 0), with the generator's beside it."""
+    lines = ["t_s,process,cpu_share,cpu_seconds,rss_bytes\n"]
+    for t, mb in enumerate(rss_mb_at):
+        lines += [f"{t},broker,0.5,{0.5 * (t + 1)},{int(mb * 1e6)}\n", f"{t},generator,0.3,{0.3 * (t + 1)},999000000\n"]
+    (run / "resources.csv").write_text("".join(lines))
+
+
+def test_memory_is_steady_when_it_levels_off_and_not_while_it_grows_through_the_run(tmp_path: Path) -> None:
+    run = _series(tmp_path, [(t, 1000, 600, 4000) for t in range(60)])
+    assert check(run, 10).memory_verdict == "not recorded"  # a run kept before resources.csv
+    assert "memory steady" not in table([check(run, 10)], ["mosquitto"])
+    _resources(run, [10 + min(t, 5) for t in range(60)])  # 10 MB, up to 15 MB within 5 s, flat after
+    found = check(run, 10)
+    assert (found.first.rss_peak_mb, found.whole.rss_peak_mb) == (15.0, 15.0) and found.memory_verdict == "yes"
+    assert "| mosquitto | first | 10 | 1,000 | 0.60 | 4.00 | 4.00 | yes | 15.0 | yes |" in table([found], ["mosquitto"])
+    _resources(run, [10 + 2 * t for t in range(60)])  # 2 MB more every second, never levelling
+    found = check(run, 10)
+    assert found.steady and found.memory_verdict == "no: later windows reach 128 MB"
+    assert "| mosquitto | 5 later | 10 each | 1,000–1,000 | 0.60–0.60 | 4.00–4.00 | | | 48.0–128.0 | |" in table([found], ["mosquitto"])

@@ -79,6 +79,14 @@ class Line:
                 found += [self.paper - self.paper_spread, self.paper + self.paper_spread]
         return [float(v) for v in found if v is not None and math.isfinite(v)]
 
+    def scale_values(self) -> list[float]:
+        """The values that choose the axis's kind: less the spreads, and less a rule's lower edge at or
+        below 0 (an RTT in [0, 1000] ms), which a log axis draws from its edge, as an interval cut there."""
+        region = self.region
+        edges = () if region is None else (region[1],) if region[0] is not None and region[0] <= 0 else region
+        return [v for v in replace(self, region=None).values(spread=False) + [float(e) for e in edges if e is not None]
+                if math.isfinite(v)]
+
     @property
     def has_paper(self) -> bool:
         return self.paper is not None or self.paper_range is not None
@@ -281,7 +289,15 @@ def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Lin
     for axis, unit, panel in zip(axes, units, panels):
         _panel(axis, unit, panel, colors, [line for line in scale or lines if line.unit == unit])
     figure.suptitle("\n".join([title, *textwrap.wrap(text, 110, max_lines=3, placeholder=" …")]), fontsize=9, x=0.01, ha="left")
-    figure.legend(handles=_legend(lines, colors), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    handles = _legend(lines, colors)
+    # As many entries to a row as the figure's width holds (at 8 pt about 13 characters an inch, the marker's included): a row wider is cut at both edges.
+    per_row, used = 0, 0.0
+    for handle in handles:
+        used += (len(handle.get_label()) + 6) / 13
+        if used > WIDTH_IN - 0.3 and per_row:
+            break
+        per_row += 1
+    figure.legend(handles=handles, loc="outside lower center", ncol=max(1, min(per_row, 4)), fontsize=8, frameon=False)
     return figure
 
 
@@ -289,8 +305,9 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
     values = [v for line in scale for v in line.values()]
     # The scale follows the values themselves; an interval or SD reaching below zero (n = 2: t = 12.7) is cut at the edge.
     core = [v for line in scale for v in line.values(spread=False)]
-    positive = [v for v in core if v > 0]
-    log = bool(positive) and len(positive) == len(core) and max(positive) / min(positive) > LOG_SPAN
+    kind = [v for line in scale for v in line.scale_values()]
+    positive = [v for v in kind if v > 0]
+    log = bool(positive) and len(positive) == len(kind) and max(positive) / min(positive) > LOG_SPAN
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if log:
         left, right = min(positive) / 1.6, max(v for v in values if v > 0) * 1.6

@@ -183,7 +183,7 @@ def _figure_table(section: PaperSection) -> str:
              + f"{coverage['not_here']} not reproducible here. Exact figures must be "
              "equal (⚑ when not); a measured one is judged by exactly the rule beside it (the paper's range, or a tolerance "
              "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval of the mean "
-             "(Student's t, clipped at 0 for figures that cannot be negative) must lie wholly inside (across an edge: "
+             "(Student's t, clipped at 0 for figures that cannot be negative, and a loss share at 100 %) must lie wholly inside (across an edge: "
              "cannot tell); a share of clients has its binomial (Clopper–Pearson) interval, a regression estimate its standard "
              "error; one run, or a best of n runs, has no interval and says so. Each figure of ours says what it is of its runs "
              "(mean, best, one run, a range over groups). Where ours disagrees, the status says whether it is lower or higher "

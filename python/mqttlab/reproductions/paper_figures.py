@@ -231,6 +231,8 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
             if pooled is not None:
                 # A share of messages has its binomial uncertainty; the runs' spread, where wider, is kept.
                 interval = pooled if interval is None else [min(interval[0], pooled[0]), max(interval[1], pooled[1])]
+                # A share is at most 100 %, as it is at least 0: t over two runs (t = 12.7) reaches past it.
+                interval[1] = min(interval[1], 100.0)
                 kind = "the wider of t and the pooled count's binomial" if n > 1 else "binomial"
         found.append(_Ours(value, f"{how.metric}, {statistic}", scenario, broker, n, samples=per_run, interval=interval,
                            limited=limited, limited_only=not usable, statistic=statistic, interval_kind=kind))

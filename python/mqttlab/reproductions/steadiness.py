@@ -9,7 +9,11 @@ figures wander second by second (bursts every few seconds) has no window that ma
 whole run closely, so the rule, printed beside the table, asks whether the shortened window is
 like the run's later windows of the same length: its delivered rate within 2 % of the whole
 run's, and its p50 and p99 within the range the later windows span (widened by 25 %, at least
-100 µs). A window still warming up lies above that range. Two cases judge nothing: a long run flagged
+100 µs). A window still warming up lies above that range. The broker's memory is judged alike, where
+the run kept its resources (resources.csv): the first window's peak RSS within the later windows'
+range of peak RSS, widened by 25 %; a broker whose memory still grows through the run has a first
+window below it, and its memory figures from a shortened run are the shortened run's, not the
+broker's steady state. Two cases judge nothing: a long run flagged
 generator-limited (its figures bound the host as much as the broker), and a run whose later
 windows differ among themselves by more than a factor of SPREAD in p50 (an episode of falling
 behind): any first window would lie in so wide a range.
@@ -24,6 +28,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
+from typing import Optional
 
 import yaml
 
@@ -33,10 +38,13 @@ RATE_TOLERANCE = 0.02
 LATENCY_TOLERANCE = 0.25
 LATENCY_FLOOR_US = 100.0  # below this a difference is the clock's grain, not a trend
 SPREAD = 3.0
+MEMORY_TOLERANCE = 0.25
 RULE = (f"steady when the first window's delivered rate is within {RATE_TOLERANCE:.0%} of the whole measured phase's "
         f"and its p50 and p99 (medians over its seconds) lie within the range of the later windows of its length, "
         f"widened by {LATENCY_TOLERANCE:.0%} (at least {LATENCY_FLOOR_US:.0f} µs); cannot tell when the later windows' "
         f"p50 differ by more than ×{SPREAD:g} among themselves; not judged when the long run was flagged generator-limited")
+MEMORY_RULE = (f"memory steady when the first window's peak broker RSS lies within the range of the later windows' peak RSS, "
+               f"widened by {MEMORY_TOLERANCE:.0%}; not judged when the long run was flagged generator-limited")
 
 
 @dataclass
@@ -46,6 +54,7 @@ class Window:
     p50_us: float  # median over the seconds of each second's e2e p50
     p99_us: float  # likewise for p99
     worst_p99_us: float  # the worst second
+    rss_peak_mb: Optional[float] = None  # the broker's peak RSS over the window's seconds (None: not sampled)
 
 
 @dataclass
@@ -71,6 +80,18 @@ class Steadiness:
         return (low - max(LATENCY_TOLERANCE * low, LATENCY_FLOOR_US), high + max(LATENCY_TOLERANCE * high, LATENCY_FLOOR_US))
 
     @property
+    def memory_verdict(self) -> str:
+        later = [window.rss_peak_mb for window in self.later if window.rss_peak_mb is not None]
+        first = self.first.rss_peak_mb
+        if first is None or len(later) < len(self.later):
+            return "not recorded"
+        if self.generator_limited:
+            return "not judged: generator-limited"
+        if first < min(later) * (1 - MEMORY_TOLERANCE):
+            return f"no: later windows reach {max(later):,.0f} MB"
+        return "yes" if first <= max(later) * (1 + MEMORY_TOLERANCE) else "no: above the later windows"
+
+    @property
     def steady(self) -> bool:
         def inside(figure: str) -> bool:
             low, high = self.latency_range(figure)
@@ -91,9 +112,22 @@ def _seconds(run_dir: Path) -> list[dict[str, float]]:
             for row in sorted(sending, key=lambda row: float(row["t_s"])) if float(row["sent"]) >= 0.5 * full]
 
 
-def _window(rows: list[dict[str, float]]) -> Window:
+def _broker_rss(run_dir: Path) -> dict[int, float]:
+    """The broker's RSS (bytes) per second, on series.csv's time base (0: the measured phase's
+    start; the sampler writes no second before it); empty when the run kept no resources.csv."""
+    try:
+        with (run_dir / "resources.csv").open(newline="") as handle:
+            return {int(float(row["t_s"])): float(row["rss_bytes"]) for row in csv.DictReader(handle)
+                    if row["process"] == "broker" and row["rss_bytes"]}
+    except FileNotFoundError:
+        return {}
+
+
+def _window(rows: list[dict[str, float]], rss: dict[int, float]) -> Window:
+    seconds = [int(row["t_s"]) for row in rows]
+    peak = max(rss[t] for t in seconds) / 1e6 if seconds and all(t in rss for t in seconds) else None
     return Window(len(rows), sum(row["received"] for row in rows) / len(rows), median(row["e2e_p50_us"] for row in rows),
-                  median(row["e2e_p99_us"] for row in rows), max(row["e2e_p99_us"] for row in rows))
+                  median(row["e2e_p99_us"] for row in rows), max(row["e2e_p99_us"] for row in rows), peak)
 
 
 def _warmup_s(run_dir: Path) -> float:
@@ -109,10 +143,11 @@ def check(run_dir: Path, length_s: float, warmup_s: float | None = None) -> Stea
     first = [row for row in rows if start <= row["t_s"] < start + length_s]
     after = [row for row in measured if row["t_s"] >= start + length_s]
     size = max(1, round(length_s))
-    later = [_window(after[i:i + size]) for i in range(0, len(after) - size + 1, size)]
+    rss = _broker_rss(run_dir)
+    later = [_window(after[i:i + size], rss) for i in range(0, len(after) - size + 1, size)]
     if len(first) < length_s or not later:
         raise ValueError(f"{run_dir}: needs a measured phase longer than {length_s:g} s (has {len(measured)} s)")
-    return Steadiness(str(run_dir), _window(first), _window(measured), later, _generator_limited(run_dir))
+    return Steadiness(str(run_dir), _window(first, rss), _window(measured, rss), later, _generator_limited(run_dir))
 
 
 def _generator_limited(run_dir: Path) -> bool:
@@ -126,18 +161,27 @@ def table(checks: list[Steadiness], names: list[str]) -> str:
     def ms(us: float) -> str:
         return f"{us / 1000:.2f}"
 
-    lines = ["| run | window | seconds | delivered msg/s | p50 ms (median of seconds) | p99 ms (median of seconds) | worst second's p99 ms | steady |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    def mb(peak: Optional[float]) -> str:
+        return "not recorded" if peak is None else f"{peak:,.1f}"
+
+    # The memory columns where some run kept the broker's resources (runs made before that have none).
+    memory = any(window.rss_peak_mb is not None for found in checks for window in (found.first, *found.later))
+    lines = ["| run | window | seconds | delivered msg/s | p50 ms (median of seconds) | p99 ms (median of seconds) | worst second's p99 ms | steady |"
+             + (" broker peak RSS MB | memory steady |" if memory else ""),
+             "|---|---|---:|---:|---:|---:|---:|---|" + ("---:|---|" if memory else "")]
     for name, found in zip(names, checks):
         for label, window in (("first", found.first), ("whole", found.whole)):
             verdict = found.verdict if label == "first" else ""
             lines.append(f"| {name} | {label} | {window.seconds} | {window.rate:,.0f} | {ms(window.p50_us)} | {ms(window.p99_us)} | "
-                         f"{ms(window.worst_p99_us)} | {verdict} |")
+                         f"{ms(window.worst_p99_us)} | {verdict} |"
+                         + (f" {mb(window.rss_peak_mb)} | {found.memory_verdict if label == 'first' else ''} |" if memory else ""))
         p50, p99 = ([getattr(w, figure) for w in found.later] for figure in ("p50_us", "p99_us"))
+        peaks = [w.rss_peak_mb for w in found.later if w.rss_peak_mb is not None]
         lines.append(f"| {name} | {len(found.later)} later | {found.first.seconds} each | "
                      f"{min(w.rate for w in found.later):,.0f}–{max(w.rate for w in found.later):,.0f} | "
-                     f"{ms(min(p50))}–{ms(max(p50))} | {ms(min(p99))}–{ms(max(p99))} | | |")
-    return "\n".join(lines) + f"\n\nRule: {RULE}."
+                     f"{ms(min(p50))}–{ms(max(p50))} | {ms(min(p99))}–{ms(max(p99))} | | |"
+                     + ((f" {min(peaks):,.1f}–{max(peaks):,.1f} | |" if peaks else " not recorded | |") if memory else ""))
+    return "\n".join(lines) + f"\n\nRule: {RULE}" + (f"; {MEMORY_RULE}." if memory else ".")
 
 
 def main() -> None:
