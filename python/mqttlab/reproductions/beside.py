@@ -290,19 +290,20 @@ def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Lin
         _panel(axis, unit, panel, colors, [line for line in scale or lines if line.unit == unit])
     figure.suptitle("\n".join([title, *textwrap.wrap(text, 110, max_lines=3, placeholder=" …")]), fontsize=9, x=0.01, ha="left")
     handles = _legend(lines, colors)
-    # As many entries to a row as the figure's width holds (at 8 pt about 13 characters an inch, the marker's included): a row wider is cut at both edges.
-    per_row, used = 0, 0.0
-    for handle in handles:
-        used += (len(handle.get_label()) + 6) / 13
-        if used > WIDTH_IN - 0.3 and per_row:
-            break
-        per_row += 1
+    # As many columns as the figure's width holds, each as wide as the longest entry (at 8 pt about
+    # 13 characters an inch, the marker's included): a legend wider is cut at both edges.
+    widest = max((len(handle.get_label()) + 6) / 13 for handle in handles) if handles else 1.0
+    per_row = int((WIDTH_IN - 0.3) // widest)
     figure.legend(handles=handles, loc="outside lower center", ncol=max(1, min(per_row, 4)), fontsize=8, frameon=False)
     return figure
 
 
 def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scale: list[Line]) -> None:
-    values = [v for line in scale for v in line.values()]
+    data = [v for line in scale for v in replace(line, region=None).values()]
+    # A rule's open end (an RTT of seconds "from 1,000 ms", up to 1e9) does not stretch the axis far
+    # past what is drawn: its region runs to the axis's edge.
+    edges = [float(e) for line in scale if line.region for e in line.region if e is not None and math.isfinite(e)]
+    values = data + [e for e in edges if not data or abs(e) <= 100 * max(abs(v) for v in data)]
     # The scale follows the values themselves; an interval or SD reaching below zero (n = 2: t = 12.7) is cut at the edge.
     core = [v for line in scale for v in line.values(spread=False)]
     kind = [v for line in scale for v in line.scale_values()]
