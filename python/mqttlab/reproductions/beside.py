@@ -79,14 +79,6 @@ class Line:
                 found += [self.paper - self.paper_spread, self.paper + self.paper_spread]
         return [float(v) for v in found if v is not None and math.isfinite(v)]
 
-    def scale_values(self) -> list[float]:
-        """The values that choose the axis's kind: less the spreads, and less a rule's lower edge at or
-        below 0 (an RTT in [0, 1000] ms), which a log axis draws from its edge, as an interval cut there."""
-        region = self.region
-        edges = () if region is None else (region[1],) if region[0] is not None and region[0] <= 0 else region
-        return [v for v in replace(self, region=None).values(spread=False) + [float(e) for e in edges if e is not None]
-                if math.isfinite(v)]
-
     @property
     def has_paper(self) -> bool:
         return self.paper is not None or self.paper_range is not None
@@ -300,13 +292,11 @@ def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Lin
 
 def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scale: list[Line]) -> None:
     data = [v for line in scale for v in replace(line, region=None).values()]
-    # A rule's open end (an RTT of seconds "from 1,000 ms", up to 1e9) does not stretch the axis far
-    # past what is drawn: its region runs to the axis's edge.
-    edges = [float(e) for line in scale if line.region for e in line.region if e is not None and math.isfinite(e)]
-    values = data + [e for e in edges if not data or abs(e) <= 100 * max(abs(v) for v in data)]
+    edges, kind_edges = _region_edges(scale, data)
+    values = data + edges
     # The scale follows the values themselves; an interval or SD reaching below zero (n = 2: t = 12.7) is cut at the edge.
-    core = [v for line in scale for v in line.values(spread=False)]
-    kind = [v for line in scale for v in line.scale_values()]
+    bare = [v for line in scale for v in replace(line, region=None).values(spread=False)]
+    core, kind = bare + edges, bare + kind_edges  # kind: what chooses a log axis
     positive = [v for v in kind if v > 0]
     log = bool(positive) and len(positive) == len(kind) and max(positive) / min(positive) > LOG_SPAN
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
@@ -369,6 +359,22 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
         _log_ticks(axis, left, right)
     elif right >= 10_000:
         axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))  # 20,000 msg/s, never 20000 or 2e4
+
+
+def _region_edges(scale: list[Line], data: list[float]) -> tuple[list[float], list[float]]:
+    """The rules' region edges that set a panel's axis, and those of them that choose its kind. An open end far past what is drawn (an RTT of seconds "from 1,000 ms", up to 1e9) sets
+    nothing: its region runs to the axis's edge. A lower edge at or below 0 (an RTT in [0, 1000] ms)
+    does not keep the axis linear: a log axis draws the region from its edge, as an interval cut there."""
+    reach = 100 * max((abs(v) for v in data), default=math.inf)
+    edges, kind = [], []
+    for line in scale:
+        for index, edge in enumerate(line.region or ()):
+            if edge is None or not math.isfinite(edge) or abs(edge) > reach:
+                continue
+            edges.append(float(edge))
+            if index > 0 or edge > 0:
+                kind.append(float(edge))
+    return edges, kind
 
 
 def _kind(kind: str, unit: str = "") -> str:
