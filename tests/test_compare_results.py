@@ -65,6 +65,9 @@ def test_report_bundle_has_every_table_as_csv_png_figures_and_a_self_contained_p
     assert [row["broker"] for row in rows] == ["mosquitto", "rumqttd"]
     assert float(rows[0]["throughput_ci_low"]) <= float(rows[0]["throughput_mean"]) <= float(rows[0]["throughput_ci_high"])
     assert rows[0]["latency_p99_diff"] == "" and rows[1]["latency_p99_diff"] != ""
+    # every figure the runs have, the mean latency (what the seeds report) among them
+    assert {"latency_mean_mean", "generator_cpu_mean"} <= set(rows[0]) and float(rows[0]["latency_mean_mean"]) > 0
+    assert "round_trips_lost_mean" not in rows[0]  # these runs timed no round trip
     with paths["csv:comparison"].open() as handle:
         long_rows = list(csv.DictReader(handle))
     assert {row["metric"] for row in long_rows} >= {"throughput", "latency_p50", "latency_p99", "latency_max", "loss", "broker_cpu", "broker_rss_peak"}

@@ -252,6 +252,22 @@ def test_a_trend_is_judged_configuration_by_configuration_along_one_axis():
     assert _check(flat.model_copy(update={"tolerance": 1.05}), rows)[0] is False
 
 
+def test_a_verdict_names_only_the_rows_its_judged_conditions_read():
+    # The regime table names where a verdict's numbers come from: the rows a condition's `where`
+    # keeps, and none of a condition left unjudged because its runs were generator-limited.
+    rows = {"rtt": [_row("rtt", "full-bandwidth-qos0-p1KB-r1", 0.3), _row("rtt", "full-bandwidth-qos1-p1KB-r1", 0.4),
+                    _row("rtt", "full-bandwidth-qos2-p1KB-r1", 0.5),  # not on the trend's axis: not read
+                    _row("rtt", "full-bandwidth-qos0-p1MB-r1", 5.0), _row("rtt", "full-bandwidth-qos1-p1MB-r1", 5.4)],
+            "loss": [_row("loss", "s12-mqtt-sn", 50.0)]}
+    rows["loss"][0].status = LIMITED
+    claim = Claim(id="c", text="t", figures=["rtt", "loss"], check=[
+        Check(trend="rises", figures=["rtt"], along=["qos0", "qos1"], where="*-p1KB-*"),
+        Check(figure="loss", within=[10.0, 100.0])])
+    verdict = judge_claim(claim, rows)
+    assert [outcome for _, outcome, _ in verdict.conditions] == [HOLDS, LIMITED]
+    assert verdict.judged_rows == [("rtt", "full-bandwidth-qos0-p1KB-r1", "mosquitto"), ("rtt", "full-bandwidth-qos1-p1KB-r1", "mosquitto")]
+
+
 def test_a_trend_axis_value_is_a_whole_part_of_the_scenario_name():
     rows = {"loss": [_row("loss", "loss-1-qos0-p10KB-r1", 2.0), _row("loss", "loss-10-qos0-p10KB-r1", 60.0),
                      _row("loss", "loss-20-qos0-p10KB-r1", 40.0)]}  # fmt: skip

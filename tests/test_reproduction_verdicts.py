@@ -280,8 +280,9 @@ def _share_outcome(line: str, text: str) -> str:
         assert found, line
         agree, total, asked = int(found[1]), int(found[2]), int(found[4])
         rest = int(found[5] or 0)
-        # A trend prints how many cannot tell; the others print how many fail.
-        disagree = total - agree - rest if "cannot tell in" in line else rest
+        # A trend ("rises along …") prints how many cannot tell, if any: the rest fail; the others
+        # print how many fail.
+        disagree = total - agree - rest if "cannot tell in" in line or " along " in line else rest
     share = asked / 100
     if agree >= share * total - 1e-9:
         return "holds"

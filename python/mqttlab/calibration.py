@@ -94,7 +94,7 @@ def difference(calibrations: Mapping[str, Optional[Mapping[str, Any]]]) -> Optio
     if not notes:
         return None
     return (f"{DIFFERS} by more than {DIFFERENT_FACTOR:g}x between these runs: " + "; ".join(notes)
-            + ": their latency figures carry different overheads (other hosts or days), read the differences with it")
+            + ": their latency figures carry different overheads (other hosts, days or loads), read the differences with it")
 
 
 def side_by_side(runs: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[dict[str, Any]]:

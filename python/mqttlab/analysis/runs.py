@@ -56,16 +56,19 @@ STATE_METRICS = (
     Metric("wills_delivered", "wills delivered", "%", True),
     Metric("will_p50", "exit → will p50", "ms", False),
 )
-METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS + STATE_METRICS}
+# A round trip's own loss (messages whose echo never came back, lost either way), beside `loss`,
+# which is one way (what the subscriber did not get); compared only where runs timed round trips.
+ROUND_TRIP_METRICS = (Metric("round_trips_lost", "round trips lost", "%", False),)
+METRIC_BY_KEY = {metric.key: metric for metric in METRICS + FAULT_METRICS + STATE_METRICS + ROUND_TRIP_METRICS}
 
 
 def metrics_for(runs: Iterable[RunFigures]) -> tuple[Metric, ...]:
     """The figures a comparison of `runs` shows: the headline ones, the faults' when any run had
-    one, and each state figure some run measured."""
+    one, and each state and round-trip figure some run measured."""
     runs = list(runs)
     faults = FAULT_METRICS if any(run.figures.get("fault_outage") is not None for run in runs) else ()
-    state = tuple(metric for metric in STATE_METRICS if any(run.figures.get(metric.key) is not None for run in runs))
-    return METRICS + faults + state
+    measured = tuple(metric for metric in STATE_METRICS + ROUND_TRIP_METRICS if any(run.figures.get(metric.key) is not None for run in runs))
+    return METRICS + faults + measured
 
 
 def merit(metric: Metric, saturating: bool) -> Optional[bool]:
@@ -175,6 +178,7 @@ def read_run(directory: Path) -> RunFigures:
         "latency_stdev": _ms(latency, "stdev_us"),
         "loss": _loss_percent(summary.get("messages") or {}),
         "dropped": _dropped_percent(summary.get("messages") or {}),
+        "round_trips_lost": _round_trips_lost_percent(summary.get("round_trip") or {}),
     }
     resources = summary.get("resources") or {}
     broker_resources = resources.get("broker") or {}
@@ -304,6 +308,13 @@ def _dropped_percent(messages: dict[str, Any]) -> Optional[float]:
     """The share of scheduled sends dropped (due while the window was full, or while disconnected)."""
     scheduled = float(messages.get("sent") or 0) + float(messages.get("dropped") or 0)
     return 100.0 * float(messages.get("dropped") or 0) / scheduled if scheduled else None
+
+
+def _round_trips_lost_percent(round_trip: dict[str, Any]) -> Optional[float]:
+    sent = round_trip.get("sent")
+    if not sent:
+        return None
+    return 100.0 * float(round_trip.get("lost") or 0) / float(sent)
 
 
 def _loss_percent(messages: dict[str, Any]) -> Optional[float]:

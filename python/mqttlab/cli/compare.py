@@ -130,7 +130,7 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
     if section is None:
         raise _refuse("--page needs a paper: give --paper seed00N (or a suite directory whose suite.yaml names a seed)")
     from mqttlab.reproductions.paper_section import CLAIMS_CSV, CSV_NAME, claim_rows, paper_rows
-    from mqttlab.reports.tables import summary_table, write_csv
+    from mqttlab.reports.tables import csv_keys, summary_table, write_csv
 
     folder = page.parent / page.stem
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
         # The page's table and figures leave generator-limited runs out, as its verdicts do; the
         # CSV keeps a configuration with no other run (counted in generator_limited_runs), the
         # figures draw none of it.
-        tables.append(write_csv(summary_table(leave_out_generator_limited(comparison)), folder / "summary.csv"))
+        tables.append(write_csv(summary_table(leave_out_generator_limited(comparison), keys=csv_keys(comparison)), folder / "summary.csv"))
         for old in folder.glob("*.png"):
             old.unlink()
         judged = leave_out_generator_limited(comparison, keep_all_flagged=False)

@@ -18,6 +18,14 @@ def summary_keys(comparison: Comparison) -> tuple[str, ...]:
     """The figures of the summary table: the headline ones, then the faults' and the state's that
     the runs measured."""
     return SUMMARY_METRICS + tuple(metric.key for metric in FAULT_METRICS + STATE_METRICS if metric in comparison.metrics)
+
+
+def csv_keys(comparison: Comparison) -> tuple[str, ...]:
+    """The figures of the summary as a CSV: every one the runs have (the latency mean, the seeds'
+    statistic, and round trips lost among them), where the terminal and the page show the headline ones."""
+    return tuple(metric.key for metric in comparison.metrics)
+
+
 HEADER_NOTE = (
     "Payloads of 16 B and more carry mqttlab's 16-byte measurement header; smaller ones (the seeds' "
     "1-byte messages) are measured by topic and sequence number (publishers.measure: topic-sequence), "
@@ -127,7 +135,7 @@ def all_tables(comparison: Comparison) -> dict[str, Table]:
     from mqttlab.reports.sweep import sweep_table
 
     tables = {
-        "summary": summary_table(comparison),
+        "summary": summary_table(comparison, keys=csv_keys(comparison)),
         "latency": latency_table(comparison),
         "comparison": comparison.rows(),
         "scenarios": scenarios_table(comparison),

@@ -96,15 +96,18 @@ class BesideFigure:
 
 def claim_lines(section: PaperSection, figure_ids: list[str], key: Optional[str] = None,
                 tolerances: Optional[dict[str, float]] = None, keys: Optional[dict[str, str]] = None,
-                rules: Optional[dict[str, tuple[float, float]]] = None, other: Optional[PaperSection] = None) -> dict[str, list[Line]]:
+                rules: Optional[dict[str, tuple[float, float]]] = None, other: Optional[PaperSection] = None,
+                only: Optional[set[tuple[str, Optional[str], Optional[str]]]] = None) -> dict[str, list[Line]]:
     """The lines of a claim's figures that have a value of ours, by engine configuration ("" when
     the runs of each scenario were configured alike). `key`: of figures whose values have keys,
     only this one (the key the claim's check reads), or per figure in `keys`; `tolerances`: the
     tolerance factor of each figure judged by one (the region where ours agrees is drawn around
     the paper's number); `rules`: per figure, the range the claim's rule wants ours in, drawn
-    instead; `other`: a second run in another configuration, its value drawn on each line."""
+    instead; `other`: a second run in another configuration, its value drawn on each line; `only`:
+    the rows (figure, configuration, broker) to draw, those the claim's conditions read."""
     by_config: dict[str, list[Line]] = {}
-    drawn = [row for row in section.rows if row.figure in figure_ids and row.ours is not None and row.status not in (NOT_HERE, NOT_MEASURED)]
+    drawn = [row for row in section.rows if row.figure in figure_ids and row.ours is not None and row.status not in (NOT_HERE, NOT_MEASURED)
+             and (only is None or (row.figure, row.scenario, row.broker) in only)]
     one_broker = len({row.broker for row in drawn}) == 1  # then its colour and the legend name it, not every label
     for figure in figure_ids:
         # Rows equal but for their configuration (an exact figure, the same in every run) are one line, as on the page.
@@ -221,6 +224,9 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
         old.unlink()
     paper = load_paper(section.source)
     verdicts = {claim.claim: claim.verdict for claim in section.claims}
+    # A claim with a rule draws the rows its conditions read (a trend's axis, a rule's `where`;
+    # generator-limited ones hollow), not every row of its figures; one without draws what it lists.
+    read = {claim.claim: set(claim.read_rows) for claim in section.claims if claim.conditions and claim.read_rows}
     tolerances = {f.id: f.reproduce.tolerance or DEFAULT_TOLERANCE for f in paper.figures if not f.exact}
     written: list[BesideFigure] = []
     drawn: dict[tuple[Any, ...], list[BesideFigure]] = {}  # the figures of the lines drawn so far
@@ -229,9 +235,10 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
             continue
         ids = list(dict.fromkeys([*claim.figures, *(name for check in claim.check or [] for name in check.figure_ids())]))
         keys = {name: check.key for check in claim.check or [] if check.key for name in check.figure_ids()}
-        # A keyed `each` check's range is what the claim asks of that key in each row (a share of
-        # clients in [90, 100] %): drawn instead of a tolerance factor around the paper's number.
-        rules = {name: (check.within[0], check.within[1]) for check in claim.check or [] if check.each and check.key and check.within
+        # An `each` check's range is what the claim asks of each row (of its key, if it names one: a
+        # share of clients in [90, 100] %; a fin's fall in [0, 0.1]): drawn instead of a tolerance
+        # factor around the paper's number.
+        rules = {name: (check.within[0], check.within[1]) for check in claim.check or [] if check.each and check.within
                  for name in check.each}
         # So is a `figure` check's range on its figure (an RTT in [0, 1000] ms, a time ratio ≥ 1).
         rules.update({check.figure: (check.within[0], check.within[1]) for check in claim.check or [] if check.figure and check.within})
@@ -239,7 +246,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
         if settings and section.reference is None and all(check.unchanged for check in claim.check or []):
             continue  # one run: nothing to set beside it, and the paper beside ours says nothing about settings
         other = section.reference if settings else None
-        configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other)
+        configs = claim_lines(section, ids, _check_key(claim), tolerances, keys, rules, other, read.get(claim.id))
         runs_drawn = _runs(section) if other is not None else ""
         if other is not None and all(check.unchanged for check in claim.check or []):
             # A claim about settings compares the two runs, not the paper: drawn as this run against

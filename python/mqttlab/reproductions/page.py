@@ -290,7 +290,10 @@ def _regimes(section: PaperSection) -> str:
     for row in section.rows:
         if row.ours is not None:
             by_figure.setdefault(row.figure, []).append(row)
-    judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED]
+    # a judged claim's numbers come from its judged conditions only (a condition whose runs were all
+    # generator-limited, or not measured here, names no configuration); an unjudged one's are those it lists
+    judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED
+                               and (not claim.conditions or (row.figure, row.scenario, row.broker) in claim.judged_rows)]
                  for claim in section.claims}  # generator-limited runs judge nothing
     lines = ["### Regime and broker configuration of each verdict", ""]
     if section.configuration:  # seed 000: one pipeline run per page
@@ -307,16 +310,17 @@ def _regimes(section: PaperSection) -> str:
               "tuned settings; a CPU or memory figure: the broker's cgroup limit).")
     if not section.searches:
         lines += ["Every verdict of this page is judged at an offered load: the suite's runs, each holding its schedule "
-                  "under the network condition its suite sets for that configuration, whose delivered rate is what was offered unless "
-                  "the broker falls behind; no claim is judged at a broker's capacity. Only the figures a verdict could use "
-                  "are named (generator-limited runs judge nothing). " + labels, "",
+                  "(open loop; its delivered rate is what was offered unless the broker falls behind) or sending each message "
+                  "when the one before completes (closed loop: the broker's own pace sets the rate), under the network condition "
+                  "its suite sets for that configuration; no claim is judged at a broker's capacity. Only the figures a verdict could use "
+                  "are named (generator-limited runs judge nothing, nor do the other runs of a condition they leave unjudged). " + labels, "",
                   "| claim | verdict | at the offered load |", "|---|---|---|"]
         lines += [f"| {_cell(claim.claim)} | {claim.verdict} | {_configurations(judged_on[claim.claim])} |" for claim in section.claims]
         return "\n".join(lines)
     lines += ["At capacity: the broker's capacity from `mqttlab capacity` searches (below), the broker capped so that it "
               "saturates while the generator stays inside its limits; at the offered load: the suite's runs, whose "
               "delivered rate is what was offered unless the broker falls behind. Only the figures a verdict could use are "
-              "named (generator-limited runs judge nothing). " + labels, "",
+              "named (generator-limited runs judge nothing, nor do the other runs of a condition they leave unjudged). " + labels, "",
               "| claim | verdict | at capacity | at the offered load |", "|---|---|---|---|"]
     for claim in section.claims:
         rows = judged_on[claim.claim]
@@ -402,8 +406,11 @@ def _our_figures(comparison: Comparison) -> str:
     from mqttlab.analysis.compare import leave_out_generator_limited
     from mqttlab.reports.tables import summary_table
 
-    keys = (("throughput", "msg/s"), ("latency_mean", "mean ms"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"),
+    keys: tuple[tuple[str, str], ...] = (("throughput", "msg/s"), ("latency_mean", "mean ms"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"),
             ("loss", "loss %"), ("dropped", "dropped %"), ("broker_cpu", "broker CPU"), ("broker_rss_peak", "broker peak RSS MB"))
+    round_trips = any(metric.key == "round_trips_lost" for metric in comparison.metrics)
+    if round_trips:  # loss is one way; the round trip's own beside it
+        keys = keys[:5] + (("round_trips_lost", "round trips lost %"),) + keys[5:]
     # Generator-limited runs are left out of the means, as of every verdict; a configuration with
     # nothing else is shown from them, marked.
     groups = [group for scenario in comparison.scenarios for group in scenario.groups.values()]
@@ -412,6 +419,10 @@ def _our_figures(comparison: Comparison) -> str:
     lines = ["### Our figures", "",
              f"Means over the repetitions, ± the {comparison.confidence:.0%} confidence interval's half-width where there "
              "are two or more. Latency is the round trip where the suite measures round trips, else end to end. "
+             + ("Loss is one way (messages the subscriber did not get); round trips lost counts the messages whose echo "
+                "never came back to the publisher, lost either way, of all sent, warm-up included. " if round_trips else "") +
+             "msg/s counts the deliveries from the end of warm-up to the end of the run's grace over the measured "
+             "seconds, so a run whose deliveries trail its load can show more than it offered; blank under half a second. " +
              "Runs flagged generator-limited are left out (counted with ⚑); a configuration with no other run is shown "
              "from them, marked ⚑ all, and judges nothing.", "",
              "| configuration | broker | runs | " + " | ".join(title for _, title in keys) + " |",

@@ -326,13 +326,22 @@ def _captured(figure: Figure, how: Reproduce, comparison: Optional[Comparison]) 
     whether the generator kept its schedule."""
     from mqttlab.reproductions.captured import captured_value
 
+    from mqttlab.reproductions.captured import TIMED
+
     keys = [str(key) for key in figure.values] if isinstance(figure.values, dict) else None
+    confidence = comparison.confidence if comparison is not None else 0.95
     found = []
     for scenario, broker, group in _groups(how, comparison):
         got = captured_value(how.capture or "", group.runs, packet=how.packet, layer=how.layer, keys=keys, direction=how.direction)
         if got is not None:
+            # A timed figure (the fin's fall) is a measurement that varies from run to run: its mean
+            # has the runs' t-interval, as a suite's figures do; the byte counts are exact.
+            estimate = mean_interval(got.samples, confidence) if how.capture in TIMED and len(got.samples) > 1 else None
+            interval = [estimate.low, estimate.high] if estimate is not None and estimate.low is not None and estimate.high is not None else None
+            if interval is not None:
+                interval = [max(interval[0], 0.0), min(interval[1], 1.0)]  # a fall is a share of the peak
             found.append(_Ours(got.value, got.inputs, scenario, broker, got.runs, inputs=got.inputs, samples=got.samples,
-                               statistic="one run" if got.runs == 1 else f"mean of {got.runs} runs"))
+                               interval=interval, statistic="one run" if got.runs == 1 else f"mean of {got.runs} runs"))
     return found
 
 

@@ -45,6 +45,11 @@ class ClaimVerdict:
     # and how many lines of `evidence` are its (they come in the conditions' order)
     conditions: list[tuple[str, str, int]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)  # the paper's figures its rule reads (or, unjudged, lists)
+    # the rows (figure, configuration, broker) the judged conditions read, after their `where`: where
+    # the verdict's numbers come from (a condition not measured here or generator-limited only reads none)
+    judged_rows: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
+    # the rows every condition reads, generator-limited ones included: what its figure draws
+    read_rows: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,7 +99,11 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
     return ClaimVerdict(claim.id, claim.text, verdict, evidence, short,
                         [(rule_text(check, _reads_brackets(check, usable)), outcome_word(ok), len(lines))
                          for check, (ok, lines) in zip(claim.check, outcomes)],
-                        list(dict.fromkeys(name for check in claim.check for name in check.figure_ids())))
+                        list(dict.fromkeys(name for check in claim.check for name in check.figure_ids())),
+                        list(dict.fromkeys((row.figure, row.scenario, row.broker)
+                                           for check, ok in zip(claim.check, results) if ok is not None and ok != LIMITED
+                                           for row in _rows_read(check, usable))),
+                        list(dict.fromkeys((row.figure, row.scenario, row.broker) for check in claim.check for row in _rows_read(check, rows))))
 
 
 def _reads_brackets(check: Check, rows: dict[str, list[FigureRow]]) -> bool:
@@ -415,15 +424,7 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     step by step on the rows' intervals where they have them (overlapping: cannot tell, as for
     `increasing`); flat compares the values (highest / lowest within the tolerance)."""
     along = check.along or []
-    groups: dict[tuple[str, str], dict[int, FigureRow]] = {}
-    for row in rows:
-        name = base_name(row.scenario or "")
-        if _keyed(check, row) is None or not _where(check, row):
-            continue
-        found = _position(name, along)
-        if found is not None:
-            groups.setdefault((found[1], row.broker or ""), {})[found[0]] = row
-    compared = {key: [found[k] for k in sorted(found)] for key, found in groups.items() if len(found) >= 2}
+    compared = _trend_groups(check, rows)
     if not compared:
         return None, [f"not measured: {', '.join(check.figures or [])} along {', '.join(along)}"]
 
@@ -458,6 +459,26 @@ def _trend(check: Check, rows: list[FigureRow]) -> tuple[Outcome, list[str]]:
     if disagree > (1 - check.at_least) * len(held) + 1e-9:
         return False, lines
     return CANNOT_TELL, lines
+
+
+def _trend_groups(check: Check, rows: list[FigureRow]) -> dict[tuple[str, str], list[FigureRow]]:
+    """A trend's configurations: rows that differ only in the `along` axis, in its order, two or more."""
+    groups: dict[tuple[str, str], dict[int, FigureRow]] = {}
+    for row in rows:
+        if _keyed(check, row) is None or not _where(check, row):
+            continue
+        found = _position(base_name(row.scenario or ""), check.along or [])
+        if found is not None:
+            groups.setdefault((found[1], row.broker or ""), {})[found[0]] = row
+    return {key: [found[k] for k in sorted(found)] for key, found in groups.items() if len(found) >= 2}
+
+
+def _rows_read(check: Check, rows: dict[str, list[FigureRow]]) -> list[FigureRow]:
+    """The rows a check reads: a trend's those of its configurations, any other's those its `where` keeps."""
+    found = [row for name in dict.fromkeys(check.figure_ids()) for row in rows.get(name, []) if row.ours is not None]
+    if check.trend is not None:
+        return [row for group in _trend_groups(check, found).values() for row in group]
+    return [row for row in found if _where(check, row)]
 
 
 def _position(name: str, along: list[str]) -> Optional[tuple[int, str]]:
