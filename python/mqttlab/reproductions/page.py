@@ -290,10 +290,10 @@ def _regimes(section: PaperSection) -> str:
     for row in section.rows:
         if row.ours is not None:
             by_figure.setdefault(row.figure, []).append(row)
-    # a judged claim's numbers come from its judged conditions only (a condition whose runs were all
-    # generator-limited, or not measured here, names no configuration); an unjudged one's are those it lists
+    # a claim's numbers come from its judged conditions only (a condition whose runs were all
+    # generator-limited, or not measured here, names no configuration; a claim without a rule, none)
     judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED
-                               and (not claim.conditions or (row.figure, row.scenario, row.broker) in claim.judged_rows)]
+                               and (row.figure, row.scenario, row.broker) in claim.judged_rows]
                  for claim in section.claims}  # generator-limited runs judge nothing
     lines = ["### Regime and broker configuration of each verdict", ""]
     if section.configuration:  # seed 000: one pipeline run per page
