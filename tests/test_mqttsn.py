@@ -52,7 +52,10 @@ def gateway(tmp_path_factory):
             yield gw
 
 
-def assert_exact(raw: dict, summary: dict, *, sent: int, owed: int) -> None:
+def assert_exact(raw: dict, summary: dict, *, sent: int, owed: int, qos: int = 0) -> None:
+    """Every message sent once and delivered once; at QoS 1, "at least once", a duplicate is allowed
+    where the client itself sent the PUBLISH again (its PUBACK late: seen under the parallel test
+    run's load), never more duplicates than retransmissions."""
     c = raw["counters"]
     assert raw["status"] == "completed", raw.get("error")
     assert c["sent"] == sent
@@ -60,7 +63,7 @@ def assert_exact(raw: dict, summary: dict, *, sent: int, owed: int) -> None:
     unique = sum(d["unique"] for d in raw["deliveries"])
     dups = sum(d["duplicates"] for d in raw["deliveries"])
     assert unique == owed, f"{unique} unique deliveries, {owed} owed"
-    assert dups == 0
+    assert dups <= (c.get("retransmitted", 0) if qos == 1 else 0), f"{dups} duplicates, {c.get('retransmitted', 0)} retransmitted"
     assert c["unexpected"] == 0
     assert not raw.get("violations"), raw.get("violations")
     assert hist_count(raw["histograms"]["e2e"]) == owed

@@ -57,7 +57,7 @@ def test_publish_subscribe_through_the_gateway_is_exact(gateway_port, qos):
     if name == "rsmb" and qos > 0:
         pytest.skip(RSMB_QOS_STALL)
     raw, summary = run(sn_plan(port, qos=qos))
-    assert_exact(raw, summary, sent=100, owed=100)
+    assert_exact(raw, summary, sent=100, owed=100, qos=qos)
     if qos:
         assert raw["counters"]["acked"] == 100
         assert hist_count(raw["histograms"]["puback" if qos == 1 else "pubcomp"]) == 100
