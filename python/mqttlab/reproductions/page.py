@@ -16,7 +16,7 @@ from typing import Any, Optional
 from mqttlab.analysis import Comparison
 from mqttlab.reproductions.beside import BesideFigure
 from mqttlab.reproductions.flags import flag_section
-from mqttlab.reproductions.paper_figures import BRACKET, LIMITED, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
+from mqttlab.reproductions.paper_figures import BRACKET, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
 from mqttlab.reproductions.verdicts import COMBINATION
 from mqttlab.reproductions.capacity_searches import CapacitySearch
@@ -290,11 +290,11 @@ def _regimes(section: PaperSection) -> str:
     for row in section.rows:
         if row.ours is not None:
             by_figure.setdefault(row.figure, []).append(row)
-    # a claim's numbers come from its judged conditions only (a condition whose runs were all
-    # generator-limited, or not measured here, names no configuration; a claim without a rule, none)
-    judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, []) if row.status != LIMITED
-                               and (row.figure, row.scenario, row.broker) in claim.judged_rows]
-                 for claim in section.claims}  # generator-limited runs judge nothing
+    # a claim's numbers come from the rows its judged conditions read (verdicts.judge_claim: never a
+    # generator-limited one, none of a condition they leave unjudged, none for a claim without a rule)
+    judged_on = {claim.claim: [row for name in claim.figures for row in by_figure.get(name, [])
+                               if (row.figure, row.scenario, row.broker) in claim.judged_rows]
+                 for claim in section.claims}
     lines = ["### Regime and broker configuration of each verdict", ""]
     if section.configuration:  # seed 000: one pipeline run per page
         lines += [f"Every verdict of this page is judged on one `mqttlab smc paper` run (explore, learn, predict, verify "
