@@ -291,7 +291,16 @@ def test_a_link_degraded_mid_run_shows_in_the_seconds_it_lasted(tmp_path):
     # (measured window: [3, 6) s): the round trip of a delivery is publisher → broker → subscriber.
     assert series.loc[1, "e2e_p50_us"] < 20_000 and series.loc[8, "e2e_p50_us"] < 20_000
     assert 195_000 <= series.loc[4, "e2e_p50_us"] <= 260_000
-    assert summary["messages"]["lost"] == 0 and fault["recovered_after_s"] is not None
+    assert summary["messages"]["lost"] == 0
+    # Recovery is the first second, from the one the fault ended in, whose p99 is within the band
+    # (the worst latency of the three seconds before). On a busy host a later second's p99 can
+    # sit above a quiet band although the link is back (its median is, above): the run then
+    # says it did not recover, and that must be what its own series shows.
+    back_in_band = [t for t, p99 in series["e2e_p99_us"].items() if t + 1 > fault["end_s"] and p99 <= fault["band_us"]]
+    if back_in_band:
+        assert fault["recovered_after_s"] == pytest.approx(max(0.0, back_in_band[0] - fault["end_s"]), abs=0.002), fault
+    else:
+        assert fault["recovered_after_s"] is None and "did not come back within the band" in fault["recovery_note"], fault
 
 
 def test_a_fault_that_left_latency_in_its_band_needed_no_recovery(tmp_path):

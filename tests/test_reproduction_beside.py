@@ -12,7 +12,7 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from mqttlab.analysis.compare import compare_directories
-from mqttlab.reproductions.beside import Line, caption, claim_lines, draw, write_beside
+from mqttlab.reproductions.beside import PALETTE, Line, caption, claim_lines, draw, page_colors, write_beside
 from mqttlab.reproductions.evidence import opened
 from mqttlab.reproductions.paper_figures import AGREES, NO_PAPER_NUMBER, FigureRow
 from mqttlab.reproductions.section import PaperSection, attach_paper
@@ -153,3 +153,57 @@ claims:
     first, second = write_beside(section, tmp_path / "page")
     assert (first.claim, second.claim, second.same_as) == ("first", "second", "first") and second.path == first.path
     assert sorted(p.name for p in (tmp_path / "page").iterdir()) == ["beside-first.png"]
+
+
+def test_a_keyed_value_marks_derived_only_the_keys_the_paper_does_not_print():
+    row = FigureRow("sprt-up1-t30-c50-mosquitto", "", "sprt_result", "samples", False,
+                    {"h1": 1, "result": "H1", "h1_accept_pct": 100, "mean_samples": 44},
+                    {"h1": 1, "result": "H0", "h1_accept_pct": 0.0, "mean_samples": 2.7}, AGREES, broker="mosquitto",
+                    derived="h1_accept_pct read from the printed result", derived_keys=["h1_accept_pct"])
+    section = PaperSection("T", "test", "none", [row], [])
+    lines = {line.key: line for line in claim_lines(section, [row.figure])[""]}
+    assert lines["h1_accept_pct"].derived and not lines["mean_samples"].derived and not lines["h1"].derived
+    assert "derived" not in caption([lines["mean_samples"]]) and "derived from what it prints" in caption([lines["h1_accept_pct"]])
+    # Without derived_keys the whole figure is derived, as before.
+    whole = {line.key: line for line in claim_lines(PaperSection("T", "test", "none", [replace(row, derived_keys=[])], []), [row.figure])[""]}
+    assert all(line.derived for line in whole.values())
+
+
+def test_derived_keys_must_name_keys_of_the_figures_values(tmp_path):
+    from mqttlab.reproductions.paper_file import PaperFileError, load_paper
+
+    paper = tmp_path / "t.paper.yaml"
+    paper.write_text("""seed: T
+title: t
+figures:
+- {id: row, quote: q, where: w, kind: sprt_result, unit: samples, exact: false, values: {h1: 1, mean_samples: 44},
+   derived: 'h1 read from the text', derived_keys: [h1_accept_pct], reproduce: {smc: sprt}}
+claims: []
+""", encoding="utf-8")
+    with pytest.raises(PaperFileError, match="derived_keys: h1_accept_pct not among the keys of values"):
+        load_paper(paper)
+
+
+def test_signed_values_spanning_decades_get_a_symmetric_log_axis_that_keeps_small_signs_apart():
+    # Regression coefficients: 9 ms beside 0.005 ms of either sign; a linear axis draws both small ones at 0.
+    lines = [Line("msg-publish", "ms", broker="mosquitto", paper=9.0, ours=-0.8, kind="regression"),
+             Line("total-subs", "ms", broker="mosquitto", paper=0.0044, ours=-0.0051, kind="regression")]
+    (axis,) = draw(lines, "regression-terms-significant").axes
+    assert axis.get_xscale() == "symlog" and "symmetric log scale, linear within ±0.001" in axis.get_xlabel()
+    # The two small values, one each side of 0, lie apart by more than a tenth of the axis' width.
+    left, right = (axis.transData.transform((x, 0))[0] for x in (-0.0051, 0.0044))
+    low, high = (axis.transData.transform((x, 0))[0] for x in axis.get_xlim())
+    assert (right - left) / (high - low) > 0.1
+    ticks = [tick.get_text() for tick in axis.get_xticklabels()]
+    assert "0" in ticks and "-1" in ticks and "10" in ticks and not any("e" in tick for tick in ticks)
+
+
+def test_a_broker_keeps_its_colour_in_every_figure_of_the_page():
+    rows = [_row("a", "s", 1.0), replace(_row("a", "s", 1.5), broker="nanomq"), replace(_row("b", "s", 2.0), broker="nanomq")]
+    colors = page_colors(PaperSection("T", "t", "none", rows, []), brokers=["mosquitto", "nanomq"])
+    assert colors["mosquitto"] == PALETTE[0] and colors["nanomq"] == PALETTE[1]
+    # A figure with nanomq alone draws it in the page's colour for it, not in the palette's first.
+    (line,) = claim_lines(PaperSection("T", "t", "none", rows[2:], []), ["b"])[""]
+    (axis,) = draw([line], "one", colors=colors).axes
+    (dot,) = [drawn for drawn in axis.lines if drawn.get_marker() == "o"]
+    assert to_rgba(dot.get_color()) == to_rgba(PALETTE[1])

@@ -155,7 +155,8 @@ def _write_page(page: Path, section: Any, sources: list[Path], comparison: Optio
     from mqttlab.reproductions.beside import write_beside
     from mqttlab.reproductions.evidence import EVIDENCE, write_evidence
 
-    beside = write_beside(section, folder, comparison.confidence if comparison is not None else 0.95)
+    beside = write_beside(section, folder, comparison.confidence if comparison is not None else 0.95,
+                          comparison.brokers if comparison is not None else None)
     for drawn in beside:
         _palette(drawn.path)
     evidence = write_evidence(sources, folder / EVIDENCE)

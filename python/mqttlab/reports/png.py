@@ -93,8 +93,9 @@ def _grouped_bars(axes: Any, comparison: Comparison, width: float, colors: dict[
                   value: Callable[[BrokerGroup], tuple[float, float, float] | None], **style: Any) -> None:
     """One bar per scenario and broker, brokers side by side within a scenario: `value` gives a
     group's bar height and its whiskers below and above (None: no bar). Heights that span more
-    than LOG_SPAN go on a log axis, so that a 0.02 ms bar stays visible beside a 60 ms one; its
-    lower whiskers then stop at a tenth of the bar (a log axis has no 0)."""
+    than LOG_SPAN go on a log axis, so that a 0.02 ms value stays visible beside a 60 ms one, and
+    are drawn there as points, not bars: a bar's length on a log axis starts at an arbitrary
+    bottom and says nothing. Lower whiskers then stop at a tenth of the value (a log axis has no 0)."""
     bars = [bar for scenario in comparison.scenarios for group in scenario.groups.values()
             for bar in [value(group)] if bar is not None and bar[0] > 0]
     log = bool(bars) and max(b[0] for b in bars) / min(b[0] for b in bars) > LOG_SPAN
@@ -114,7 +115,11 @@ def _grouped_bars(axes: Any, comparison: Comparison, width: float, colors: dict[
             means.append(bar[0])
             errors[0].append(min(bar[1], 0.9 * bar[0]) if log else bar[1])
             errors[1].append(bar[2])
-        axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker], **style)
+        if log:
+            axes.errorbar(xs, means, yerr=errors, fmt="o", markersize=5, capsize=3, label=broker, color=colors[broker],
+                          **{key: value for key, value in style.get("error_kw", {}).items() if key == "elinewidth"})
+        else:
+            axes.bar(xs, means, width, yerr=errors, capsize=3, label=broker, color=colors[broker], **style)
 
 
 def _bars(comparison: Comparison, key: str, path: Path, dpi: int) -> Path | None:

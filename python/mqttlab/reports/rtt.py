@@ -2,11 +2,11 @@
 bandwidth, RTT by bandwidth limit, RTT under packet loss, and latency over time under a limit or
 loss (the seed's "shark fin").
 
-Every bar is one configuration on one broker (a group of the comparison: equal in everything but
-the repetition), its height the mean over the repetitions of each run's mean RTT, its whisker the
-standard deviation over those repetitions. The seed averaged its send rates together ("verdichtete
-Daten"); we do not: each send rate is its own panel, and whatever else differs between bars of one
-panel (payload, limit, ...) is named in the legend."""
+Every point is one configuration on one broker (a group of the comparison: equal in everything but
+the repetition): the mean over the repetitions of each run's mean RTT, its whisker the standard
+deviation over those repetitions (points, not bars: the axis is logarithmic). The seed averaged its
+send rates together ("verdichtete Daten"); we do not: each send rate is its own panel, and whatever
+else differs between points of one panel (payload, limit, ...) is named in the legend."""
 
 from __future__ import annotations
 
@@ -107,9 +107,10 @@ def _bytes_text(value: float, per_second: bool = False) -> str:
     return f"{value:g} B{suffix}"
 
 
-def _grouped_bars(points: list[RttPoint], x_field: str, x_of: Callable[[dict[str, Any]], float], x_text: Callable[[float], str],
+def _grouped_points(points: list[RttPoint], x_field: str, x_of: Callable[[dict[str, Any]], float], x_text: Callable[[float], str],
                   title: str, x_title: str) -> Optional[go.Figure]:
-    """Bars of mean RTT ± SD over the repetitions: x from `x_of`, colour by QoS, one panel per
+    """Mean RTT ± SD over the repetitions, side by side as grouped points (on a log axis, where a
+    bar's length would start at an arbitrary bottom): x from `x_of`, colour by QoS, one panel per
     send rate; any other field that differs between the points is named in the trace."""
     if not points:
         return None
@@ -125,7 +126,8 @@ def _grouped_bars(points: list[RttPoint], x_field: str, x_of: Callable[[dict[str
     for (qos, broker, other, rate), members in sorted(traces.items(), key=lambda item: tuple(str(v) for v in item[0])):
         members.sort(key=lambda p: x_of(p.row))
         name = f"QoS {qos} ({broker})" + (f", {other}" if other else "")
-        figure.add_bar(
+        figure.add_scatter(
+            mode="markers", marker_size=9,
             x=[x_text(x_of(p.row)) for p in members], y=[p.row["rtt_mean_ms"] for p in members],
             error_y={"type": "data", "array": [p.row["rtt_mean_sd_ms"] or 0.0 for p in members], "visible": True},
             name=name, legendgroup=name, showlegend=name not in shown, marker_color=QOS_COLORS.get(qos), offsetgroup=name,
@@ -140,7 +142,7 @@ def _grouped_bars(points: list[RttPoint], x_field: str, x_of: Callable[[dict[str
     figure.update_yaxes(type="log", title="RTT (ms), log scale", row=1, col=1,
                         **log_ticks([p.row["rtt_mean_ms"] for p in points if p.row["rtt_mean_ms"] is not None]))
     figure.update_xaxes(title=x_title, type="category")
-    figure.update_layout(title=title, barmode="group", height=420, margin={"t": 80, "l": 60, "r": 20, "b": 60})
+    figure.update_layout(title=title, scattermode="group", height=420, margin={"t": 80, "l": 60, "r": 20, "b": 60})
     return figure
 
 
@@ -164,7 +166,7 @@ def rtt_figures(comparison: Comparison) -> list[tuple[str, str, go.Figure]]:
          "As in seed 002: RTT by QoS under packet loss", "packet loss each way"),
     )
     for figure_id, members, field, x_of, x_text, title, x_title in specs:
-        figure = _grouped_bars(members, field, x_of, x_text, title, x_title)
+        figure = _grouped_points(members, field, x_of, x_text, title, x_title)
         if figure is not None:
             out.append((figure_id, "Bars: mean over the repetitions of each run's mean RTT (publisher → broker → echoing "
                         "subscriber → broker → publisher, on the publisher's clock), whiskers: SD over the repetitions; "

@@ -156,7 +156,8 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
             other = theirs.get(name, theirs.get(str(name)))
             if number(mine) and (key is None or str(name) == key):
                 found.append(replace(line, where=", ".join(part for part in (where, str(name)) if part), unit=KEY_UNITS.get(str(name), line.unit), ours=float(mine),
-                                     interval=None, paper=float(other) if number(other) else None, key=str(name)))
+                                     interval=None, paper=float(other) if number(other) else None, key=str(name),
+                                     derived=line.derived and (not row.derived_keys or str(name) in row.derived_keys)))
         return found
     if isinstance(ours, list) and len(ours) == 2 and all(number(v) for v in ours):
         line.ours_range, line.broker = (float(ours[0]), float(ours[1])), ""
@@ -213,9 +214,10 @@ def _other(section: PaperSection, row: FigureRow, key: Optional[str]) -> Optiona
     return float(value) if number(value) else None
 
 
-def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) -> list[BesideFigure]:
+def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95, brokers: Optional[list[str]] = None) -> list[BesideFigure]:
     """One PNG per claim (and engine configuration, and part of MAX_LINES lines) with ours measured,
-    in `folder`; the old ones removed first. Claims in the paper file's order."""
+    in `folder`; the old ones removed first. Claims in the paper file's order. `brokers`: the
+    page's brokers in the order its other figures colour them."""
     from mqttlab.reproductions.paper_figures import DEFAULT_TOLERANCE
     from mqttlab.reproductions.paper_file import load_paper
 
@@ -230,6 +232,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
     tolerances = {f.id: f.reproduce.tolerance or DEFAULT_TOLERANCE for f in paper.figures if not f.exact}
     written: list[BesideFigure] = []
     drawn: dict[tuple[Any, ...], list[BesideFigure]] = {}  # the figures of the lines drawn so far
+    colors = page_colors(section, brokers)
     for claim in paper.claims:
         if claim.not_here:  # nothing here can judge it: its figures' rows of ours would read as an answer
             continue
@@ -265,7 +268,7 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
                 suffix = (f"-{index + 1}" if len(configs) > 1 else "") + (f"-part{part_number + 1}" if len(parts) > 1 else "")
                 path = folder / f"{PREFIX}{_file_name(claim.id)}{suffix}.png"
                 title = claim.id + (f" [{config}]" if config else "") + (f" (part {part_number + 1} of {len(parts)})" if len(parts) > 1 else "")
-                figure = draw(part, title, claim.text, scale=lines)
+                figure = draw(part, title, claim.text, scale=lines, colors=colors)
                 save(figure, path)
                 written.append(BesideFigure(claim.id, verdicts.get(claim.id, ""), path,
                                             caption(part, config, confidence, runs_drawn), part))
@@ -273,9 +276,19 @@ def write_beside(section: PaperSection, folder: Path, confidence: float = 0.95) 
     return written
 
 
-def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Line]] = None) -> PlotFigure:
+def page_colors(section: PaperSection, brokers: Optional[list[str]] = None) -> dict[str, str]:
+    """One colour per broker on the whole page (in the order of its other figures, `brokers`, then
+    as the rows name them), so that a colour means the same broker in every figure; ours without a
+    broker (a range, a computed figure) after them."""
+    names = [*dict.fromkeys([*(brokers or []), *(row.broker for row in section.rows if row.broker)]), ""]
+    return {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(names)}
+
+
+def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Line]] = None,
+         colors: Optional[dict[str, str]] = None) -> PlotFigure:
     """The dot plot: one panel per unit, in the order the units first appear. `scale`: the lines
-    whose values set each panel's axis (all the parts of one claim's figure share one scale)."""
+    whose values set each panel's axis (all the parts of one claim's figure share one scale);
+    `colors`: each broker's colour across the page (without: by first appearance here)."""
     units = list(dict.fromkeys(line.unit for line in lines))
     panels = [[line for line in lines if line.unit == unit] for unit in units]
     sizes = [len(_slots(panel)) for panel in panels]
@@ -284,7 +297,8 @@ def draw(lines: list[Line], title: str, text: str = "", scale: Optional[list[Lin
     axes = figure.subplots(len(panels), 1, squeeze=False, height_ratios=[size + 2 for size in sizes])[:, 0]
     # A figure of ours without a broker (computed, or a range over brokers) has a colour of its own, named "ours".
     brokers = list(dict.fromkeys(line.broker for line in lines if line.broker or line.ours is not None))
-    colors = {broker: PALETTE[index % len(PALETTE)] for index, broker in enumerate(brokers)}
+    known = colors or {}
+    colors = {broker: known.get(broker) or PALETTE[(len(known) + index) % len(PALETTE)] for index, broker in enumerate(brokers)}
     for axis, unit, panel in zip(axes, units, panels):
         _panel(axis, unit, panel, colors, [line for line in scale or lines if line.unit == unit])
     figure.suptitle("\n".join([title, *textwrap.wrap(text, 110, max_lines=3, placeholder=" …")]), fontsize=9, x=0.01, ha="left")
@@ -306,10 +320,25 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
     core, kind = bare + edges, bare + kind_edges  # kind: what chooses a log axis
     positive = [v for v in kind if v > 0]
     log = bool(positive) and len(positive) == len(kind) and max(positive) / min(positive) > LOG_SPAN
+    # Values of both signs spanning more than that (regression coefficients of 9 ms and 0.01 ms): a
+    # linear axis would draw the small ones at 0, hiding their sign and their ratios; a symmetric log
+    # axis, linear only within the smallest of them, shows both.
+    sizes = [abs(v) for v in kind if v != 0]
+    signed_log = not log and any(v < 0 for v in kind) and max(sizes) / min(sizes) > LOG_SPAN
+    linear_within = 10.0 ** math.floor(math.log10(min(sizes))) if signed_log else None
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     if log:
         left, right = min(positive) / 1.6, max(v for v in values if v > 0) * 1.6
         axis.set_xscale("log")
+    elif linear_within is not None:
+        left, right = min(low * 1.6, -linear_within), max(high * 1.6, linear_within)
+        axis.set_xscale("symlog", linthresh=linear_within, linscale=0.5)
+        # 0 and each decade beyond the linear part, both sides (a tick at ±linthresh would crowd 0)
+        decades = range(round(math.log10(linear_within)) + 1, math.ceil(math.log10(max(-left, right))) + 1)
+        ticks = sorted([0.0, *(sign * 10.0**k for k in decades for sign in (-1, 1) if left <= sign * 10.0**k <= right)])
+        axis.xaxis.set_major_locator(FixedLocator(ticks))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     else:
         # A quantity that is never negative (every value drawn is not) starts at 0; an interval below it is cut there.
         left = 0.0 if min(core, default=0.0) >= 0 else low - ((high - low) * 0.12 or 1.0)
@@ -359,7 +388,8 @@ def _panel(axis: Any, unit: str, lines: list[Line], colors: dict[str, str], scal
     named = list(dict.fromkeys(KEY_NAMES.get(line.key, line.key) if line.key else _kind(line.kind, unit) for line in lines if line.kind))
     # "latency" (a range of means) and "latency mean" on one axis are one quantity: the longer name says it
     kinds = ", ".join(name for name in named if not any(other != name and other.startswith(name) for other in named))
-    axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}" + (", log scale)" if log else ")"), fontsize=9)
+    scale_name = ", log scale" if log else f", symmetric log scale, linear within ±{linear_within:g}" if linear_within is not None else ""
+    axis.set_xlabel(f"{kinds or 'value'} ({unit or 'no unit'}{scale_name})", fontsize=9)
     axis.tick_params(axis="x", labelsize=8)
     axis.grid(axis="x", alpha=0.3, which="major")
     if log:

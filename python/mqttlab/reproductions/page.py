@@ -218,7 +218,7 @@ def _figure_table(section: PaperSection) -> str:
         status = ("⚑ " if row.flagged else "") + row.status + (f" ({row.side})" if row.side else "")
         ours = _value(row.ours, row.unit) + (f" ({row.uncertainty})" if row.uncertainty else "")
         computed = f"{_cell(_value(row.expected, row.unit)) if row.expected is not None else ''} | " if expected else ""
-        paper = _value(row.paper, row.unit) + (" (derived, not printed)" if row.derived else "")
+        paper = _value(row.paper, row.unit) + (f" ({', '.join(row.derived_keys) + ' ' if row.derived_keys else ''}derived, not printed)" if row.derived else "")
         lines.append(f"| {_cell(row.figure)} | {_cell(where)} | {_cell(paper)} | "
                      f"{_cell(ours)} | {computed}{ratio} | {status} | {_cell(row.rule)} |")
     derived: dict[str, list[str]] = {}  # how -> the figures derived so (one line for rows read alike)

@@ -76,6 +76,7 @@ class FigureRow:
     key_intervals: dict[str, list[float]] = field(default_factory=dict)
     side: str = ""  # where ours lies when it disagrees: "ours lower" or "ours higher" than the paper's, or "other sign"
     derived: str = ""  # the paper's figure is not printed but computed from what is: how
+    derived_keys: list[str] = field(default_factory=list)  # of keyed values, the keys derived (none named: all)
     interval_kind: str = ""  # which interval `interval` is, where not the runs' t interval ("binomial")
 
     @property
@@ -111,7 +112,7 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
     how = figure.reproduce
     paper = _paper_value(figure)
     base: dict[str, Any] = {"figure": figure.id, "quote": figure.quote, "kind": figure.kind, "unit": figure.unit, "exact": figure.exact, "paper": paper,
-                            "derived": figure.derived or ""}
+                            "derived": figure.derived or "", "derived_keys": list(figure.derived_keys or [])}
     if how.not_here is not None:
         return [FigureRow(**base, ours=None, status=NOT_HERE, source="", reason=how.not_here)]
     if how.computed is not None:

@@ -158,7 +158,21 @@ class Figure(BaseModel):
     note: Optional[str] = None
     # A figure the paper does not print but that follows from what it prints: how (printed beside it)
     derived: Optional[str] = None
+    # Of a figure with keyed values, the keys `derived` is about (the others are printed); absent:
+    # the whole figure is derived
+    derived_keys: Optional[list[str]] = None
     reproduce: Reproduce
+
+    @model_validator(mode="after")
+    def _derived_keys_named(self) -> "Figure":
+        if self.derived_keys is None:
+            return self
+        if self.derived is None:
+            raise ValueError("derived_keys: only with derived (how those keys follow from what the paper prints)")
+        unknown = [key for key in self.derived_keys if not isinstance(self.values, dict) or key not in self.values]
+        if unknown:
+            raise ValueError(f"derived_keys: {', '.join(unknown)} not among the keys of values")
+        return self
 
     @property
     def has_number(self) -> bool:
