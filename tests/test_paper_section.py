@@ -482,3 +482,32 @@ def test_bundling_is_read_per_packet_type_and_direction_from_a_capture():
               "reproduce": {"capture": "bundled", "packet": "PUBCOMP", "scenario": "x"}}
     with pytest.raises(PaperFileError, match="direction: up or down"):
         validate_paper({"seed": "002", "title": "t", "figures": [figure]}, "test")
+
+
+def test_a_condition_that_cannot_tell_says_how_many_runs_would_decide_it():
+    from scipy.stats import t
+
+    from mqttlab.analysis.stats import mean_interval
+    from mqttlab.reproductions.verdicts import RUN_LADDER, runs_to_decide
+
+    def measured(samples: list[float]) -> FigureRow:
+        row = _runs("rtt", "s", samples)
+        estimate = mean_interval(samples)
+        row.interval, row.statistic = [estimate.low, estimate.high], f"mean of {len(samples)} runs"
+        return row
+
+    claim = Claim(id="fast", text="...", figures=["rtt"], check=[Check(figure="rtt", within=[0, 1])])
+    row = measured([0.5, 0.8, 1.1])  # mean 0.8, SD 0.3: its interval reaches past 1
+    verdict = judge_claim(claim, {"rtt": [row]})
+    assert verdict.verdict == "cannot tell"
+    # This file's own reading: the fewest runs of the ladder whose t interval of the same mean and
+    # SD lies below 1.
+    wanted = next(n for n in RUN_LADDER if 0.8 + t.ppf(0.975, n - 1) * 0.3 / n ** 0.5 < 1)
+    assert verdict.runs_to_decide == [f"{wanted} runs a configuration would make it hold"]
+    # A mean outside the range: more runs make it not hold.
+    outside = measured([0.9, 1.2, 1.5])
+    assert runs_to_decide(claim.check[0], {"rtt": [outside]}).endswith("would make it not hold")
+    # A mean on the edge is never decided; a decided condition, or one with no runs' interval, is not projected.
+    assert runs_to_decide(claim.check[0], {"rtt": [measured([0.7, 1.0, 1.3])]}).startswith("not decided at 100 runs")
+    assert judge_claim(claim, {"rtt": [measured([0.2, 0.3, 0.4])]}).runs_to_decide == []
+    assert runs_to_decide(claim.check[0], {"rtt": [_runs("rtt", "s", [0.9])]}) == ""

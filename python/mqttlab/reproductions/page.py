@@ -18,7 +18,7 @@ from mqttlab.reproductions.beside import BesideFigure
 from mqttlab.reproductions.flags import flag_section
 from mqttlab.reproductions.paper_figures import BRACKET, MEASURED, NO_PAPER_NUMBER, NOT_HERE, FigureRow, value_text
 from mqttlab.reproductions.section import PaperSection
-from mqttlab.reproductions.verdicts import COMBINATION
+from mqttlab.reproductions.verdicts import COMBINATION, RUN_LADDER, ClaimVerdict
 from mqttlab.reproductions.capacity_searches import CapacitySearch
 from mqttlab.results import INVOCATIONS, provenance
 
@@ -278,8 +278,30 @@ def _claims(section: PaperSection) -> str:
     if judged:
         lines += ["", "The rules in full, each condition with its outcome:", ""]
         lines += [f"- **{_cell(claim.claim)}** ({claim.verdict}): " + "; and ".join(f"{_cell(text)} [{outcome}]" for text, outcome, _ in claim.conditions)
-                  for claim in judged]
+                  + _runs_to_decide(claim) for claim in judged]
+        if any(claim.runs_to_decide for claim in judged):
+            lines += ["", RUNS_TO_DECIDE]
     return "\n".join(lines)
+
+
+# What the "runs to decide" of a claim that cannot tell is, printed under the rules in full.
+RUNS_TO_DECIDE = ("*Runs to decide* (after a condition that cannot tell): computed, not measured. The same rule on the same "
+                  "numbers, were each configuration's mean and standard deviation over its runs what they are here and only "
+                  "its t interval (and the Welch intervals between configurations) narrower with more runs: the fewest runs a "
+                  f"configuration, of {', '.join(map(str, RUN_LADDER[:-1]))} and {RUN_LADDER[-1]} (one that has more keeps its own), at which it "
+                  "would decide, and which way. "
+                  "More runs move the means too, so it says how far a verdict is from being decided, not what it would be. "
+                  "Rows whose intervals do not come from their runs (a capacity's bracket, a share of clients, a best of n) are "
+                  "left as they are; a condition that reads only those, or that compares rows with the paper's, is not projected.")
+
+
+def _runs_to_decide(claim: ClaimVerdict) -> str:
+    found = [(index, text) for index, text in enumerate(claim.runs_to_decide, 1) if text]
+    if not found:
+        return ""
+    several = len(claim.conditions) > 1
+    return " — runs to decide: " + "; ".join(f"{f'condition {index}: ' if several else ''}{_cell(text)}" for index, text in found)
+
 
 
 def _regimes(section: PaperSection) -> str:

@@ -53,7 +53,8 @@ def _numbers(bounds: Optional[list[float]]) -> str:
 def claim_rows(section: PaperSection) -> Table:
     return [{"claim": c.claim, "verdict": c.verdict, "rule": c.rule, "evidence": " | ".join(c.evidence), "text": c.text,
              "conditions": " | ".join(outcome for _, outcome, _ in c.conditions), "rule_in_full": " | ".join(text for text, _, _ in c.conditions),
-             "condition_lines": " | ".join(str(lines) for *_, lines in c.conditions)}
+             "condition_lines": " | ".join(str(lines) for *_, lines in c.conditions),
+             "runs_to_decide": " | ".join(c.runs_to_decide)}
             for c in section.claims]
 
 

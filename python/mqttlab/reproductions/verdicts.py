@@ -50,6 +50,9 @@ class ClaimVerdict:
     judged_rows: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
     # the rows every condition reads, generator-limited ones included: what its figure draws
     read_rows: list[tuple[str, Optional[str], Optional[str]]] = field(default_factory=list)
+    # per condition, for one that cannot tell only because its runs are few: how many runs a
+    # configuration would decide it, computed (see runs_to_decide); "" where that does not apply
+    runs_to_decide: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +97,7 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
         unjudged = sum(ok is None or ok == LIMITED for ok in results)
         if unjudged:
             evidence.append(f"{unjudged} of {len(results)} conditions not judged here (not measured, or generator-limited only)")
+    to_decide = [runs_to_decide(check, usable, reference) if ok == CANNOT_TELL else "" for check, ok in zip(claim.check, results)]
     shorts = [short_rule(check) for check in claim.check]
     short = "; and ".join(shorts) if len(shorts) <= 3 else f"{shorts[0]}; and {len(shorts) - 1} more conditions (in full below)"
     return ClaimVerdict(claim.id, claim.text, verdict, evidence, short,
@@ -103,7 +107,64 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
                         list(dict.fromkeys((row.figure, row.scenario, row.broker)
                                            for check, ok in zip(claim.check, results) if ok is not None and ok != LIMITED
                                            for row in _rows_read(check, usable))),
-                        list(dict.fromkeys((row.figure, row.scenario, row.broker) for check in claim.check for row in _rows_read(check, rows))))
+                        list(dict.fromkeys((row.figure, row.scenario, row.broker) for check in claim.check for row in _rows_read(check, rows))),
+                        to_decide if any(to_decide) else [])
+
+
+# The runs a configuration tried in turn when projecting how many would decide a condition.
+RUN_LADDER = (4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100)
+
+
+def runs_to_decide(check: Check, rows: dict[str, list[FigureRow]], reference: Optional[Reference] = None) -> str:
+    """For a condition that cannot tell: the fewest runs a configuration (from RUN_LADDER; one that
+    has more keeps its own) at which the same check, on the same numbers, would decide, were each
+    configuration's mean and standard deviation over its runs what they are now and only its t
+    interval (and its Welch intervals) narrower with n. A projection, computed, never measured: more runs move the means too. Only
+    rows whose intervals come from their runs are projected (not a capacity's bracket, a share of
+    clients' binomial interval, a best of n); a condition that reads none, or an `agree` (whose
+    rows were judged against the paper already) or an `unchanged` one, gets "" (not projected)."""
+    if check.agree is not None or check.unchanged is not None:
+        return ""
+    read = _rows_read(check, rows)
+    scalable = [row for row in read if _scalable(row)]
+    if not scalable:
+        return ""
+    fewest = min(len(row.samples) for row in scalable)
+    for n in RUN_LADDER:
+        if n <= fewest:
+            continue
+        # A configuration that has n runs or more already keeps its own.
+        scaled = {name: [_with_runs(row, n) if _scalable(row) and len(row.samples) < n else row for row in found]
+                  for name, found in rows.items()}
+        ok, _ = _check(check, scaled, reference)
+        if ok is True or ok is False:
+            return f"{n} runs a configuration would {'make it hold' if ok is True else 'make it not hold'}"
+    return (f"not decided at {RUN_LADDER[-1]} runs a configuration: a difference too small against the runs' spread (or "
+            "rows left as they are decide nothing)")
+
+
+def _scalable(row: FigureRow) -> bool:
+    """A row whose interval is its runs' t interval (two or more runs, a mean)."""
+    return len(row.samples) >= 2 and row.interval is not None and not row.interval_kind and row.statistic.startswith("mean of")
+
+
+def _with_runs(row: FigureRow, n: int) -> FigureRow:
+    """The row as if it had n runs with its mean and standard deviation: samples placed
+    symmetrically around the mean, and their t interval (clipped at 0 as the row's was)."""
+    from dataclasses import replace
+
+    from mqttlab.analysis.stats import mean_interval
+
+    estimate = mean_interval(row.samples)
+    mean, sd = estimate.mean or 0.0, estimate.stdev or 0.0
+    # n samples with exactly this mean and SD: ±a in pairs, and the mean itself when n is odd.
+    a = sd if n % 2 else sd * math.sqrt((n - 1) / n)
+    samples = [mean + sign * a for _ in range(n // 2) for sign in (-1, 1)] + ([mean] if n % 2 else [])
+    projected = mean_interval(samples)
+    low, high = projected.low or mean, projected.high or mean
+    if low < 0 <= min(row.samples):
+        low = 0.0
+    return replace(row, samples=samples, interval=[low, high], runs=n)
 
 
 def _reads_brackets(check: Check, rows: dict[str, list[FigureRow]]) -> bool:
