@@ -511,3 +511,22 @@ def test_a_condition_that_cannot_tell_says_how_many_runs_would_decide_it():
     assert runs_to_decide(claim.check[0], {"rtt": [measured([0.7, 1.0, 1.3])]}).startswith("not decided at 100 runs")
     assert judge_claim(claim, {"rtt": [measured([0.2, 0.3, 0.4])]}).runs_to_decide == []
     assert runs_to_decide(claim.check[0], {"rtt": [_runs("rtt", "s", [0.9])]}) == ""
+
+
+def test_connect_connack_and_disconnect_are_read_from_each_connections_own_exchange():
+    from mqttlab.reproductions.captured import _one
+
+    # A limited run's dissector lost the stream's framing after retransmissions and typed three
+    # 111 B pieces of a 10 KB payload as CONNACKs, beside the two real ones of 4 B.
+    figures = {
+        "packets": [{"packet": "CONNACK", "direction": "down", "packets": 5, "mqtt_bytes": 111, "frame_bytes_alone": 70}],
+        "connections": [{"connect_mqtt_bytes": 25, "connect_frame_bytes": 91, "connack_mqtt_bytes": 4, "connack_frame_bytes": 70,
+                         "disconnect_mqtt_bytes": 2, "disconnect_frame_bytes": 68} for _ in range(2)],
+    }
+    data = {"figures": figures}
+    assert _one("packet", data, {}, "CONNACK", "mqtt", None) == 4
+    assert _one("packet", data, {}, "CONNACK", "frame", None) == 70
+    assert _one("packet", data, {}, "CONNECT", "mqtt", ["mqtt", "mqtt_tcp"]) == {"mqtt": 25, "mqtt_tcp": 91}
+    # A connection whose frame carried more than the packet gives no frame size; the others decide.
+    figures["connections"][0]["disconnect_frame_bytes"] = None
+    assert _one("packet", data, {}, "DISCONNECT", "frame", None) == 68

@@ -192,6 +192,7 @@ def run_command(
     """Run every combination of a suite (fresh broker per run); running it again resumes."""
     from mqttlab.results import record_invocation
     from mqttlab.suite import SuiteConflict, SuiteInterrupted, prepare_directory, run_suite
+    from mqttlab.suite.runner import finished_status
     from mqttlab.suite.model import resolve_suite_path
 
     suite, runs = _load(suite_name, brokers, quick, assignments, repetitions, scenarios, only)
@@ -214,7 +215,9 @@ def run_command(
     try:
         prepare_directory(suite_dir, suite_text, runs)
         _record_skipped(suite_dir, skipped)
-        record_invocation(suite_dir, runs=len(runs))
+        # A resumed suite says how many of its runs it found finished and kept (not run again).
+        kept = sum(finished_status(run.directory(suite_dir)) is not None for run in runs)
+        record_invocation(suite_dir, runs=len(runs), **({"kept": kept} if kept else {}))
     except SuiteConflict as error:
         raise _fail(f"error: {error}", BAD_INPUT) from None
     except OSError as error:

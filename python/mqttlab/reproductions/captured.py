@@ -5,7 +5,8 @@ analysis/captures.py; this module only picks, per configuration, the one a paper
 
 Kinds (`capture:`), each over the runs of `scenario:` that were captured:
 - `packet` (with `packet: CONNECT`, `layer: mqtt | frame`): the packet's size at the MQTT layer,
-  or the bytes of a frame that carries it alone; with a dict-valued figure ({mqtt, mqtt_tcp}) both;
+  or the bytes of a frame that carries it alone; with a dict-valued figure ({mqtt, mqtt_tcp}) both
+  (CONNECT, CONNACK and DISCONNECT read from each connection's own exchange);
 - `exchange`: per PUBLISH, {mqtt: acknowledgement bytes, mqtt_tcp: bytes of the frames that carry
   no PUBLISH byte (acknowledgements alone, bare TCP ACKs)};
 - `connect_acks`: the bare TCP ACKs of a connection's set-up (after the CONNECT): {count, each,
@@ -153,6 +154,30 @@ def _acks_seen(kind: str, runs: list[dict[str, Any]]) -> str:
             + (f", not in the capture on {len(answers) - bare - fin}" if len(answers) - bare - fin else ""))
 
 
+# The packets that open and close a connection, read from each connection's own exchange (the
+# CONNECT, the CONNACK that answers it, the DISCONNECT: analysis/captures.connection_table), not
+# from every packet the dissector typed so. After a retransmitted segment the dissector can lose a
+# stream's framing and read bytes of a large PUBLISH's payload as packets: one limited run's 10 KB
+# payloads gave three "CONNACK"s of 111 B beside the two real ones of 4 B.
+CONNECTION_PACKETS = {"CONNECT": "connect", "CONNACK": "connack", "DISCONNECT": "disconnect"}
+
+
+def _connection_packet(connections: list[dict[str, Any]], prefix: str, layer: str, keys: Optional[list[str]]) -> Value:
+    """The most common size over the run's connections: at the MQTT layer, and of a frame that
+    carries the packet alone (None when no connection's frame did)."""
+
+    def common(field: str) -> Optional[int]:
+        sizes = [row[field] for row in connections if row.get(field) is not None]
+        return Counter(sizes).most_common(1)[0][0] if sizes else None
+
+    both = {"mqtt": common(f"{prefix}_mqtt_bytes"), "mqtt_tcp": common(f"{prefix}_frame_bytes")}
+    if both["mqtt"] is None:
+        return None
+    if keys and set(keys) <= set(both):
+        return {k: both[k] for k in keys}
+    return both["mqtt_tcp"] if layer == "frame" else both["mqtt"]
+
+
 def _one(kind: str, data: dict[str, Any], scenario: dict[str, Any], packet: Optional[str], layer: str,
          keys: Optional[list[str]], direction: Optional[str] = None) -> Value:
     figures = data["figures"]
@@ -163,6 +188,8 @@ def _one(kind: str, data: dict[str, Any], scenario: dict[str, Any], packet: Opti
         return rows[0]["max_per_segment"] if kind == "bundled" else rows[0]["shared_segments"]
     if kind == "fin":
         return fin_fall(trips_from_rows(data["round_trips"])) if data.get("round_trips") else None
+    if kind == "packet" and packet in CONNECTION_PACKETS:
+        return _connection_packet(figures["connections"], CONNECTION_PACKETS[packet], layer, keys)
     if kind == "packet":
         rows = [r for r in figures["packets"] if r["packet"].split(" QoS")[0] == packet
                 and r["direction"] == SENT_BY.get(str(packet), r["direction"])]

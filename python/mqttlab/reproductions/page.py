@@ -77,6 +77,7 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison], section: Pa
     if commands:
         lines += ["Made by (each command with its UTC start):", "", "```"]
         lines += [f"{entry['command']}    # {entry.get('at', '')}" + (f", {entry['runs']} runs" if "runs" in entry else "")
+                  + (f", {entry['kept']} of them finished earlier and kept" if entry.get("kept") else "")
                   + (f"; {entry['note']}" if entry.get("note") else "") for entry in commands]
         lines += ["```", ""]
     if comparison is not None:
@@ -93,7 +94,8 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison], section: Pa
         lines += _provenance([run.results.manifest for run in runs], section.searches)
         limited = sorted({run.scenario for run in runs if run.generator_limited})
         if limited:
-            lines.append(f"**{sum(run.generator_limited for run in runs)} of {len(runs)} runs are generator-limited by the flag the "
+            count = sum(run.generator_limited for run in runs)
+            lines.append(f"**{count} of {len(runs)} runs {'is' if count == 1 else 'are'} generator-limited by the flag the "
                          "verdicts use** (the current rule's, read again below; this host could not hold their schedule, so their figures bound the host as much as the broker): "
                          + ", ".join(limited) + ".")
         lines += [f"Note: {note}" for note in comparison.notes]
