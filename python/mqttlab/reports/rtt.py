@@ -168,7 +168,7 @@ def rtt_figures(comparison: Comparison) -> list[tuple[str, str, go.Figure]]:
     for figure_id, members, field, x_of, x_text, title, x_title in specs:
         figure = _grouped_points(members, field, x_of, x_text, title, x_title)
         if figure is not None:
-            out.append((figure_id, "Bars: mean over the repetitions of each run's mean RTT (publisher → broker → echoing "
+            out.append((figure_id, "Points: mean over the repetitions of each run's mean RTT (publisher → broker → echoing "
                         "subscriber → broker → publisher, on the publisher's clock), whiskers: SD over the repetitions; "
                         "one panel per send rate (the seed pooled its rates, we keep them apart).", figure))
     for figure_id, members, label in (("shark-fin-limit", limited, "bandwidth limit"), ("shark-fin-loss", lossy, "packet loss")):

@@ -305,7 +305,6 @@ def _runs_to_decide(claim: ClaimVerdict) -> str:
     return " — runs to decide: " + "; ".join(f"{f'condition {index}: ' if several else ''}{_cell(text)}" for index, text in found)
 
 
-
 def _regimes(section: PaperSection) -> str:
     """For each claim, the regime its numbers come from and the broker configuration they were
     measured in, read from the rows its rule reads: at capacity (a capped broker's searches), at

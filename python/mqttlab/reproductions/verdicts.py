@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Union
 
-from mqttlab.analysis.stats import welch_difference
+from mqttlab.analysis.stats import mean_interval, welch_difference
 from mqttlab.reproductions.paper_figures import (
     BRACKET, CANNOT_TELL, DIFFERS, DISAGREES, LIMITED, MEASURED, FigureRow, base_name, number, value_text as _text,
 )
@@ -151,17 +151,14 @@ def _scalable(row: FigureRow) -> bool:
 def _with_runs(row: FigureRow, n: int) -> FigureRow:
     """The row as if it had n runs with its mean and standard deviation: samples placed
     symmetrically around the mean, and their t interval (clipped at 0 as the row's was)."""
-    from dataclasses import replace
-
-    from mqttlab.analysis.stats import mean_interval
-
     estimate = mean_interval(row.samples)
     mean, sd = estimate.mean or 0.0, estimate.stdev or 0.0
     # n samples with exactly this mean and SD: ±a in pairs, and the mean itself when n is odd.
     a = sd if n % 2 else sd * math.sqrt((n - 1) / n)
     samples = [mean + sign * a for _ in range(n // 2) for sign in (-1, 1)] + ([mean] if n % 2 else [])
     projected = mean_interval(samples)
-    low, high = projected.low or mean, projected.high or mean
+    low = projected.low if projected.low is not None else mean
+    high = projected.high if projected.high is not None else mean
     if low < 0 <= min(row.samples):
         low = 0.0
     return replace(row, samples=samples, interval=[low, high], runs=n)
