@@ -67,8 +67,9 @@ def test_publish_subscribe_through_the_gateway_is_exact(gateway_port, qos):
 def test_fan_in_to_a_wildcard_subscriber_is_exact(gateway_port):
     # The gateway REGISTERs each publisher's topic to the subscriber, whose filter has no id.
     name, port = gateway_port
-    raw, summary = run(sn_plan(port, qos=0 if name == "rsmb" else 1, pubs=3, subs=1, filters=("sn/+",), messages=20))
-    assert_exact(raw, summary, sent=60, owed=60)
+    qos = 0 if name == "rsmb" else 1
+    raw, summary = run(sn_plan(port, qos=qos, pubs=3, subs=1, filters=("sn/+",), messages=20))
+    assert_exact(raw, summary, sent=60, owed=60, qos=qos)
 
 
 @pytest.mark.parametrize("topic_ids", ["short", "predefined"])
@@ -78,7 +79,7 @@ def test_the_paho_gateway_maps_short_and_predefined_topic_ids(gateway_port, topi
         pytest.skip("RSMB has no predefined topic ids (refused by validation), and its short topics are measured in docs/mqtt-sn.md")
     topic, filters = ("s%i", ("s%i",)) if topic_ids == "short" else ("sn/%i", ("sn/%i",))
     raw, summary = run(sn_plan(port, qos=1, topic_ids=topic_ids, topic=topic, filters=filters))
-    assert_exact(raw, summary, sent=100, owed=100)
+    assert_exact(raw, summary, sent=100, owed=100, qos=1)
 
 
 def test_rsmb_takes_qos_minus_one_publishes_without_a_connection(tmp_path):
