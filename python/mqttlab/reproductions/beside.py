@@ -59,7 +59,7 @@ class Line:
     paper_range: Optional[tuple[Optional[float], Optional[float]]] = None  # None: open on that side
     ours: Optional[float] = None
     ours_range: Optional[tuple[float, float]] = None  # a range of ours over brokers or configurations
-    interval: Optional[tuple[float, float]] = None  # the confidence interval of `ours` (n >= 2)
+    interval: Optional[tuple[float, float]] = None  # the confidence interval of `ours` (n >= 2), a one-run share's binomial, a capacity's bracket
     n: int = 0
     kind: str = ""  # the paper file's kind of figure (latency_mean, throughput_range, ...), named on the axis
     region: Optional[tuple[float, float]] = None  # where ours agrees with `paper`: within the figure's tolerance factor
@@ -69,6 +69,7 @@ class Line:
     limited: bool = False  # every run behind ours was flagged generator-limited: shown hollow, never judged
     left_out: int = 0  # runs flagged generator-limited left out of ours (the others' mean is drawn)
     statistic: str = ""  # what ours is of its runs ("mean of 5 runs", "best of 5 runs", "range of 4 groups' means of 5 runs")
+    interval_kind: str = ""  # which interval `interval` is where not the runs' t interval ("binomial", a capacity's "bracket")
 
     def values(self, spread: bool = True) -> list[float]:
         """Every value drawn; without `spread`, less the interval and the paper's SD (which may reach below zero)."""
@@ -141,7 +142,8 @@ def _lines(row: FigureRow, key: Optional[str], scenario: str, name_broker: bool 
     where = ", ".join(part for part in (scenario, brokers if name_broker and brokers and brokers not in row.figure else None) if part)
     line = Line(row.figure, row.unit or "", where, broker=row.broker or "", n=len(row.samples) or (row.runs or 0), kind=row.kind,
                 interval=(float(row.interval[0]), float(row.interval[1])) if row.interval else None, limited=row.status == LIMITED,
-                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic, derived=bool(row.derived))
+                left_out=row.limited if row.status != LIMITED else 0, statistic=row.statistic, derived=bool(row.derived),
+                interval_kind=row.interval_kind)
     paper, ours = row.paper, row.ours
     if isinstance(ours, dict):
         theirs: dict[Any, Any] = paper if isinstance(paper, dict) else {}
@@ -501,8 +503,15 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
     if with_paper and len(with_paper) < len(lines):
         drawn += f" (the paper gives a number for {len(with_paper)} of {len(lines)} lines)"
     judged = [line for line in lines if line.ours is not None and not line.limited]
-    counts = sorted({line.n for line in judged if line.n})
-    single = [line.figure for line in judged if line.n == 1]
+    # What ours is where it is not a mean of runs (a capacity's bracket, a best of n), said per figure;
+    # the runs per point count the others only.
+    drawn_ours = [line for line in lines if not line.limited and (line.ours is not None or line.ours_range is not None)]
+    others = {line.figure: line.statistic for line in drawn_ours if line.statistic and not line.statistic.startswith(("mean", "one run"))}
+    counts = sorted({line.n for line in judged if line.n and line.figure not in others})
+    stated = "; ".join(f"{statistic} for {figure}" for figure, statistic in others.items())
+    # A one-run share of messages (a loss) keeps its binomial interval over the messages.
+    single_binomial = [line.figure for line in judged if line.n == 1 and line.interval_kind == "binomial"]
+    single = [line.figure for line in judged if line.n == 1 and not line.interval_kind and line.figure not in others]
     limited = [line for line in lines if line.limited]
     if len(limited) == len(lines):
         runs = ("every line from runs flagged generator-limited (hollow circles, dashed ranges; this host could not hold their "
@@ -510,11 +519,13 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
     elif not counts and any(line.ours_range is not None for line in lines):
         statistics = ", ".join(dict.fromkeys(line.statistic for line in lines if line.ours_range is not None and line.statistic))
         runs = f"ours are ranges over brokers ({statistics or 'their runs are in the table above'})"
+    elif not counts and stated:
+        runs = "ours: " + stated
     elif not counts:
         runs = ("ours computed, or read from a table of ours, not from repeated runs: no interval of runs drawn (a share's or "
                 "an estimate's own interval, where the rule uses one, is in the claims' table)")
     elif counts == [1]:
-        runs = "n = 1 run per point: no interval"
+        runs = "; ".join(part for part in ("n = 1 run per point: no interval", stated) if part)
     elif not any(line.interval for line in judged):
         statistics = ", ".join(dict.fromkeys(line.statistic for line in judged if line.statistic))
         runs = "ours: " + (statistics or f"n = {_span(counts)} runs per point") + ", without an interval"
@@ -522,10 +533,10 @@ def caption(lines: list[Line], config: str = "", confidence: float = 0.95, runs_
         runs = f"ours: mean of n = {_span(counts)} runs with its {confidence:.0%} confidence interval"
         if single:
             runs += f"; n = 1 (no interval) for {', '.join(dict.fromkeys(single))}"
-        drawn_ours = [line for line in lines if not line.limited and (line.ours is not None or line.ours_range is not None)]
-        others = {line.figure: line.statistic for line in drawn_ours if line.statistic and not line.statistic.startswith(("mean", "one run"))}
-        if others:
-            runs += "; " + ", ".join(f"{statistic} for {figure}" for figure, statistic in others.items())
+        if single_binomial:
+            runs += f"; n = 1 with its binomial interval over the messages for {', '.join(dict.fromkeys(single_binomial))}"
+        if stated:
+            runs += "; " + stated
     if limited and len(limited) < len(lines):
         runs += (f"; {len(limited)} line{'s' * (len(limited) != 1)} from runs flagged generator-limited (hollow circles, dashed "
                  "ranges; this host could not hold their schedule): shown, not judged, no interval")

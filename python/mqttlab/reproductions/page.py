@@ -116,7 +116,9 @@ def _provenance(manifests: list[dict[str, Any]], searches: list[CapacitySearch])
         engines.append(f"{_short(commit)} ({', '.join(measured)})")
     builds = provenance(manifests)["builds"]
     builds += [build for search in searches for build in search.provenance.get("builds") or [] if build not in builds]
-    lines = [f"Engine commit (as each run's manifest recorded it; {NOT_RECORDED}: made before manifests said): {'; '.join(engines)}."]
+    unrecorded = NOT_RECORDED in counts or NOT_RECORDED in probed
+    said = f"; {NOT_RECORDED}: made before manifests said" if unrecorded else ""
+    lines = [f"Engine commit (as each run's manifest recorded it{said}): {'; '.join(engines)}."]
     built = [f"{build.get('source')} at {', '.join(commit if path == '.' else f'{path} {commit}' for path, commit in (build.get('commits') or {}).items())}"
              for build in builds if build.get("commits")]
     if built:
@@ -187,7 +189,8 @@ def _figure_table(section: PaperSection) -> str:
              "factor written in the paper file), with its uncertainty: with two or more runs the confidence interval of the mean "
              "(Student's t, clipped at 0 for figures that cannot be negative, and a loss share at 100 %) must lie wholly inside (across an edge: "
              "cannot tell); a share of clients has its binomial (Clopper–Pearson) interval, a regression estimate its standard "
-             "error; one run, or a best of n runs, has no interval and says so. Each figure of ours says what it is of its runs "
+             "error; one run, or a best of n runs, has no interval of runs and says so (a share of messages, such as a loss, "
+             "keeps its binomial interval over the messages). Each figure of ours says what it is of its runs "
              "(mean, best, one run, a range over groups). Where ours disagrees, the status says whether it is lower or higher "
              "than the paper's: a different magnitude here, not by itself a contradiction. Runs flagged generator-limited "
              "are left out of every verdict on a measured figure; an exact figure (a packet's bytes, an SPRT's arithmetic) keeps "
@@ -427,7 +430,7 @@ def _beside(page: Path, section: PaperSection, figures: list[BesideFigure]) -> s
 
 def _our_figures(comparison: Comparison) -> str:
     from mqttlab.analysis.compare import leave_out_generator_limited
-    from mqttlab.reports.tables import summary_table
+    from mqttlab.reports.tables import summary_table, violations_text
 
     keys: tuple[tuple[str, str], ...] = (("throughput", "msg/s"), ("latency_mean", "mean ms"), ("latency_p50", "p50 ms"), ("latency_p99", "p99 ms"),
             ("loss", "loss %"), ("dropped", "dropped %"), ("broker_cpu", "broker CPU"), ("broker_rss_peak", "broker peak RSS MB"))
@@ -439,15 +442,22 @@ def _our_figures(comparison: Comparison) -> str:
     groups = [group for scenario in comparison.scenarios for group in scenario.groups.values()]
     left_out = {(g.scenario, g.broker): g.generator_limited_runs for g in groups if g.generator_limited_runs < len(g.runs)}
     shown = leave_out_generator_limited(comparison)
+    # Where some runs measured the round trip and others could not (an echo never came back), the
+    # latter's latency is one way: said per configuration, so its cells are not read as round trips.
+    one_way = [f"{g.scenario} ({g.broker})" for g in groups
+               if any(run.latency_measure == "rtt" for other in groups for run in other.runs)
+               and g.runs and all(run.latency_measure not in (None, "rtt") for run in g.runs)]
     lines = ["### Our figures", "",
              f"Means over the repetitions, ± the {comparison.confidence:.0%} confidence interval's half-width where there "
              "are two or more. Latency is the round trip where the suite measures round trips, else end to end. "
              + ("Loss is one way (messages the subscriber did not get); round trips lost counts the messages whose echo "
                 "never came back to the publisher, lost either way, of all sent, warm-up included. " if round_trips else "") +
              "msg/s counts the deliveries from the end of warm-up to the end of the run's grace over the measured "
-             "seconds, so a run whose deliveries trail its load can show more than it offered; blank under half a second. " +
+             "seconds, so a run whose deliveries trail its load can show more than it offered; – under half a second. " +
              "Runs flagged generator-limited are left out (counted with ⚑); a configuration with no other run is shown "
-             "from them, marked ⚑ all, and judges nothing.", "",
+             "from them, marked ⚑ all, and judges nothing."
+             + (" No round trip was recorded (no echo came back in time), so latency is end to end, one way, in: "
+                + ", ".join(one_way) + "." if one_way else ""), "",
              "| configuration | broker | runs | " + " | ".join(title for _, title in keys) + " |",
              "|---|---|---|" + "---|" * len(keys)]
     for row in summary_table(shown, keys=tuple(key for key, _ in keys)):
@@ -455,6 +465,11 @@ def _our_figures(comparison: Comparison) -> str:
         flagged = left_out.get((row["scenario"], row["broker"]))
         runs = f"{row['runs']} (+{flagged} ⚑ left out)" if flagged else (f"{row['runs']} ⚑ all" if row["generator_limited_runs"] else str(row["runs"]))
         lines.append(f"| {_cell(row['scenario'])} | {row['broker']} | {runs} | " + " | ".join(cells) + " |")
+    # The promises a broker broke are facts of its runs whatever the generator did: every run counts.
+    broken = [f"{g.scenario}, {g.broker}: {violations_text(g.violations, len(g.runs))}" for g in groups if g.violations]
+    lines += ["", ("Promises of the protocol the brokers broke, counted in every run (generator-limited ones included; each "
+                   "run's summary.json `violations`, by kind, with the runs that broke it): " + "; ".join(broken) + ".")
+              if broken else "No run counted a broken promise of the protocol (each run's summary.json `violations`)."]
     return "\n".join(lines)
 
 
