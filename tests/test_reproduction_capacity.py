@@ -51,9 +51,10 @@ def test_capacities_are_ranked_by_their_brackets_disjoint_or_not():
     rows = {"capacity-a": [_capacity_row("a", 3000, 3300)], "capacity-b": [_capacity_row("b", 1300, 1400)],
             "capacity-c": [_capacity_row("c", 3100, 3400)]}
     ahead, lines = _best(Check(best="capacity-a", among=["capacity-a", "capacity-b"]), rows)
-    assert ahead is True and lines == ["a 3000 ahead of b 1300 (brackets 3000–3300 and 1300–1400)"]
+    assert ahead is True and lines == ["a 3000 above b 1300 (brackets 3000–3300 and 1300–1400)"]
     assert _best(Check(best="capacity-b", among=["capacity-a", "capacity-b"]), rows)[0] is False
-    assert _best(Check(best="capacity-b", among=["capacity-a", "capacity-b"], higher_is_better=False), rows)[0] is True
+    lowest, lines = _best(Check(best="capacity-b", among=["capacity-a", "capacity-b"], higher_is_better=False), rows)
+    assert lowest is True and lines == ["b 1300 below a 3000 (brackets 1300–1400 and 3000–3300)"]  # said as it lies, not "ahead"
     overlapping, lines = _best(Check(best="capacity-a", among=["capacity-a", "capacity-c"]), rows)
     assert overlapping == "cannot tell" and "cannot tell from c 3100" in lines[0]
 

@@ -212,7 +212,7 @@ def claim_problems(claim: dict[str, str], rows: dict[str, list[dict[str, str]]])
     return problems
 
 
-BEST = re.compile(r"^(.*?) ([-\d.e+]+) (ahead of|behind|cannot tell from) (.*?) ([-\d.e+]+) \((.*)\)$")
+BEST = re.compile(r"^(.*?) ([-\d.e+]+) (ahead of|behind|above|below|cannot tell from) (.*?) ([-\d.e+]+) \((.*)\)$")
 
 
 def condition_outcome(text: str, lines: list[str], rows: dict[str, list[dict[str, str]]]) -> str:
@@ -249,7 +249,10 @@ def _ranked(line: str, sign: float) -> str:
         # Two capacities: their searches' brackets, wholly above or below each other, or overlapping.
         low, high, their_low, their_high = (_float(brackets[i]) for i in range(1, 5))
         above, below = low > their_high, high < their_low
-        mark = "cannot tell from" if not (above or below) else "ahead of" if (above if sign > 0 else below) else "behind"
+        # Printed as where the bracket lies; the verdict follows from which side the ranking wants.
+        mark = "cannot tell from" if not (above or below) else "above" if above else "below"
+        assert mark == found[3], f"{line[:80]}: printed {found[3]!r}, its brackets give {mark!r}"
+        return "cannot tell" if mark == "cannot tell from" else "holds" if (above if sign > 0 else below) else "does not hold"
     elif interval := re.search(r"difference 95% CI ([-\d.e+]+)–([-\d.e+]+)", found[6]):
         low, high = sorted((sign * _float(interval[1]), sign * _float(interval[2])))
         mark = "ahead of" if low > 0 else "behind" if high < 0 else "cannot tell from"

@@ -225,8 +225,8 @@ def rule_text(check: Check, brackets: bool = False) -> str:
         if check.key or check.absolute:
             return head + ": value against value (one value each, no interval)"
         if brackets:
-            return head + (": capacities, by their searches' brackets: wholly above (below) each rival's, ahead (behind); "
-                           "overlapping: cannot tell")
+            return head + (f": capacities, by their searches' brackets: wholly {'above' if check.higher_is_better else 'below'} "
+                           "each rival's, it is; wholly on the other side, it is not; overlapping: cannot tell")
         return (head + f": with two or more runs a side, the Welch {CONFIDENCE:.0%} interval of its difference to each must lie wholly "
                 "on its side (across zero: cannot tell); with one run on a side, value against value (no interval)")
     within = _region(*(check.within or [0.0, 0.0]))
@@ -617,11 +617,13 @@ def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
             continue
         runs = check.key is None and not check.absolute and len(best.samples) >= 2 and len(rival.samples) >= 2
         welch = welch_difference(best.samples, rival.samples, CONFIDENCE) if runs else None
+        placed = None  # capacities: where the bracket lies against the rival's ("above", "below"), said as such
         if _brackets(best, rival):
             # Two capacities: a search's bracket is where its knee lies, so disjoint brackets order them.
             (low, high), (their_low, their_high) = best.interval or [], rival.interval or []
             above, below = low > their_high, high < their_low
             outcome: Outcome = CANNOT_TELL if not (above or below) else above if check.higher_is_better else below
+            placed = "above" if above else "below" if below else None
             how = f"brackets {_text(low)}–{_text(high)} and {_text(their_low)}–{_text(their_high)}"
         elif welch is not None and welch.has_interval:
             lo, hi = sorted((sign * (welch.low or 0.0), sign * (welch.high or 0.0)))
@@ -632,7 +634,7 @@ def _best(check: Check, rows: dict[str, list[FigureRow]]) -> tuple[Outcome, list
             how = (f"n = {len(best.samples) or '?'} and {len(rival.samples) or '?'}" if best.samples or rival.samples
                    else "one value each, no interval")
         outcomes.append(outcome)
-        mark = {True: "ahead of", False: "behind", CANNOT_TELL: "cannot tell from"}[outcome]
+        mark = placed or {True: "ahead of", False: "behind", CANNOT_TELL: "cannot tell from"}[outcome]
         # Rows of one broker (a model's terms) are told apart by their figure.
         same = (best.broker or "") == (rival.broker or "")
         first, second = (best.figure, rival.figure) if same else (best.broker or best.figure, rival.broker or rival.figure)
