@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from mqttlab.brokers import BrokerError, BrokerStartError, UnknownBroker, get_launcher, launcher_names
-from mqttlab.brokers.base import wait_until_serving
+from mqttlab.brokers.base import wait_until_logged, wait_until_serving
 from mqttlab.brokers.external import ExternalLauncher
 from mqttlab.brokers.probe import round_trip
 from mqttlab.environment.resources import ResourceSampler, summarize
@@ -90,6 +90,33 @@ def test_start_failure_reports_the_exit_code_and_log_tail(tmp_path: Path) -> Non
         wait_until_serving("127.0.0.1", 9, child=dying, timeout=5, log_file=log, name="fake")
     assert "code 7" in str(caught.value)
     assert "something specific went wrong" in str(caught.value)
+
+
+def test_a_start_not_complete_until_its_line_is_logged_and_a_boot_failure_names_the_taken_port(tmp_path: Path) -> None:
+    # RabbitMQ answers on its first port before binding the others; a port taken meanwhile by another
+    # process accepts the connection check, so the start waits for the log's "complete" line.
+    log = tmp_path / "broker.log"
+    script = ("import sys, time\n"
+              "log = open(sys.argv[1], 'a')\n"
+              "log.write('Starting broker...'); log.flush(); time.sleep(0.5)\n"
+              "if sys.argv[2] == 'ok':\n"
+              "    log.write(' completed with 1 plugins.\\n'); log.flush(); time.sleep(30)\n"
+              "log.write('listen_error eaddrinuse (address already in use)\\nBOOT FAILED\\n'); raise SystemExit(1)\n")
+    log.write_text("")  # as Launcher.start makes it, before the broker writes
+    booting = subprocess.Popen([sys.executable, "-c", script, str(log), "ok"])
+    try:
+        started = time.monotonic()
+        wait_until_logged("completed with", child=booting, timeout=10, log_file=log, name="fake")
+        assert time.monotonic() - started >= 0.4 and "completed with" in log.read_text()
+    finally:
+        booting.kill()
+        booting.wait(timeout=10)
+    log.write_text("")
+    failing = subprocess.Popen([sys.executable, "-c", script, str(log), "fail"])
+    with pytest.raises(BrokerStartError, match="exited with code 1") as caught:
+        wait_until_logged("completed with", child=failing, timeout=10, log_file=log, name="fake")
+    assert "eaddrinuse" in str(caught.value)  # what Launcher.start retries on, with other ports
+    failing.wait(timeout=10)
 
 
 def test_readiness_times_out_with_the_last_problem(tmp_path: Path) -> None:

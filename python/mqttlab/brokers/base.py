@@ -381,6 +381,22 @@ def wait_until_listening(host: str, port: int, *, child: subprocess.Popen | None
     raise BrokerStartError(f"{name} did not listen on {host}:{port} within {timeout:.0f} s. Log tail:\n{tail}")
 
 
+def wait_until_logged(line: str, *, child: subprocess.Popen | None, timeout: float, log_file: Path,
+                      name: str = "broker") -> None:
+    """Polls until the broker's log contains `line` (its start-up is complete)."""
+    from mqttlab.brokers import process
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if line in log_file.read_text(errors="replace"):
+            return
+        if child is not None and child.poll() is not None:
+            raise BrokerStartError(f"{name} exited with code {child.returncode} during start-up:\n{process.log_tail(log_file)}")
+        time.sleep(0.1)
+    raise BrokerStartError(f"{name} did not finish starting within {timeout:.0f} s (no {line!r} in its log). Log tail:\n"
+                           f"{process.log_tail(log_file)}")
+
+
 class Launcher:
     """Finds, installs, configures and starts one kind of broker."""
 
@@ -402,6 +418,10 @@ class Launcher:
     #: versions a pin may choose (the first is the default); empty = the one installed
     versions: tuple[str, ...] = ()
     start_timeout: float = 30.0
+    #: a line the broker's log shows once every listener is bound, for a broker that answers on its
+    #: first port before it binds the others: a port another process took meanwhile accepts our
+    #: connection check, and the broker then fails to start after we returned
+    started_line: str | None = None
     #: ports beyond the plain and TLS listeners (e.g. a second protocol version)
     extra_ports: int = 0
     #: whether `command` adds a WebSocket listener (at /mqtt) when `Ports.ws` is given
@@ -620,7 +640,7 @@ class Launcher:
             return self._start_once(workdir, material, version, detach, verify)
         except BrokerStartError as exc:
             # Another process may have taken a port between our pick and the broker's bind.
-            if "in use" not in str(exc).lower():
+            if not any(word in str(exc).lower() for word in ("in use", "eaddrinuse")):
                 raise
             return self._start_once(workdir, material, version, detach, verify)
 
@@ -673,6 +693,9 @@ class Launcher:
                     # Bound is ready: the upgrade itself is the engine's, and fails in one line.
                     wait_until_listening(host, ws_port, child=child, timeout=self.start_timeout,
                                          log_file=log_file, name=f"{self.name} (WebSocket)")
+            if self.started_line is not None:
+                wait_until_logged(self.started_line, child=child, timeout=self.start_timeout, log_file=log_file,
+                                  name=self.name)
         except BaseException:
             process.terminate(child)
             if cgroup is not None:

@@ -69,6 +69,7 @@ class RabbitmqLauncher(Launcher):
     # A cold Erlang VM plus RabbitMQ's boot (Mnesia schema, feature flags, plugins) takes 14-18 s
     # here on a 2-core machine; a busy one needs more.
     start_timeout = 120.0
+    started_line = "completed with"  # "Starting broker... completed with N plugins.": every listener bound
     # epmd's per-run port and the node's distribution port
     extra_ports = 2
     required_settings = (
