@@ -93,6 +93,29 @@ def test_a_checks_note_follows_the_line_of_what_was_found():
     assert judge_claim(claim, rows).evidence == ["h1_accept_pct wholly in [90, 100] in 1 of 1 rows (100%; 100% asked), wholly outside in 0", "one stream"]
 
 
+def _latency(scenario: str, mean: float, started: list[str]) -> FigureRow:
+    return FigureRow(figure="rtt", quote="", kind="latency", unit="ms", exact=False, paper=None, ours=mean, status="agrees",
+                     scenario=scenario, broker="mosquitto", interval=[mean - 0.05, mean + 0.05], started=started)
+
+
+def test_a_comparison_of_rows_made_at_different_sittings_says_so_beside_its_verdict():
+    evening = ["2026-11-27T22:00:00Z", "2026-11-27T22:05:00Z"]
+    rises = Claim(id="rises", text="t", check=[Check(trend="rises", figures=["rtt"], along=["qos0", "qos1"])])
+    apart = {"rtt": [_latency("qos0-p1", 0.3, evening), _latency("qos1-p1", 0.5, ["2026-11-28T11:30:00Z"])]}
+    verdict = judge_claim(rises, apart)
+    # The verdict is the rule's; the line says where the runs come from, after what was found.
+    assert verdict.verdict == HOLDS
+    assert verdict.evidence[1] == ("made apart: the runs of the 2 rows compared come from 2 sittings of the host "
+                                   "(UTC 1: 27 Nov 22:00–22:05; 2: 28 Nov 11:30): 1 from sitting 1 alone, 1 from sitting 2 alone; "
+                                   "1–2 runs a row; a shift between sittings is in none of these intervals and moves the comparison as its variable would")
+    # Runs less than an hour apart are one sitting; rows made alike say nothing.
+    together = {"rtt": [_latency("qos0-p1", 0.3, evening), _latency("qos1-p1", 0.5, ["2026-11-27T22:50:00Z"])]}
+    assert not any(line.startswith("made apart") for line in judge_claim(rises, together).evidence)
+    # A check on each row alone compares nothing between them.
+    each = Claim(id="each", text="t", check=[Check(each=["rtt"], within=[0, 1])])
+    assert not any(line.startswith("made apart") for line in judge_claim(each, apart).evidence)
+
+
 def _smc_directory(path: Path, configuration: str, result_30ms: str, subs_us: float) -> Path:
     """A `smc paper` directory in the shape smc/paper.py writes, by hand (its pipeline takes minutes)."""
     (path / "mosquitto" / "learn").mkdir(parents=True)

@@ -76,7 +76,7 @@ def _how_made(sources: list[Path], comparison: Optional[Comparison], section: Pa
     commands = [entry for source in sources for entry in _invocations(source)]
     if commands:
         lines += ["Made by (each command with its UTC start):", "", "```"]
-        lines += [f"{entry['command']}    # {entry.get('at', '')}" + (f", {entry['runs']} runs" if "runs" in entry else "")
+        lines += [f"{entry['command']}    # {entry.get('at', '')}" + (f", a suite of {entry['runs']} runs" if "runs" in entry else "")
                   + (f", {entry['kept']} of them finished earlier and kept" if entry.get("kept") else "")
                   + (f"; {entry['note']}" if entry.get("note") else "") for entry in commands]
         lines += ["```", ""]
@@ -217,7 +217,10 @@ def _figure_table(section: PaperSection) -> str:
                                        "and in the PNGs, and the claims below judge them."])
     for rows in same.values():
         row = rows[0]
-        scenario = row.scenario if len(rows) == 1 else f"{len(rows)} configurations"
+        # Up to three configurations are named (a count hides which they are), more are counted.
+        names = [r.scenario for r in rows if r.scenario]
+        scenario = (row.scenario if len(rows) == 1 else f"{len(rows)} configurations" if len(rows) > 3 or len(names) < len(rows)
+                    else ", ".join(names[:-1]) + f" and {names[-1]}")
         where = ", ".join(part for part in (scenario, row.broker) if part)
         ratio = f"{row.ratio:.3g}" if row.ratio is not None else ""
         status = ("⚑ " if row.flagged else "") + row.status + (f" ({row.side})" if row.side else "")

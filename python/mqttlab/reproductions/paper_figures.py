@@ -78,6 +78,7 @@ class FigureRow:
     derived: str = ""  # the paper's figure is not printed but computed from what is: how
     derived_keys: list[str] = field(default_factory=list)  # of keyed values, the keys derived (none named: all)
     interval_kind: str = ""  # which interval `interval` is, where not the runs' t interval ("binomial")
+    started: list[str] = field(default_factory=list)  # when each run behind `ours` started (UTC, ISO), where runs are behind it
 
     @property
     def uncertainty(self) -> str:
@@ -137,7 +138,8 @@ def figure_rows(figure: Figure, comparison: Optional[Comparison], smc: Optional[
     for match in found:
         row = FigureRow(**base, ours=match.value, status="", scenario=match.scenario, broker=match.broker, runs=match.runs,
                         source=match.source, samples=match.samples, interval=match.interval, limited=match.limited,
-                        statistic=match.statistic, spans=match.spans, key_intervals=match.key_intervals, interval_kind=match.interval_kind)
+                        statistic=match.statistic, spans=match.spans, key_intervals=match.key_intervals, interval_kind=match.interval_kind,
+                        started=match.started)
         if figure.exact:
             # A protocol figure (bytes of a packet, an SPRT's sample count) does not depend on
             # whether the host kept the schedule: no run is left out of it.
@@ -170,6 +172,7 @@ class _Ours:
     spans: list[list[float]] = field(default_factory=list)
     key_intervals: dict[str, list[float]] = field(default_factory=dict)
     interval_kind: str = ""
+    started: list[str] = field(default_factory=list)
 
 
 def _paper_value(figure: Figure) -> Value:
@@ -236,7 +239,8 @@ def _measured(how: Reproduce, comparison: Optional[Comparison]) -> list[_Ours]:
                 interval[1] = min(interval[1], 100.0)
                 kind = "the wider of t and the pooled count's binomial" if n > 1 else "binomial"
         found.append(_Ours(value, f"{how.metric}, {statistic}", scenario, broker, n, samples=per_run, interval=interval,
-                           limited=limited, limited_only=not usable, statistic=statistic, interval_kind=kind))
+                           limited=limited, limited_only=not usable, statistic=statistic, interval_kind=kind,
+                           started=[run.started_at for run in runs if run.started_at]))
     if how.aggregate == "max" and found:
         judged = [f for f in found if not f.limited_only] or found
         top = max((f for f in judged if number(f.value)), key=lambda f: float(f.value), default=None)  # type: ignore[arg-type]

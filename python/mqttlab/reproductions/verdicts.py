@@ -11,6 +11,7 @@ magnitude on this host, which is not a contradiction of the claim's substance an
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -84,6 +85,9 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
         ok, lines = _check(check, usable, reference)
         if check.note:
             lines.insert(1, check.note)  # after the first line, which says what was found
+        apart = _made_apart(check, usable) if ok is not None else None
+        if apart:
+            lines.insert(1 + bool(check.note), apart)
         left_out = sum(len(limited.get(name, [])) for name in dict.fromkeys(check.figure_ids()))
         if left_out:
             lines.append(f"{left_out} configuration(s) left out: generator-limited runs only")
@@ -109,6 +113,52 @@ def judge_claim(claim: Claim, rows: dict[str, list[FigureRow]], reference: Optio
                                            for row in _rows_read(check, usable))),
                         list(dict.fromkeys((row.figure, row.scenario, row.broker) for check in claim.check for row in _rows_read(check, rows))),
                         to_decide if any(to_decide) else [])
+
+
+# Runs this far apart or more were made at different sittings of the host (a pass resumed or added later).
+SITTING_GAP = dt.timedelta(hours=1)
+
+
+def _made_apart(check: Check, rows: dict[str, list[FigureRow]]) -> Optional[str]:
+    """A line for a comparison (a ranking, rise, fall, ratio or difference between configurations)
+    whose configurations' runs were not made at the same sittings of the host: a shift between
+    sittings (the host's other load, its speed that day) is in none of the intervals and moves the
+    comparison as its variable would. Said beside the verdict, never part of it."""
+    if all(kind is None for kind in (check.increasing, check.decreasing, check.best, check.ratio, check.difference, check.trend)):
+        return None
+    made = list({(row.figure, row.scenario, row.broker): row for row in _rows_read(check, rows) if row.started}.values())
+    if len(made) < 2:
+        return None
+    times = sorted({dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for row in made for t in row.started})
+    sittings = [[times[0], times[0]]]
+    for time in times[1:]:
+        if time - sittings[-1][1] >= SITTING_GAP:
+            sittings.append([time, time])
+        sittings[-1][1] = time
+
+    def which(row: FigureRow) -> tuple[int, ...]:
+        at = {dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in row.started}
+        return tuple(i for i, (first, last) in enumerate(sittings, 1) if any(first <= t <= last for t in at))
+
+    kinds: dict[tuple[int, ...], list[FigureRow]] = {}
+    for row in made:
+        kinds.setdefault(which(row), []).append(row)
+    if len(kinds) < 2:
+        return None
+
+    def span(first: dt.datetime, last: dt.datetime) -> str:
+        end = "" if last == first else f"–{last:%H:%M}" if last.date() == first.date() else f"–{last:%d %b %H:%M}"
+        return f"{first:%d %b %H:%M}{end}"
+
+    def named(key: tuple[int, ...]) -> str:
+        return f"sitting {key[0]} alone" if len(key) == 1 else "sittings " + ", ".join(map(str, key[:-1])) + f" and {key[-1]}"
+
+    spans = "; ".join(f"{i}: {span(first, last)}" for i, (first, last) in enumerate(sittings, 1))
+    shares = ", ".join(f"{len(found)} from {named(key)}" for key, found in sorted(kinds.items(), key=lambda item: (len(item[0]), item[0])))
+    counts = sorted({len(row.started) for row in made})
+    runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return (f"made apart: the runs of the {len(made)} rows compared come from {len(sittings)} sittings of the host (UTC {spans}): "
+            f"{shares}; {runs} runs a row; a shift between sittings is in none of these intervals and moves the comparison as its variable would")
 
 
 # The runs a configuration tried in turn when projecting how many would decide a condition.
