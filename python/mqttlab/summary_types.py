@@ -54,6 +54,7 @@ class Messages(TypedDict):
     lost: int
     duplicated: int
     out_of_order: int
+    out_of_order_resent: int  # of those, MQTT-SN messages whose datagram was sent again
     unexpected: int
     retained: int
     retransmitted: int
@@ -203,6 +204,7 @@ class ChurnSummary(TypedDict):
     opened: int
     failed: int
     completed: int
+    taken_over: int  # visits the broker closed once a later visit on the same id connected
     rate_per_s: float
     planned_rate_per_s: float
 

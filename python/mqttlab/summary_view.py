@@ -197,6 +197,9 @@ def _messages_table(summary: Mapping[str, Any]) -> Table:
         # MQTT-SN only, and only when it happened: resends after Tretry are UDP recovering (not a
         # finding), but they explain latencies of a Tretry and the extra bytes.
         table.add_row("retransmitted (Tretry)", Text(f"{messages['retransmitted']:,}", style="yellow"))
+    if messages.get("out_of_order_resent"):
+        # Of out_of_order: messages sent again over UDP, arriving after a later one (not a violation).
+        table.add_row("out of order after a resend (UDP)", Text(f"{messages['out_of_order_resent']:,}", style="yellow"))
     for key, label in (("sent_per_s", "sent / s"), ("acked_per_s", "acked / s"), ("received_per_s", "received / s")):
         if rates.get(key) is not None:
             table.add_row(label, f"{rates[key]:,.1f}")
@@ -265,9 +268,11 @@ def _few_samples_warning(summary: Mapping[str, Any]) -> Optional[Text]:
 
 def _churn_line(churn: Mapping[str, Any]) -> Text:
     """The churning clients' counts (their latencies are in the table)."""
-    failed = churn["failed"]
+    failed, taken = churn["failed"], churn.get("taken_over", 0)
     return Text.assemble(("churn: ", "dim"), f"{churn['opened']:,} connections opened ({churn['rate_per_s']:,.1f}/s of "
                          f"{churn['planned_rate_per_s']:,g} planned), {churn['completed']:,} went through to their leaving, ",
+                         (f"{taken:,} taken over by the next visit on their id (visits overlapping: few ids for the rate and stay), "
+                          if taken else "", "yellow"),
                          (f"{failed:,} failed to connect", "bold red" if failed else ""))
 
 

@@ -7,6 +7,10 @@
 //!
 //! One task in the first worker opens them on schedule, each visit a task of its own; every wait
 //! is bounded by the plan's connect timeout, so the run's end never waits on a silent broker.
+//!
+//! A visit still there when the next visit on its id connects (the broker slow, or few ids for the
+//! rate and stay) is closed by the broker, as MQTT asks of a reused client id: counted as taken
+//! over, not as an answer that never came.
 use crate::clock::now_ns;
 use crate::conn::{Conn, IoEvent};
 use crate::context::{Phase, WorkerCtx};
@@ -18,6 +22,7 @@ use crate::stats::Timing;
 use mqttlab_codec::{Packet, Properties, QoS, Unsubscribe};
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -28,6 +33,10 @@ pub struct ChurnSummary {
     pub opened: u64,
     pub failed: u64,
     pub completed: u64,
+    /// Visits the broker closed after a later visit connected with the same client id (MQTT's
+    /// session takeover), before they could leave: neither completed nor failed.
+    #[serde(default)]
+    pub taken_over: u64,
     /// Connections opened per second of the load, against the plan's `rate`.
     pub rate_per_s: f64,
     pub planned_rate_per_s: f64,
@@ -40,6 +49,7 @@ pub fn summarize(plan: &crate::plan::RunPlan, c: &crate::result::Counters, load_
         opened: c.churn_opened,
         failed: c.churn_failed,
         completed: c.churn_completed,
+        taken_over: c.churn_taken_over,
         rate_per_s: if seconds > 0.0 { (c.churn_opened + c.churn_failed) as f64 / seconds } else { 0.0 },
         planned_rate_per_s: churn.rate,
     })
@@ -59,6 +69,9 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
     let start = ctx.ctl_now().start_ns;
     let end = start + crate::pacing::schedule_length_ns(&ctx.plan).unwrap_or(0);
     let gap = (1e9 / c.rate) as u64;
+    // Of each id, the number of the last visit opened on it (plus one): a closed visit with a later
+    // one on its id was taken over.
+    let latest: Rc<[Cell<u64>]> = (0..c.clients.max(1)).map(|_| Cell::new(0)).collect();
     let mut visits = Vec::new();
     for k in 0u64.. {
         let due = start + k * gap;
@@ -66,7 +79,8 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
             break;
         }
         tokio::time::sleep(Duration::from_nanos(due.saturating_sub(now_ns()))).await;
-        visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k)));
+        latest[(k % u64::from(c.clients.max(1))) as usize].set(k + 1);
+        visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k, latest.clone())));
     }
     for v in visits {
         let _ = v.await;
@@ -74,8 +88,10 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
 }
 
 /// One churning client's visit: connect, subscribe, stay, unsubscribe, leave, each step timed.
-async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
-    let id = format!("churn-{}", k % u64::from(c.clients.max(1)));
+async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, latest: Rc<[Cell<u64>]>) {
+    let slot = (k % u64::from(c.clients.max(1))) as usize;
+    let id = format!("churn-{slot}");
+    let taken_over = || latest[slot].get() > k + 1;
     let mut mqtt = ctx.plan.mqtt.clone();
     mqtt.clean_start = c.clean_start;
     let mut conn = match Box::pin(Conn::open(&ctx.target, connect_packet(&mqtt, id.clone()))).await {
@@ -96,16 +112,19 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
     let filter = c.subscribe.as_ref().map(|f| crate::template::expand(f, k as u32, &id));
     if let Some(f) = &filter {
         let request = subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default());
-        if !exchange(&ctx, &mut conn, request, wait, "SUBACK", Timing::ChurnSuback).await {
-            return lost(&ctx, &id, "SUBACK", conn).await;
+        if let Err(ended) = exchange(&ctx, &mut conn, request, wait, "SUBACK", Timing::ChurnSuback).await {
+            return lost(&ctx, &id, "SUBACK", ended, taken_over(), conn).await;
         }
     }
     // Staying: what the subscription brings is read and let go (QoS 0: nothing to acknowledge).
-    let _ = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await;
+    // The stay ends early only when the connection does (a later visit on its id took it over).
+    if let Err(Ended::Closed) = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await {
+        return lost(&ctx, &id, "stay's end", Ended::Closed, taken_over(), conn).await;
+    }
     if let Some(f) = filter {
         let request = Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() });
-        if !exchange(&ctx, &mut conn, request, wait, "UNSUBACK", Timing::ChurnUnsuback).await {
-            return lost(&ctx, &id, "UNSUBACK", conn).await;
+        if let Err(ended) = exchange(&ctx, &mut conn, request, wait, "UNSUBACK", Timing::ChurnUnsuback).await {
+            return lost(&ctx, &id, "UNSUBACK", ended, taken_over(), conn).await;
         }
     }
     ctx.stats.borrow_mut().counters.churn_completed += 1;
@@ -116,18 +135,18 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64) {
 }
 
 /// Sends `request` and waits for its answer (`what`: SUBACK or UNSUBACK) within `wait`: its codes
-/// counted, its time recorded in `h`; false when none came.
-async fn exchange(ctx: &WorkerCtx, conn: &mut Conn, request: Packet, wait: Duration, what: &'static str, h: Timing) -> bool {
+/// counted, its time recorded in `h`; how the connection ended when none came.
+async fn exchange(ctx: &WorkerCtx, conn: &mut Conn, request: Packet, wait: Duration, what: &'static str, h: Timing) -> Result<(), Ended> {
     let sent = now_ns();
     conn.send(&request);
     conn.write_now();
-    let Some((reply, at)) = answer(conn, wait, |p| codes(p, what).is_some()).await else { return false };
+    let (reply, at) = answer(conn, wait, |p| codes(p, what).is_some()).await?;
     let mut st = ctx.stats.borrow_mut();
     for code in codes(&reply, what).unwrap_or_default() {
         reason_codes::count(&mut st.reason_codes, what, *code);
     }
     st.record(h, at.saturating_sub(sent) / 1000);
-    true
+    Ok(())
 }
 
 /// The reason codes of `p` when it is the `what` answer.
@@ -139,31 +158,46 @@ fn codes<'a>(p: &'a Packet, what: &str) -> Option<&'a [u8]> {
     }
 }
 
-/// A visit whose answer never came: counted, the connection closed.
-async fn lost(ctx: &WorkerCtx, id: &str, what: &str, mut conn: Conn) {
-    ctx.stats.borrow_mut().error("churn_no_answer", &format!("{id}: no {what} within the connect timeout"));
+/// Why an answer did not come: the broker closed the connection, or it stayed silent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ended {
+    Closed,
+    Silent,
+}
+
+/// A visit whose answer never came: taken over (closed, a later visit on its id connected) or an
+/// error (closed with none, or silent), the connection closed.
+async fn lost(ctx: &WorkerCtx, id: &str, what: &str, ended: Ended, later_visit: bool, mut conn: Conn) {
+    {
+        let mut st = ctx.stats.borrow_mut();
+        match ended {
+            Ended::Closed if later_visit => st.counters.churn_taken_over += 1,
+            Ended::Closed => st.error("churn_closed", &format!("{id}: the broker closed the connection before its {what}, no later visit on its id")),
+            Ended::Silent => st.error("churn_no_answer", &format!("{id}: no {what} within the connect timeout")),
+        }
+    }
     conn.abandon().await;
 }
 
 /// Reads until a packet `wanted` says yes to comes (it and its arrival), the connection ends,
-/// or `within` passes (None either way); what else comes is let go.
-async fn answer(conn: &mut Conn, within: Duration, wanted: impl Fn(&Packet) -> bool) -> Option<(Packet, u64)> {
+/// or `within` passes; what else comes is let go.
+async fn answer(conn: &mut Conn, within: Duration, wanted: impl Fn(&Packet) -> bool) -> Result<(Packet, u64), Ended> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         tokio::select! {
             ev = conn.io() => match ev {
-                Ok(IoEvent::Read(0)) | Err(_) => return None,
+                Ok(IoEvent::Read(0)) | Err(_) => return Err(Ended::Closed),
                 Ok(IoEvent::Read(_)) => {
                     let at = conn.rx_ns();
                     while let Ok(Some(p)) = conn.next_packet() {
                         if wanted(&p) {
-                            return Some((p, at));
+                            return Ok((p, at));
                         }
                     }
                 }
                 Ok(IoEvent::Wrote) => {}
             },
-            _ = tokio::time::sleep_until(deadline) => return None,
+            _ = tokio::time::sleep_until(deadline) => return Err(Ended::Silent),
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct WorkerCtx {
     pub offline: Option<Arc<crate::offline::OfflineShared>>,
     /// Wills (`publishers.will`): each publisher's exit instant, which its watchers time from.
     pub wills: Option<Arc<crate::wills::WillShared>>,
+    /// MQTT-SN: the messages whose datagram was sent again (an order they may break is UDP's).
+    pub resent: Option<Arc<crate::resent::Resent>>,
     pub stats: RefCell<WorkerStats>,
     pub shared: Arc<WorkerShared>,
     pub(crate) ctl: watch::Receiver<Ctl>,
@@ -148,6 +150,7 @@ impl WorkerCtx {
             tracker: crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new),
             offline,
             wills: crate::wills::WillShared::for_plan(&plan).map(Arc::new),
+            resent: crate::resent::Resent::for_plan(&plan).map(Arc::new),
             stats: RefCell::new(WorkerStats::new(plan.options.record_latency)),
             shared: Arc::new(WorkerShared::default()),
             ctl_now: Cell::new(initial),

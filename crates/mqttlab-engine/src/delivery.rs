@@ -149,7 +149,11 @@ pub fn delivered(ctx: &WorkerCtx, rx: &mut Receiver, topic: &[u8], payload: &[u8
                 None => st.counters.unmeasured += 1,
             }
             if reordered && effective_qos >= 1 {
-                st.violation("ordering", &format!("publisher {publisher} message {seq} arrived after a later one (QoS {effective_qos})"));
+                if ctx.resent.as_deref().is_some_and(|r| r.contains(publisher, seq)) {
+                    st.counters.out_of_order_resent += 1;
+                } else {
+                    st.violation("ordering", &format!("publisher {publisher} message {seq} arrived after a later one (QoS {effective_qos})"));
+                }
             }
         }
         Receipt::Duplicate => {
@@ -180,5 +184,44 @@ fn will_delivered(ctx: &WorkerCtx, st: &mut crate::stats::WorkerStats, publisher
     let graceful = ctx.plan.publishers.will.as_ref().is_some_and(|w| w.leave == crate::plan::Leave::Graceful);
     if d.count == 1 && left > 0 && !graceful {
         WorkerShared::inc(&ctx.shared.unique_deliveries); // an owed will, against what its exit added
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{Header, HEADER_LEN};
+
+    fn payload(seq: u32) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_LEN];
+        Header { publisher: 0, seq, intended_us: 1, lag_us: 0 }.write(&mut out);
+        out
+    }
+
+    #[test]
+    fn over_mqtt_sn_a_message_sent_again_may_come_late_but_one_sent_once_may_not() {
+        let plan = serde_json::json!({
+            "broker": {"host": "127.0.0.1", "port": 1883},
+            "mqtt": {"version": 4, "keepalive_s": 60, "clean_start": true, "connect_timeout_ms": 2000},
+            "publishers": {"count": 1, "client_id": "p%i", "topic": "sn/0", "qos": 1, "rate": 10.0, "arrival": "constant", "messages": 4, "inflight": 10,
+                           "payload": {"dist": "fixed", "size": 20}},
+            "subscribers": {"count": 1, "client_id": "s%i", "filters": ["sn/0"], "qos": 1},
+            "load": {"duration_ms": 0, "warmup_ms": 0, "grace_ms": 1000, "connect_rate": 0.0, "seed": 1},
+            "shard": {"publishers": [0, 1], "subscribers": [0, 1]},
+            "transport": {"kind": "mqtt-sn", "topic_ids": "normal", "retry_ms": 500},
+        });
+        let plan: crate::RunPlan = serde_json::from_value(plan).expect("a plan");
+        let ctx = WorkerCtx::for_test(plan);
+        let mut rx = Receiver::new(0, 1);
+        // Message 0 after message 1, never sent again: the broker's order broken.
+        delivered(&ctx, &mut rx, b"sn/0", &payload(1), false, 10);
+        delivered(&ctx, &mut rx, b"sn/0", &payload(0), false, 20);
+        // Message 2 after message 3, its datagram sent again: UDP's at-least-once.
+        ctx.resent.as_deref().expect("an MQTT-SN run keeps what was sent again").mark(&payload(2));
+        delivered(&ctx, &mut rx, b"sn/0", &payload(3), false, 30);
+        delivered(&ctx, &mut rx, b"sn/0", &payload(2), false, 40);
+        let st = ctx.stats.borrow();
+        assert_eq!(st.counters.out_of_order_resent, 1);
+        assert_eq!(st.violations.get("ordering").map(|v| v.count), Some(1));
     }
 }

@@ -28,6 +28,7 @@ pub mod payload;
 pub mod plan;
 pub mod problem;
 pub mod reason_codes;
+pub mod resent;
 pub mod result;
 pub mod retained;
 pub mod run;

@@ -62,6 +62,10 @@ pub struct Counters {
     /// kept (`mqtt.clean_start: false`). Absent in results written before it.
     #[serde(default)]
     pub retransmitted: u64,
+    /// MQTT-SN: first deliveries after a later message whose datagram had been sent again (not
+    /// ordering violations: at least once over UDP). Absent in older results.
+    #[serde(default)]
+    pub out_of_order_resent: u64,
     /// Closed loop: messages given up after load.grace_ms without completing.
     #[serde(default)]
     pub completion_timeouts: u64,
@@ -79,6 +83,9 @@ pub struct Counters {
     pub churn_failed: u64,
     #[serde(default)]
     pub churn_completed: u64,
+    /// Churn visits the broker closed once a later visit on the same id connected.
+    #[serde(default)]
+    pub churn_taken_over: u64,
     /// Session takeover (takeover.rs): second connections that got their CONNACK, of those with
     /// session present, old connections the broker closed in time, MQTT 5 DISCONNECT 0x8E seen on
     /// them, and second connections that failed. Absent in older results.
@@ -143,6 +150,7 @@ impl Counters {
         self.reconnects += o.reconnects;
         self.sessions_resumed += o.sessions_resumed;
         self.retransmitted += o.retransmitted;
+        self.out_of_order_resent += o.out_of_order_resent;
         self.completion_timeouts += o.completion_timeouts;
         self.unmeasured += o.unmeasured;
         self.mqtt_bytes_out += o.mqtt_bytes_out;
@@ -151,6 +159,7 @@ impl Counters {
         self.churn_opened += o.churn_opened;
         self.churn_failed += o.churn_failed;
         self.churn_completed += o.churn_completed;
+        self.churn_taken_over += o.churn_taken_over;
         self.takeovers += o.takeovers;
         self.takeover_sessions_present += o.takeover_sessions_present;
         self.takeover_old_closed += o.takeover_old_closed;

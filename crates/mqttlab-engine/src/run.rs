@@ -437,6 +437,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
     let tracker = crate::delivery_tracker::DeliveryTracker::for_plan(&plan).map(Arc::new);
     let offline = crate::offline::OfflineShared::for_plan(&plan, &units).map(Arc::new);
     let wills = crate::wills::WillShared::for_plan(&plan).map(Arc::new);
+    let resent = crate::resent::Resent::for_plan(&plan).map(Arc::new);
     let n_pubs = (plan.shard.publishers[1] - plan.shard.publishers[0]) as u64;
     let n_subs = (plan.shard.subscribers[1] - plan.shard.subscribers[0]) as u64;
     let workers = worker_count(&plan, &units, (n_pubs + n_subs) as u32);
@@ -468,6 +469,7 @@ fn coordinate(plan: RunPlan, stop: Arc<AtomicBool>, tx: mpsc::Sender<Progress>) 
                 tracker.clone(),
                 offline.clone(),
                 wills.clone(),
+                resent.clone(),
                 a,
                 co.shared[i].clone(),
                 ctl_rx.clone(),

@@ -374,6 +374,9 @@ fn retransmit(ctx: &WorkerCtx, udp: &mut Udp, inflight: &mut InFlightMap<Resend>
         } else {
             if let SnPacket::Publish(p) = &mut r.packet {
                 p.dup = true;
+                if let Some(resent) = ctx.resent.as_deref() {
+                    resent.mark(&p.data);
+                }
             }
             udp.send(&r.packet);
         }
@@ -510,6 +513,11 @@ pub async fn subscriber(ctx: Rc<WorkerCtx>, index: u32) {
                 };
                 match packet {
                     SnPacket::Publish(p) => {
+                        if p.dup {
+                            if let Some(resent) = ctx.resent.as_deref() {
+                                resent.mark(&p.data);
+                            }
+                        }
                         let deliver = match p.qos {
                             SnQoS::AtLeastOnce => {
                                 udp.send(&SnPacket::PubAck { topic_id: p.topic.id(), msg_id: p.msg_id, return_code: rc::ACCEPTED });

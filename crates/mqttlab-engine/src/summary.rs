@@ -114,6 +114,10 @@ pub struct Messages {
     pub lost: u64,
     pub duplicated: u64,
     pub out_of_order: u64,
+    /// Of those, over MQTT-SN, messages whose datagram was sent again (by the publisher, or by the
+    /// gateway with DUP): UDP's at-least-once, not counted as ordering violations.
+    #[serde(default)]
+    pub out_of_order_resent: u64,
     pub unexpected: u64,
     pub retained: u64,
     pub retransmitted: u64,
@@ -325,6 +329,7 @@ pub fn summarize(plan: &RunPlan, r: &RawResult) -> Result<Summary, String> {
             lost,
             duplicated,
             out_of_order,
+            out_of_order_resent: c.out_of_order_resent,
             unexpected,
             retained: c.retained_received,
             retransmitted: c.retransmitted,
