@@ -90,3 +90,13 @@ def test_a_run_that_cannot_calibrate_completes_and_records_why(tmp_path: Path, c
     assert _manifest(tmp_path / "run")["calibration"]["error"] == "calibration: the kernel refuses receive timestamps"
     shown = invoke("report", str(tmp_path / "run"))
     assert shown.exit_code == 0 and "instrument overhead: not calibrated (calibration: the kernel refuses receive timestamps)" in said(shown)
+
+
+def test_among_many_runs_the_note_says_where_the_rest_lie_beside_the_two_extremes():
+    # Twenty runs at 3 and 4 µs and one at 11 µs: the note names the extremes and that the rest sit together.
+    runs = {f"rep-{i}": {"send_us": {"p50_us": 3.0 + i % 2}, "wake_us": {"p50_us": 20.0}} for i in range(20)}
+    runs["rep-20"] = {"send_us": {"p50_us": 11.0}, "wake_us": {"p50_us": 20.0}}
+    note = calibration.difference(runs)
+    assert note is not None and "send stamp → wire p50 3 µs (rep-0) against 11 µs (rep-20)" in note
+    assert "(the extremes of 21 runs: their median 4 µs, the middle 90 % 3–4 µs)" in note
+    assert "wake-up" not in note

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import statistics
 from typing import Any, Iterable, Mapping, Optional
 
 # 400 messages at 1,000 a second: 0.4 s, once per process. 1,000/s is the busier of the loads the
@@ -90,7 +91,15 @@ def difference(calibrations: Mapping[str, Optional[Mapping[str, Any]]]) -> Optio
             continue
         low, high = min(p50, key=lambda label: p50[label]), max(p50, key=lambda label: p50[label])
         if p50[high] > DIFFERENT_FACTOR * max(p50[low], 1.0) and p50[high] - p50[low] > DIFFERENT_FLOOR_US:
-            notes.append(f"{name} p50 {p50[low]:g} µs ({low}) against {p50[high]:g} µs ({high})")
+            note = f"{name} p50 {p50[low]:g} µs ({low}) against {p50[high]:g} µs ({high})"
+            if len(p50) > 2:
+                # Two runs out of many are the extremes: where the rest lie says whether the
+                # runs differ as a whole or one run's host was busy a moment.
+                ordered = sorted(p50.values())
+                middle = ordered[len(ordered) // 20], ordered[-1 - len(ordered) // 20]
+                median = statistics.median(ordered)
+                note += f" (the extremes of {len(ordered)} runs: their median {median:g} µs, the middle 90 % {middle[0]:g}–{middle[1]:g} µs)"
+            notes.append(note)
     if not notes:
         return None
     return (f"{DIFFERS} by more than {DIFFERENT_FACTOR:g}x between these runs: " + "; ".join(notes)
