@@ -19,7 +19,7 @@ import pytest
 import mqttlab
 from mqttlab.brokers import BrokerError, get_launcher
 from mqttlab.brokers import sources
-from mqttlab.brokers.probe import MqttProbe
+from mqttlab.brokers.probe import MqttProbe, ProbeError, client_tls_context
 from mqttlab.brokers.sources import SourceUnavailable
 
 
@@ -162,3 +162,24 @@ def test_nanomq_starts_under_a_work_directory_too_deep_for_a_unix_socket_and_rem
             probe.publish("built/long-path", b"here", qos=1)
             assert probe.receive(timeout=5).payload == b"here"
     assert not sockets.exists()
+
+
+def test_nanomq_still_refuses_a_tls_connect_now_and_then_as_its_launcher_declares(tmp_path):
+    # The launcher starts NanoMQ again when its readiness check dies of this defect, and the
+    # launcher tests retry it: both rest on the defect being there. A release that fixes it fails
+    # here, and the retries go.
+    launcher = built("nanomq")
+    assert launcher.connect_crash is not None
+    with launcher.start(tmp_path, tls=True) as broker:
+        context = client_tls_context(str(broker.ca_file))
+        refused = None
+        for attempt in range(600):  # about 1 in 25 is refused here; 600 miss it with odds of 1e-10
+            try:
+                with MqttProbe(broker.host, broker.tls_port, client_id=f"tls-{attempt}", tls_context=context, timeout=5):
+                    pass
+            except (ProbeError, OSError) as error:
+                refused = attempt, str(error)
+                break
+        assert refused is not None, "600 sequential TLS connections were all accepted: the defect is gone"
+        log = broker.log_file.read_text(errors="replace")
+        assert launcher.connect_crash in log, (refused, log[-1500:])
