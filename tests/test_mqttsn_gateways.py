@@ -64,12 +64,21 @@ def test_publish_subscribe_through_the_gateway_is_exact(gateway_port, qos):
     assert hist_count(raw["histograms"]["connack"]) == 4
 
 
+#: The Paho gateway holds a topic's first PUBLISH to a subscriber until the subscriber's REGACK
+#: for it, and forwards the topic's next messages at once (MQTTGWPublishHandler.cpp): those that
+#: reach it before the REGACK overtake the first. A subscriber answering REGISTER only after 5
+#: messages were published received m1-m4, then m0; under the parallel test run's load the
+#: engine's REGACK came after message 1 for 2 of 3 publishers. An ordering violation the engine
+#: rightly counts (docs/mqtt-sn.md); allowed here only so, one a publisher, each a message 0.
+PAHO_FIRST_HELD_FOR_REGACK = {"paho": 3, "rsmb": 0}
+
+
 def test_fan_in_to_a_wildcard_subscriber_is_exact(gateway_port):
     # The gateway REGISTERs each publisher's topic to the subscriber, whose filter has no id.
     name, port = gateway_port
     qos = 0 if name == "rsmb" else 1
     raw, summary = run(sn_plan(port, qos=qos, pubs=3, subs=1, filters=("sn/+",), messages=20))
-    assert_exact(raw, summary, sent=60, owed=60, qos=qos)
+    assert_exact(raw, summary, sent=60, owed=60, qos=qos, first_held=PAHO_FIRST_HELD_FOR_REGACK[name])
 
 
 @pytest.mark.parametrize("topic_ids", ["short", "predefined"])
