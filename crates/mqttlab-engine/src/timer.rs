@@ -175,9 +175,19 @@ mod tests {
 
     #[test]
     fn a_send_due_within_the_window_goes_with_the_wake_up_before_it() {
-        let (a, b) = wake_times(500_000);
-        assert!(a >= 3_000_000, "woken before it was due: {a} ns");
-        // One wake-up for both: b is taken 0.4 ms early, with a.
+        // Only a wake-up that came before b was due tells whether b went with it: on a busy host
+        // (the parallel test run) the thread may run 0.4 ms late, so try a few times for one.
+        let mut tries = Vec::new();
+        let (a, b) = loop {
+            let (a, b) = wake_times(500_000);
+            assert!(a >= 3_000_000, "woken before it was due: {a} ns");
+            tries.push(a);
+            if a < 3_400_000 || tries.len() == 10 {
+                break (a, b);
+            }
+        };
+        assert!(a < 3_400_000, "every wake-up came after b was due, the host too busy to tell: {tries:?} ns");
+        // One wake-up for both: b is taken early, with a.
         assert!(b < 3_400_000 && b - a < 300_000, "a at {a} ns, b at {b} ns");
         let (a, b) = wake_times(0);
         assert!(a >= 3_000_000 && b >= 3_400_000, "each on its own time: a at {a} ns, b at {b} ns");
