@@ -22,7 +22,8 @@ from mqttlab.source_ports import addresses_needed, is_loopback, loopback_address
 # Connecting is paced by the plan's connect rate; without one, assume a host connects this many
 # clients a second (generous: a loopback broker does ~10k/s).
 ASSUMED_CONNECTS_PER_S = 2_000
-START_MARGIN_FLOOR_S = 2.0
+# The hand-out itself (Dask sends each worker its shard) took over 2 s on a busy 2-core host.
+START_MARGIN_FLOOR_S = 3.0
 # Two workers reading one clock give offsets that differ by at most the sum of their bounds; this
 # much more covers the instant between reading the wall clock and the monotonic one.
 CLOCK_SLACK_NS = 100_000
