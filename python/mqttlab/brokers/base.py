@@ -690,18 +690,23 @@ class Launcher:
                 cgroup.remove()
             self._remove_scratch()
             raise BrokerStartError(f"cannot run {command[0]}: {exc}") from None
-        try:
-            wait_until_serving(host, ports.plain, child=child, timeout=self.start_timeout,
+
+        def serving(started: subprocess.Popen) -> None:
+            """Returns once the plain listener, and the TLS one if any, answer MQTT."""
+            wait_until_serving(host, ports.plain, child=started, timeout=self.start_timeout,
                                log_file=log_file, name=self.name, credentials=self.credentials)
+            if material is not None and ports.tls is not None:
+                wait_until_serving(host, ports.tls, child=started, timeout=self.start_timeout,
+                                   tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
+                                   name=f"{self.name} (TLS)", credentials=self.credentials)
+
+        try:
+            serving(child)
             v5_port = self.v5_port(ports)
             if v5_port is not None:
                 # A separate MQTT 5 listener may come up a moment after the first one.
                 wait_until_listening(host, v5_port, child=child, timeout=self.start_timeout,
                                      log_file=log_file, name=f"{self.name} (MQTT 5)")
-            if material is not None and ports.tls is not None:
-                wait_until_serving(host, ports.tls, child=child, timeout=self.start_timeout,
-                                   tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
-                                   name=f"{self.name} (TLS)", credentials=self.credentials)
             for ws_port in (ports.ws, ports.wss):
                 if ws_port is not None:
                     # Bound is ready: the upgrade itself is the engine's, and fails in one line.
@@ -716,15 +721,11 @@ class Launcher:
                 cgroup.remove()
             self._remove_scratch()
             raise
+
         def respawn() -> subprocess.Popen:
             again = process.spawn(command, log_file=log_file, cwd=workdir, env=self.environment(), detach=detach)
             try:
-                wait_until_serving(host, ports.plain, child=again, timeout=self.start_timeout,
-                                   log_file=log_file, name=self.name, credentials=self.credentials)
-                if material is not None and ports.tls is not None:
-                    wait_until_serving(host, ports.tls, child=again, timeout=self.start_timeout,
-                                       tls=True, tls_ca_file=material.ca_file, verify=verify, log_file=log_file,
-                                       name=f"{self.name} (TLS)", credentials=self.credentials)
+                serving(again)
             except BaseException:
                 process.terminate(again)
                 raise
