@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 
 import pytest
@@ -69,7 +70,14 @@ def test_a_stalled_broker_delays_every_message_and_loses_none(tmp_path):
     assert fault["recovered_after_s"] is not None and 0.8 <= fault["recovered_after_s"] <= 5
     # The per-second series shows the hole and the catch-up.
     series = result.series().set_index("t_s")
-    assert series.loc[4, "received"] == 0 and series.loc[4, "sent"] == 100
+    assert series.loc[4, "received"] == 0
+    # The frozen broker never held the publisher back (its socket never filled), so the second's
+    # 100 sends were made; a send is counted in the second it left, so on a busy host those due
+    # within the worst schedule lag of a second's end land in the next (CI: 96).
+    generator = result.summary["generator"]
+    assert generator["socket_full_s"] == 0
+    spill = math.ceil(generator["schedule_lag_max_us"] / 1e6 * STALLED["publishers.rate"])
+    assert abs(series.loc[4, "sent"] - 100) <= spill
     assert series.loc[5, "received"] >= 200
     assert series["received"].sum() == 1000
     # The series marks the seconds the fault touched, and the live snapshots said it was under way.
