@@ -21,13 +21,13 @@ LIMIT = 0.60  # the paper's bound: "the CPU load was below 60 % most of the time
 INTERVAL_S = 0.5
 
 
-def _busy_and_total() -> tuple[float, float]:
+def _idle_and_total() -> tuple[float, float]:
     times = psutil.cpu_times()
     total = sum(times)
     # iowait is waiting, not working; guest time is already counted in user on Linux.
     idle = times.idle + getattr(times, "iowait", 0.0)
     total -= getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
-    return total - idle, total
+    return idle, total
 
 
 @dataclass(frozen=True)
@@ -93,16 +93,25 @@ class HostLoadSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._shares: list[float] = []
-        self._first = self._last = (0.0, 0.0)
+        self._last = (0.0, 0.0)
+        self._busy_s = self._total_s = 0.0
         self._started = 0.0
         self.result: HostLoad | None = None
 
     def _read(self) -> None:
-        busy, total = _busy_and_total()
-        last_busy, last_total = self._last
-        if total > last_total:
-            self._shares.append((busy - last_busy) / (total - last_total))
-        self._last = (busy, total)
+        idle, total = _idle_and_total()
+        last_idle, last_total = self._last
+        self._last = (idle, total)
+        elapsed = total - last_total
+        if elapsed <= 0:
+            return
+        # Each interval's busy time is what was not idle, from deltas taken once: the counters are
+        # large, and busy and total differenced apart can round a fully busy interval to a share
+        # above 1. Linux's iowait may step backwards, so an interval's idle time is never negative.
+        busy = elapsed - min(max(idle - last_idle, 0.0), elapsed)
+        self._shares.append(busy / elapsed)
+        self._busy_s += busy
+        self._total_s += elapsed
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -110,7 +119,7 @@ class HostLoadSampler:
 
     def start(self) -> HostLoadSampler:
         self._started = time.monotonic()
-        self._first = self._last = _busy_and_total()
+        self._last = _idle_and_total()
         self._thread = threading.Thread(target=self._run, name="mqttlab-host-load", daemon=True)
         self._thread.start()
         return self
@@ -120,13 +129,12 @@ class HostLoadSampler:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self._read()  # the last partial interval counts too
-        busy, total = self._last
         self.result = HostLoad(
             cpus=psutil.cpu_count() or 1,
             duration_s=time.monotonic() - self._started,
             intervals=len(self._shares),
-            busy_cpu_s=busy - self._first[0],
-            total_cpu_s=total - self._first[1],
+            busy_cpu_s=self._busy_s,
+            total_cpu_s=self._total_s,
             max_share=max(self._shares, default=0.0),
             intervals_above_limit=sum(share > self.limit for share in self._shares),
             limit=self.limit,
