@@ -56,6 +56,27 @@ def test_a_visit_whose_id_the_next_visit_reuses_is_taken_over_not_lost(tmp_path:
     assert not [e for e in summary["errors"] if e["kind"].startswith("churn")], summary["errors"]
 
 
+def test_after_the_broker_stalls_every_visit_went_through_or_was_taken_over(tmp_path: Path) -> None:
+    # A frozen broker takes the CONNECTs that piled up in its own order: HiveMQ then closes some
+    # visits for an *earlier* visit on their id (5 in each of 3 runs were errors when only a later
+    # visit counted), so any other visit on the id under way makes a close a takeover.
+    if not get_launcher("hivemq").find():
+        pytest.skip(f"hivemq is not installed: {get_launcher('hivemq').how_to_get}")
+    churn = {"rate": 20, "stay": "100ms", "clients": 10, "subscribe": "churn/%i", "leave": "graceful"}
+    stalled = {**STEADY, "load.duration": "5s", "churn": churn, "faults": [{"kind": "broker-stall", "at": "1s", "duration": "1500ms"}]}
+    summary = mqttlab.run(None, broker="hivemq", set=stalled, out=tmp_path / "run").summary
+    counts = summary["churn"]
+    assert counts["opened"] + counts["failed"] == 100 and counts["taken_over"] >= 10
+    assert counts["completed"] + counts["taken_over"] == counts["opened"]
+    # HiveMQ may also close a visit's connection before its CONNACK when a later CONNECT on its id
+    # comes first (seen in 1 run of 5): a failed connect, named as one. No visit that connected is
+    # an error.
+    churn_errors = {e["kind"]: e["count"] for e in summary["errors"] if e["kind"].startswith("churn")}
+    assert churn_errors == ({"churn_connect_closed": counts["failed"]} if counts["failed"] else {}), summary["errors"]
+    messages = summary["messages"]
+    assert messages["delivered"] == messages["expected"] == messages["sent"] and messages["lost"] == 0
+
+
 def test_churn_that_cannot_work_is_refused_with_every_problem_named() -> None:
     with pytest.raises(ScenarioError) as refused:
         validate_scenario({"churn": {"rate": 0, "clients": 0}})

@@ -204,7 +204,7 @@ class ChurnSummary(TypedDict):
     opened: int
     failed: int
     completed: int
-    taken_over: int  # visits the broker closed once a later visit on the same id connected
+    taken_over: int  # visits the broker closed while another visit on their id was under way
     rate_per_s: float
     planned_rate_per_s: float
 

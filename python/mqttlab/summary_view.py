@@ -271,7 +271,7 @@ def _churn_line(churn: Mapping[str, Any]) -> Text:
     failed, taken = churn["failed"], churn.get("taken_over", 0)
     return Text.assemble(("churn: ", "dim"), f"{churn['opened']:,} connections opened ({churn['rate_per_s']:,.1f}/s of "
                          f"{churn['planned_rate_per_s']:,g} planned), {churn['completed']:,} went through to their leaving, ",
-                         (f"{taken:,} taken over by the next visit on their id (visits overlapping: few ids for the rate and stay), "
+                         (f"{taken:,} taken over by another visit on their id (visits overlapping: few ids for the rate and stay, or a slow broker), "
                           if taken else "", "yellow"),
                          (f"{failed:,} failed to connect", "bold red" if failed else ""))
 

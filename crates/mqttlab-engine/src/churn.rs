@@ -8,9 +8,10 @@
 //! One task in the first worker opens them on schedule, each visit a task of its own; every wait
 //! is bounded by the plan's connect timeout, so the run's end never waits on a silent broker.
 //!
-//! A visit still there when the next visit on its id connects (the broker slow, or few ids for the
-//! rate and stay) is closed by the broker, as MQTT asks of a reused client id: counted as taken
-//! over, not as an answer that never came.
+//! Two visits on one id overlap when the ids are few for the rate and stay, or the broker is slow;
+//! the broker then closes one of them, as MQTT asks of a reused client id: counted as taken over,
+//! not as an answer that never came. Which one it closes is the order it took their CONNECTs in,
+//! which after a pause of the broker need not be the order they were opened in.
 use crate::clock::now_ns;
 use crate::conn::{Conn, IoEvent};
 use crate::context::{Phase, WorkerCtx};
@@ -33,8 +34,9 @@ pub struct ChurnSummary {
     pub opened: u64,
     pub failed: u64,
     pub completed: u64,
-    /// Visits the broker closed after a later visit connected with the same client id (MQTT's
-    /// session takeover), before they could leave: neither completed nor failed.
+    /// Visits the broker closed while another visit on the same client id was under way (MQTT's
+    /// session takeover), before they could leave: neither completed nor failed. The broker's order
+    /// decides which one goes: a slow broker may take the CONNECT of the earlier visit last.
     #[serde(default)]
     pub taken_over: u64,
     /// Connections opened per second of the load, against the plan's `rate`.
@@ -69,9 +71,9 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
     let start = ctx.ctl_now().start_ns;
     let end = start + crate::pacing::schedule_length_ns(&ctx.plan).unwrap_or(0);
     let gap = (1e9 / c.rate) as u64;
-    // Of each id, the number of the last visit opened on it (plus one): a closed visit with a later
-    // one on its id was taken over.
-    let latest: Rc<[Cell<u64>]> = (0..c.clients.max(1)).map(|_| Cell::new(0)).collect();
+    // Of each id, its visits under way (opened and not ended): a visit the broker closed while
+    // another on its id was under way was taken over, whichever of the two opened first.
+    let under_way: Rc<[Cell<u32>]> = (0..c.clients.max(1)).map(|_| Cell::new(0)).collect();
     let mut visits = Vec::new();
     for k in 0u64.. {
         let due = start + k * gap;
@@ -79,8 +81,10 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
             break;
         }
         tokio::time::sleep(Duration::from_nanos(due.saturating_sub(now_ns()))).await;
-        latest[(k % u64::from(c.clients.max(1))) as usize].set(k + 1);
-        visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k, latest.clone())));
+        let slot = (k % u64::from(c.clients.max(1))) as usize;
+        under_way[slot].set(under_way[slot].get() + 1);
+        let on_its_id = UnderWay { ids: under_way.clone(), slot };
+        visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k, on_its_id)));
     }
     for v in visits {
         let _ = v.await;
@@ -88,10 +92,9 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
 }
 
 /// One churning client's visit: connect, subscribe, stay, unsubscribe, leave, each step timed.
-async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, latest: Rc<[Cell<u64>]>) {
-    let slot = (k % u64::from(c.clients.max(1))) as usize;
-    let id = format!("churn-{slot}");
-    let taken_over = || latest[slot].get() > k + 1;
+async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, on_its_id: UnderWay) {
+    let id = format!("churn-{}", on_its_id.slot);
+    let taken_over = || on_its_id.others();
     let mut mqtt = ctx.plan.mqtt.clone();
     mqtt.clean_start = c.clean_start;
     let mut conn = match Box::pin(Conn::open(&ctx.target, connect_packet(&mqtt, id.clone()))).await {
@@ -117,7 +120,7 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, latest: Rc<[Cell<u64>]>) {
         }
     }
     // Staying: what the subscription brings is read and let go (QoS 0: nothing to acknowledge).
-    // The stay ends early only when the connection does (a later visit on its id took it over).
+    // The stay ends early only when the connection does (another visit on its id took it over).
     if let Err(Ended::Closed) = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await {
         return lost(&ctx, &id, "stay's end", Ended::Closed, taken_over(), conn).await;
     }
@@ -131,6 +134,26 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, latest: Rc<[Cell<u64>]>) {
     match c.leave {
         ChurnLeave::Graceful => conn.close().await,
         ChurnLeave::Close => conn.abandon().await,
+    }
+}
+
+/// A visit counted among its id's visits under way until it ends (dropped).
+struct UnderWay {
+    ids: Rc<[Cell<u32>]>,
+    slot: usize,
+}
+
+impl UnderWay {
+    /// Whether another visit on this id is under way.
+    fn others(&self) -> bool {
+        self.ids[self.slot].get() > 1
+    }
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        let n = &self.ids[self.slot];
+        n.set(n.get() - 1);
     }
 }
 
@@ -165,14 +188,14 @@ enum Ended {
     Silent,
 }
 
-/// A visit whose answer never came: taken over (closed, a later visit on its id connected) or an
+/// A visit whose answer never came: taken over (closed, another visit on its id under way) or an
 /// error (closed with none, or silent), the connection closed.
-async fn lost(ctx: &WorkerCtx, id: &str, what: &str, ended: Ended, later_visit: bool, mut conn: Conn) {
+async fn lost(ctx: &WorkerCtx, id: &str, what: &str, ended: Ended, other_visit: bool, mut conn: Conn) {
     {
         let mut st = ctx.stats.borrow_mut();
         match ended {
-            Ended::Closed if later_visit => st.counters.churn_taken_over += 1,
-            Ended::Closed => st.error("churn_closed", &format!("{id}: the broker closed the connection before its {what}, no later visit on its id")),
+            Ended::Closed if other_visit => st.counters.churn_taken_over += 1,
+            Ended::Closed => st.error("churn_closed", &format!("{id}: the broker closed the connection before its {what}, no other visit on its id under way")),
             Ended::Silent => st.error("churn_no_answer", &format!("{id}: no {what} within the connect timeout")),
         }
     }

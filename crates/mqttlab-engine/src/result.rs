@@ -83,7 +83,7 @@ pub struct Counters {
     pub churn_failed: u64,
     #[serde(default)]
     pub churn_completed: u64,
-    /// Churn visits the broker closed once a later visit on the same id connected.
+    /// Churn visits the broker closed while another visit on the same id was under way.
     #[serde(default)]
     pub churn_taken_over: u64,
     /// Session takeover (takeover.rs): second connections that got their CONNACK, of those with
