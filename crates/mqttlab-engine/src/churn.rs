@@ -94,7 +94,6 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
 /// One churning client's visit: connect, subscribe, stay, unsubscribe, leave, each step timed.
 async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, on_its_id: UnderWay) {
     let id = format!("churn-{}", on_its_id.slot);
-    let taken_over = || on_its_id.others();
     let mut mqtt = ctx.plan.mqtt.clone();
     mqtt.clean_start = c.clean_start;
     let mut conn = match Box::pin(Conn::open(&ctx.target, connect_packet(&mqtt, id.clone()))).await {
@@ -116,18 +115,18 @@ async fn visit(ctx: Rc<WorkerCtx>, c: Churn, k: u64, on_its_id: UnderWay) {
     if let Some(f) = &filter {
         let request = subscribe_packet(std::slice::from_ref(f), QoS::AtMostOnce, SubscribeOptions::default());
         if let Err(ended) = exchange(&ctx, &mut conn, request, wait, "SUBACK", Timing::ChurnSuback).await {
-            return lost(&ctx, &id, "SUBACK", ended, taken_over(), conn).await;
+            return lost(&ctx, &id, "SUBACK", ended, on_its_id.others(), conn).await;
         }
     }
     // Staying: what the subscription brings is read and let go (QoS 0: nothing to acknowledge).
     // The stay ends early only when the connection does (another visit on its id took it over).
     if let Err(Ended::Closed) = answer(&mut conn, Duration::from_millis(c.stay_ms), |_| false).await {
-        return lost(&ctx, &id, "stay's end", Ended::Closed, taken_over(), conn).await;
+        return lost(&ctx, &id, "stay's end", Ended::Closed, on_its_id.others(), conn).await;
     }
     if let Some(f) = filter {
         let request = Packet::Unsubscribe(Unsubscribe { pkid: 2, filters: vec![f], properties: Properties::default() });
         if let Err(ended) = exchange(&ctx, &mut conn, request, wait, "UNSUBACK", Timing::ChurnUnsuback).await {
-            return lost(&ctx, &id, "UNSUBACK", ended, taken_over(), conn).await;
+            return lost(&ctx, &id, "UNSUBACK", ended, on_its_id.others(), conn).await;
         }
     }
     ctx.stats.borrow_mut().counters.churn_completed += 1;
