@@ -163,20 +163,24 @@ def _one_packet(buffer: bytes) -> bytes | None:
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_one_byte_payloads_are_accounted_exactly_through_several_wraps(mosquitto, qos):
-    # 600 messages per publisher: the one-byte sequence wraps twice. Two publishers fan in to both
-    # subscribers, so each receiver tells two streams apart by topic alone. At 500 msg/s the QoS
-    # window of 100 holds a 200 ms pause of a busy host (at 2,000 it dropped sends there).
-    p = plan(mosquitto.port, pubs=2, subs=2, filters=("t/+",), qos=qos, size=1, messages=600, rate=500.0)
+    # 800 messages per publisher: the one-byte sequence wraps three times. Two publishers fan in to
+    # both subscribers, so each receiver tells two streams apart by topic alone. Open loop: a send
+    # the window of 100 has no room for is dropped and counted, never sent late, so a busy host
+    # that pauses the broker longer than the window holds (0.4 s at 250 msg/s; CI once paused it
+    # about 0.7 s at 500) costs sends, not exactness. Every publisher must still wrap twice.
+    p = plan(mosquitto.port, pubs=2, subs=2, filters=("t/+",), qos=qos, size=1, messages=800, rate=250.0)
     raw, s = run(p)
     m = s["messages"]
     assert s["status"] == "completed"
-    assert (m["sent"], m["expected"], m["delivered"]) == (1200, 2400, 2400)
+    assert m["sent"] + m["dropped"] == 1600
+    assert all(sent > 2 * 256 for sent in raw["sent_per_publisher"].values()), raw["sent_per_publisher"]
+    assert (m["expected"], m["delivered"]) == (2 * m["sent"], 2 * m["sent"])
     assert (m["lost"], m["duplicated"], m["out_of_order"], m["unexpected"], m["unmeasured"]) == (0, 0, 0, 0, 0)
-    assert s["latency"]["e2e"]["count"] == 2400
+    assert s["latency"]["e2e"]["count"] == 2 * m["sent"]
     assert s["measurement"]["method"] == "topic-sequence"
     # One byte of payload on the wire: PUBLISH = 2 (fixed header) + 2 + 3 (topic "t/0") + pkid + 1.
     per_publish = 2 + 2 + 3 + (2 if qos else 0) + 1
-    assert raw["counters"]["mqtt_bytes_out"] >= 1200 * per_publish
+    assert raw["counters"]["mqtt_bytes_out"] >= m["sent"] * per_publish
     assert s["violations"] == []
 
 
