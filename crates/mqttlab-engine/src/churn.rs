@@ -81,9 +81,7 @@ pub async fn churn(ctx: Rc<WorkerCtx>) {
             break;
         }
         tokio::time::sleep(Duration::from_nanos(due.saturating_sub(now_ns()))).await;
-        let slot = (k % u64::from(c.clients.max(1))) as usize;
-        under_way[slot].set(under_way[slot].get() + 1);
-        let on_its_id = UnderWay { ids: under_way.clone(), slot };
+        let on_its_id = UnderWay::enter(under_way.clone(), (k % u64::from(c.clients.max(1))) as usize);
         visits.push(tokio::task::spawn_local(visit(ctx.clone(), c.clone(), k, on_its_id)));
     }
     for v in visits {
@@ -143,6 +141,12 @@ struct UnderWay {
 }
 
 impl UnderWay {
+    /// Counts a visit on id `slot` as under way.
+    fn enter(ids: Rc<[Cell<u32>]>, slot: usize) -> Self {
+        ids[slot].set(ids[slot].get() + 1);
+        Self { ids, slot }
+    }
+
     /// Whether another visit on this id is under way.
     fn others(&self) -> bool {
         self.ids[self.slot].get() > 1
