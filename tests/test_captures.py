@@ -69,7 +69,9 @@ def _legs(directory: Path) -> tuple[int, int]:
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_every_packet_has_the_size_the_protocol_gives_it(runs, qos):
     figures = measure(runs[qos])
-    assert figures["link_header_bytes"] == 14 and figures["retransmitted_frames"] == 0 and figures["capture_dropped"] == 0
+    # A loaded host can make the kernel retransmit a segment even on lo (CI once: a FIN sent again
+    # 4 ms later); the figures leave retransmissions out, which the exact counts below check.
+    assert figures["link_header_bytes"] == 14 and figures["capture_dropped"] == 0
     rows = {(r["direction"], r["packet"]): r for r in figures["packets"]}
     up, down = _legs(runs[qos])
     # CONNECT: fixed header 2 + protocol name 6 + level 1 + flags 1 + keep-alive 2 + client id 2 + id.
