@@ -650,13 +650,18 @@ class Launcher:
                 said = str(exc)
                 # Another process may have taken a port between our pick and the broker's bind.
                 port_taken = any(word in said.lower() for word in ("in use", "eaddrinuse"))
-                known_crash = self.connect_crash is not None and self.connect_crash in said
-                if attempt == START_TRIES or not (port_taken or known_crash):
+                if attempt == START_TRIES or not (self._met_known_crash(said) or port_taken):
                     raise
-                if known_crash:
-                    print(f"note: {self.name} met its known defect ({self.connect_crash!r}) while its "
-                          f"readiness was checked; started again", file=sys.stderr)
         raise AssertionError("unreachable")
+
+    def _met_known_crash(self, said: str) -> bool:
+        """Whether a failed start's error shows the broker's known defect (said on stderr, as the
+        start is then tried again)."""
+        met = self.connect_crash is not None and self.connect_crash in said
+        if met:
+            print(f"note: {self.name} met its known defect ({self.connect_crash!r}) while its "
+                  f"readiness was checked; started again", file=sys.stderr)
+        return met
 
     def _start_once(
         self, workdir: Path, material: TlsMaterial | None, version: str | None, detach: bool, verify: bool
@@ -739,13 +744,10 @@ class Launcher:
                 try:
                     serving(again, log_from)
                     return again
-                except BrokerStartError as exc:
+                except BaseException as exc:
                     process.terminate(again)
-                    if attempt == START_TRIES or self.connect_crash is None or self.connect_crash not in str(exc):
+                    if attempt == START_TRIES or not isinstance(exc, BrokerStartError) or not self._met_known_crash(str(exc)):
                         raise
-                except BaseException:
-                    process.terminate(again)
-                    raise
             raise AssertionError("unreachable")
 
         return RunningBroker(
