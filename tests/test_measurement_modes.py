@@ -186,13 +186,16 @@ def test_one_byte_payloads_are_accounted_exactly_through_several_wraps(mosquitto
 
 def test_a_gap_longer_than_the_wrap_is_counted_as_exactly_that_loss(mosquitto):
     # 300 consecutive PUBLISH packets (more than 256, the one-byte modulus) never reach the broker.
+    # One byte ties a delivery to its send only while it arrives within 256 sends (docs/scenarios.md):
+    # at 250 msg/s within 1 s, which a loaded host's pause of the relay and the broker stays under
+    # (at 5,000 msg/s, 51 ms: CI once had 18 deliveries taken for later sends).
     with closing(Hop(mosquitto.port, drop=range(100, 400))) as hop:
-        raw, s = run(plan(hop.port, qos=0, size=1, messages=1000, rate=5000.0))
+        raw, s = run(plan(hop.port, qos=0, size=1, messages=700, rate=250.0))
     m = s["messages"]
-    assert (m["sent"], m["expected"]) == (1000, 1000)
-    assert (m["delivered"], m["lost"]) == (700, 300)
+    assert (m["sent"], m["expected"]) == (700, 700)
+    assert (m["delivered"], m["lost"]) == (400, 300), (m, s["latency"]["e2e"])
     assert (m["duplicated"], m["out_of_order"], m["unexpected"]) == (0, 0, 0)
-    assert raw["deliveries"][0]["unique"] == 700
+    assert raw["deliveries"][0]["unique"] == 400
 
 
 def test_the_header_method_still_needs_16_bytes_and_topic_sequence_needs_own_topics(mosquitto):
@@ -209,8 +212,10 @@ def test_a_shard_without_the_publishers_cannot_use_topic_sequence(mosquitto):
 
 
 def test_round_trip_mode_times_one_byte_echoes(mosquitto):
-    p = plan(mosquitto.port, qos=1, size=1, messages=300, rate=1000.0, topic="rt/%i", filters=("rt/%i",),
-             publishers__reply_filter="rt-back/%i", subscribers__echo_topic="rt-back/%i")
+    # 250 msg/s: an echo is tied to its send while it is back within 256 sends (1 s), and a window
+    # as long as the run drops no send for a loaded host's pause of the broker.
+    p = plan(mosquitto.port, qos=1, size=1, messages=300, rate=250.0, topic="rt/%i", filters=("rt/%i",),
+             publishers__reply_filter="rt-back/%i", subscribers__echo_topic="rt-back/%i", publishers__inflight=300)
     _, s = run(p)
     assert s["round_trip"]["replies"] == 300 and s["round_trip"]["lost"] == 0 and s["round_trip"]["duplicated"] == 0
     assert s["latency"]["rtt"]["count"] == 300
