@@ -76,7 +76,6 @@ RACE_PAUSE_S = 0.3
 def despite_known_race(broker: RunningBroker, action: Callable[[], T]) -> T:
     """`action()`, tried again (up to RACE_TRIES in all) when it fails by the broker's known race."""
     race = KNOWN_RACES.get(broker.name)
-    crash = get_launcher(broker.name).connect_crash
     for attempt in range(1, RACE_TRIES + 1):
         try:
             return action()
@@ -84,11 +83,20 @@ def despite_known_race(broker: RunningBroker, action: Callable[[], T]) -> T:
             if race is None or race not in str(error) or attempt == RACE_TRIES:
                 raise
             time.sleep(RACE_PAUSE_S)
-            if not broker.is_running():
-                log = broker.log_file.read_text(errors="replace") if broker.log_file is not None else ""
-                assert crash is not None and crash in log, f"{broker.name} has ended: {log[-1500:]}"
-                broker.start_process()
+            started_again_after_known_crash(broker)
     raise AssertionError("unreachable")
+
+
+def started_again_after_known_crash(broker: RunningBroker, also: tuple[str, ...] = ()) -> str | None:
+    """Starts the broker again if it ended by a known crash (its launcher's `connect_crash`, or a
+    line of `also`) and returns that crash's line; None if it is running. Any other death fails."""
+    if broker.is_running():
+        return None
+    log = broker.log_file.read_text(errors="replace") if broker.log_file is not None else ""
+    crash = next((line for line in (get_launcher(broker.name).connect_crash, *also) if line and line in log), None)
+    assert crash is not None, f"{broker.name} has ended: {log[-1500:]}"
+    broker.start_process()
+    return crash
 
 
 def served_round_trip(broker: RunningBroker, port: int, **options: object) -> Message:

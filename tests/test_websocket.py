@@ -23,7 +23,7 @@ import mqttlab
 from mqttlab.brokers import RunningBroker, get_launcher
 from mqttlab.planning import bind_broker, plan_of, validate_scenario
 from mqttlab.scenario import ScenarioError
-from test_brokers_launchers import KNOWN_RACES, ensure_installed  # tests/ is on sys.path (no package)
+from test_brokers_launchers import KNOWN_RACES, ensure_installed, started_again_after_known_crash  # tests/ is on sys.path (no package)
 
 pytest.importorskip("mqttlab._engine", reason="the compiled engine is not built yet")
 
@@ -113,18 +113,14 @@ REORDERS = {"nanomq"}
 # broker's crash, not the engine's. It may also die of its TLS defect (its launcher's
 # `connect_crash`), as it did once in CI a moment after the module's start. The next test gets the
 # broker started again, and any other death still fails.
-KNOWN_CRASHES = {"nanomq": ("aio schedule failed", get_launcher("nanomq").connect_crash)}
+WEBSOCKET_CRASHES = {"nanomq": ("aio schedule failed",)}
 
 
 def _serving(broker: RunningBroker) -> RunningBroker:
-    """The module's broker, started again if it ended by its known crash."""
-    if broker.is_running():
-        return broker
-    log = broker.log_file.read_text(errors="replace") if broker.log_file is not None else ""
-    crash = next((line for line in KNOWN_CRASHES.get(broker.name, ()) if line and line in log), None)
-    assert crash is not None, f"{broker.name} has ended: {log[-1500:]}"
-    warnings.warn(f"{broker.name} ended by its known crash ({crash!r}); started again", stacklevel=2)
-    broker.start_process()
+    """The module's broker, started again if it ended by a known crash."""
+    crash = started_again_after_known_crash(broker, WEBSOCKET_CRASHES.get(broker.name, ()))
+    if crash is not None:
+        warnings.warn(f"{broker.name} ended by its known crash ({crash!r}); started again", stacklevel=2)
     return broker
 
 
