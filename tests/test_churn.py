@@ -44,14 +44,16 @@ def test_churning_clients_are_timed_apart_and_the_steady_traffic_keeps_exact(bro
 
 
 def test_a_visit_whose_id_the_next_visit_reuses_is_taken_over_not_lost(tmp_path: Path) -> None:
-    # One id for every visit, each staying 100 ms, one every 50 ms: MQTT has the broker close the
+    # One id for every visit, each staying 300 ms, one every 50 ms: MQTT has the broker close the
     # earlier connection when the next connects with its client id [MQTT-3.1.4-2], so every visit
-    # but the last (and, under load, one or two whose successor came late) is taken over.
-    churn = {"rate": 20, "stay": "100ms", "clients": 1, "subscribe": "churn/%i", "leave": "graceful"}
+    # but the last is taken over, unless its successor's CONNECT reached the broker some 250 ms
+    # late (CI's parallel run once had 4 of 60 visits complete with a 100 ms stay, 50 ms of slack).
+    # A broker that kept both connections would have every visit complete.
+    churn = {"rate": 20, "stay": "300ms", "clients": 1, "subscribe": "churn/%i", "leave": "graceful"}
     summary = mqttlab.run(None, broker="mosquitto", set={**STEADY, "churn": churn}, out=tmp_path / "run").summary
     counts = summary["churn"]
     assert counts["failed"] == 0 and counts["completed"] + counts["taken_over"] == counts["opened"] >= 55
-    assert counts["taken_over"] >= counts["opened"] - 3 and counts["completed"] >= 1
+    assert counts["taken_over"] >= 0.9 * counts["opened"] and counts["completed"] >= 1
     # A takeover is the broker keeping MQTT's rule, not an answer that never came.
     assert not [e for e in summary["errors"] if e["kind"].startswith("churn")], summary["errors"]
 
