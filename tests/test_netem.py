@@ -39,6 +39,7 @@ def tcp_connect_ms(address: str, port: int = 9) -> float:
         return (time.monotonic() - start) * 1000
 
 
+@pytest.mark.serial  # judges timing: a 5 ms median margin
 def test_emulated_delay_of_50ms_each_way_gives_100ms_round_trips(tmp_path):
     # Tolerance: never faster than asked; at most 5 ms slower in the median (thread wake-ups,
     # Python timing) on this 2-core machine. Measured: about +1.5 ms.
@@ -58,6 +59,7 @@ def test_direction_overrides_apply_to_their_direction_only(tmp_path):
     assert 50.0 <= summary["rtt_min_ms"] and summary["rtt_median_ms"] <= 55.0, summary
 
 
+@pytest.mark.serial  # the emulator must read every datagram before the TUN queue overflows
 def test_emulated_loss_of_10_percent_is_binomial_for_icmp_and_udp(tmp_path):
     n = 1500
     with EmulatedNetwork(conditions(up={"loss": "10%"}, method="emulator"), tmp_path) as net:
@@ -79,6 +81,7 @@ def test_emulated_loss_of_10_percent_is_binomial_for_icmp_and_udp(tmp_path):
     assert abs(udp_lost / udp_in - 0.1) <= tolerance, (udp_lost, udp_in)
 
 
+@pytest.mark.serial  # judges a rate within 8 %
 @pytest.mark.parametrize("method", ["emulator", "tbf"])
 def test_rate_limit_of_1mbit_holds_for_a_bulk_tcp_transfer(tmp_path, method):
     with EmulatedNetwork(conditions(rate="1mbit", method=method), tmp_path) as net:

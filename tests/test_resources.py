@@ -43,6 +43,7 @@ def _finish(process: subprocess.Popen) -> None:
     process.wait(timeout=10)
 
 
+@pytest.mark.serial  # judges a CPU share
 def test_busy_process_uses_about_one_core() -> None:
     burner = _python(BURN.format(seconds=3))
     try:
@@ -127,6 +128,7 @@ def test_generator_sampler_watches_this_process_without_the_broker_child() -> No
     assert all(s.mono_ns > 0 for s in sampler.samples)
 
 
+@pytest.mark.serial  # judges a CPU share
 def test_run_resources_give_broker_and_generator_rows_on_the_run_clock() -> None:
     burner = _python(BURN.format(seconds=4))
     try:
