@@ -16,7 +16,8 @@ import pytest
 
 from conftest import skip_unless_capture_on_lo
 from mqttlab.analysis.captures import (
-    FIGURES_FILE, CaptureAnalysisError, RoundTrip, capture_figures, capture_info, fin_fall, figures_json, measure, round_trips,
+    CONNECT, DISCONNECT, FIGURES_FILE, CaptureAnalysisError, Frame, Packet, RoundTrip, capture_figures, capture_info, connection_table, fin_fall,
+    figures_json, measure, round_trips,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,6 +168,23 @@ def test_a_run_kept_as_its_figures_gives_what_its_capture_gave(runs, tmp_path):
 
 def _trips(*rtts: float, warmup: int = 0) -> list[RoundTrip]:
     return [RoundTrip(0, index, index - warmup, rtt) for index, rtt in enumerate(rtts)]
+
+
+def test_the_broker_s_answer_to_a_re_sent_fin_is_not_taken_for_its_answer_to_the_disconnect():
+    # As CI's loaded host once captured it: the client's DISCONNECT and FIN, the FIN re-sent 12 ms
+    # later, the broker's ACK of the duplicate (a D-SACK, 12 option bytes more), then its FIN.
+    def frame(up: bool, tcp_len: int, ack: int, next_seq: int, **more) -> Frame:
+        extra = 12 if more.get("reports_duplicate") else 0
+        return Frame(time=0.0, stream=0, up=up, frame_bytes=HEADERS + tcp_len + extra, ip_bytes=0, tcp_len=tcp_len, control=more.pop("fin", False),
+                     retransmission=more.pop("retransmission", False), ack=ack, next_seq=next_seq, **more)  # fmt: skip
+    connect = frame(True, 25, 1, 26)
+    connect.packets = [Packet(CONNECT, 0, 25)]
+    disconnect = frame(True, 2, 5, 28)
+    disconnect.packets = [Packet(DISCONNECT, 0, 2)]
+    fin, again = frame(True, 0, 5, 28, fin=True), frame(True, 0, 5, 28, fin=True, retransmission=True)
+    dsack, broker_fin = frame(False, 0, 29, 5, reports_duplicate=True), frame(False, 0, 29, 5, fin=True)
+    [row] = connection_table([connect, disconnect, fin, again, dsack, broker_fin])
+    assert row["disconnect_ack"] == {"frame_bytes": HEADERS, "bare": False}
 
 
 def test_the_fin_s_fall_is_the_lowest_round_trip_after_the_highest_over_the_highest():

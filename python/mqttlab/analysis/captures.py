@@ -36,7 +36,8 @@ FIGURES_FILE = "figures.json"  # beside the capture, in capture/: what a page's 
 FIGURES_FORMAT = "mqttlab-capture-figures/1"
 HEADER_HEX = 32  # the 16-byte measurement header, as tshark prints mqtt.msg (hex)
 _FIELDS = ["frame.time_epoch", "frame.len", "ip.len", "tcp.stream", "tcp.dstport", "tcp.len", "tcp.flags.syn",
-           "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len", "tcp.ack", "tcp.nxtseq"]  # fmt: skip
+           "tcp.flags.fin", "tcp.analysis.retransmission", "mqtt.hdrflags", "mqtt.len", "tcp.ack", "tcp.nxtseq",
+           "tcp.options.sack_le"]  # fmt: skip
 
 
 class CaptureAnalysisError(Exception):
@@ -93,6 +94,9 @@ class Frame:
     ack: int = 0  # TCP acknowledgement number (relative): the other side's bytes received so far
     next_seq: int = 0  # TCP sequence number after this segment's payload (relative)
     fin: bool = False
+    # It reports a segment that arrived twice (a D-SACK block, RFC 2883: a SACK edge below its own
+    # acknowledgement number): the answer to a retransmission, not to the segment first sent.
+    reports_duplicate: bool = False
 
     @property
     def bare_ack(self) -> bool:
@@ -145,13 +149,14 @@ def read_frames(directory: Path) -> list[Frame]:
     port = int(info["port"])
     frames = []
     for cells in tshark_fields(Path(directory) / "capture" / CAPTURE_FILE, port, _FIELDS):
-        when, length, ip_len, stream, dstport, tcp_len, syn, fin, retransmission, flags, lengths, ack, next_seq = cells
+        when, length, ip_len, stream, dstport, tcp_len, syn, fin, retransmission, flags, lengths, ack, next_seq, sack_left = cells
+        acknowledged = int(_first(ack) or 0)
         frames.append(Frame(
             time=float(when), stream=int(_first(stream) or -1), up=_first(dstport) == str(port),
             frame_bytes=int(length), ip_bytes=int(_first(ip_len) or 0), tcp_len=int(_first(tcp_len) or 0),
             control=_first(syn) in ("1", "True") or _first(fin) in ("1", "True"), retransmission=bool(retransmission),
-            packets=_packets(flags, lengths), ack=int(_first(ack) or 0), next_seq=int(_first(next_seq) or 0),
-            fin=_first(fin) in ("1", "True"),
+            packets=_packets(flags, lengths), ack=acknowledged, next_seq=int(_first(next_seq) or 0),
+            fin=_first(fin) in ("1", "True"), reports_duplicate=any(int(edge) < acknowledged for edge in sack_left.split(",") if edge),
         ))  # fmt: skip
     return frames
 
@@ -298,9 +303,12 @@ def connection_table(frames: list[Frame]) -> list[dict[str, Any]]:
 
 def _acknowledgement(frames: list[Frame], index: int) -> Optional[dict[str, Any]]:
     """The first segment without payload from the other side whose acknowledgement number covers
-    frame `index`: {frame_bytes, bare (False: it carries the FIN)}; None when the capture has none."""
+    frame `index`: {frame_bytes, bare (False: it carries the FIN)}; None when the capture has none.
+    A segment that reports a duplicate answers a retransmission, and is passed over: when a loaded
+    host re-sent the client's FIN, the broker's D-SACK (12 option bytes more) came before its FIN."""
     sent = frames[index]
-    answer = next((f for f in frames[index + 1:] if f.up != sent.up and f.tcp_len == 0 and f.ack >= sent.next_seq > 0), None)
+    answers = (f for f in frames[index + 1:] if f.up != sent.up and f.tcp_len == 0 and not f.reports_duplicate)
+    answer = next((f for f in answers if f.ack >= sent.next_seq > 0), None)
     return None if answer is None else {"frame_bytes": answer.frame_bytes, "bare": answer.bare_ack}
 
 
